@@ -1,0 +1,81 @@
+"""Backend registry: which profiler class handles which kind of model.
+
+Backends are matched by the names of the model's classes, so no framework is imported to
+choose one; the chosen backend module is imported only then.
+"""
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping
+
+
+@dataclass(frozen=True)
+class Backend:
+    """A backend: a name, a test on the model's type, where its profiler lives, its pip extra."""
+
+    name: str
+    matches: Callable[[Any], bool]
+    profiler_path: str  # "package.module:ClassName"
+    extra: str
+    requires: str  # the framework's import name, for the error message
+
+    def load(self) -> type:
+        module_name, _, class_name = self.profiler_path.partition(":")
+        try:
+            importlib.import_module(self.requires)
+        except ImportError as exc:
+            raise ImportError(f"the {self.name} backend needs {self.requires}, which is not installed here; "
+                              f"install it with: pip install 'deeplite-like[{self.extra}]'") from exc
+        return getattr(importlib.import_module(module_name), class_name)
+
+
+def _mro_names(model: Any) -> list[str]:
+    return [f"{c.__module__}.{c.__qualname__}" for c in type(model).__mro__]
+
+
+def _is_keras(model: Any) -> bool:
+    return any(n.startswith(("keras.", "tf_keras.")) and n.endswith((".Layer", ".Model", ".Operation"))
+               for n in _mro_names(model))
+
+
+def _is_torch(model: Any) -> bool:
+    return "torch.nn.modules.module.Module" in _mro_names(model)
+
+
+_BACKENDS: dict[str, Backend] = {}
+
+
+def register_backend(backend: Backend) -> None:
+    """Add a backend; backends are tried in registration order."""
+    _BACKENDS[backend.name] = backend
+
+
+# Keras first: under Keras' torch backend a Keras model is also a torch.nn.Module.
+register_backend(Backend("keras", _is_keras, "deeplite_like.backends.keras:KerasProfiler", "keras", "keras"))
+register_backend(Backend("torch", _is_torch, "deeplite_like.backends.torch:TorchProfiler", "torch", "torch"))
+
+
+def available_backends() -> tuple[str, ...]:
+    return tuple(_BACKENDS)
+
+
+def get_backend(name: str) -> type:
+    """The profiler class of the backend ``name`` (``'torch'``, ``'keras'``)."""
+    try:
+        return _BACKENDS[name.lower()].load()
+    except KeyError:
+        raise ValueError(f"unknown backend {name!r}; available: {', '.join(_BACKENDS)}") from None
+
+
+def backend_for(model: Any) -> Backend:
+    for backend in _BACKENDS.values():
+        if backend.matches(model):
+            return backend
+    raise TypeError(f"no backend handles a model of type {type(model).__module__}.{type(model).__qualname__}; "
+                    f"supported: {', '.join(_BACKENDS)} models")
+
+
+def profiler_for(model: Any, data_splits: Mapping[str, Any] | None = None, **kwargs: Any):
+    """A profiler of the right backend for ``model`` (a Keras model is checked first)."""
+    return backend_for(model).load()(model, data_splits, **kwargs)

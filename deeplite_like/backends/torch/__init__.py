@@ -1,0 +1,42 @@
+"""PyTorch backend: ``TorchProfiler``, its ``Compute*`` functions, and ``count_ops``.
+
+Names are resolved lazily so that importing one part (e.g. the counting engine) does not
+import the others.
+"""
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+_EXPORTS = {
+    "count_ops": "deeplite_like.backends.torch.counting",
+    "register_formula": "deeplite_like.backends.torch.counting",
+    "register_free": "deeplite_like.backends.torch.counting",
+    "register_module_formula": "deeplite_like.backends.torch.counting",
+    "Cost": "deeplite_like.backends.torch.counting",
+    "OpCall": "deeplite_like.backends.torch.counting",
+    "TorchProfiler": "deeplite_like.backends.torch.profiler",
+    "ComputeComplexity": "deeplite_like.backends.torch.functions",
+    "ComputeParams": "deeplite_like.backends.torch.functions",
+    "ComputeSize": "deeplite_like.backends.torch.functions",
+    "ComputeMemory": "deeplite_like.backends.torch.functions",
+    "ComputeExecutionTime": "deeplite_like.backends.torch.functions",
+    "ComputeLayerwiseSummary": "deeplite_like.backends.torch.functions",
+    "accuracy": "deeplite_like.backends.torch.evaluate",
+    "topk_accuracy": "deeplite_like.backends.torch.evaluate",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_EXPORTS))

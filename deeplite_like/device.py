@@ -1,0 +1,58 @@
+"""``Device``: where work runs, named case-insensitively (``cpu``, ``gpu``/``cuda``, ``cuda:N``, ``meta``)."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+_ALIASES = {"cpu": "cpu", "gpu": "cuda", "cuda": "cuda", "meta": "meta"}
+
+
+@dataclass(frozen=True)
+class Device:
+    """A device kind and optional index. ``Device.parse('GPU') == Device.CUDA``.
+
+    Class constants: ``Device.CPU``, ``Device.GPU`` (same as ``Device.CUDA``), ``Device.META``.
+    ``str(Device.parse('cuda:1')) == 'cuda:1'``, which frameworks accept as a device string.
+    """
+
+    kind: str
+    index: int | None = None
+
+    CPU: ClassVar["Device"]
+    GPU: ClassVar["Device"]
+    CUDA: ClassVar["Device"]
+    META: ClassVar["Device"]
+
+    def __post_init__(self) -> None:
+        if self.kind not in ("cpu", "cuda", "meta"):
+            raise ValueError(f"unknown device kind {self.kind!r}; expected 'cpu', 'cuda' or 'meta'")
+        if self.index is not None and (self.kind != "cuda" or self.index < 0):
+            raise ValueError(f"only cuda devices take a non-negative index, got {self.kind}:{self.index}")
+
+    @classmethod
+    def parse(cls, device: Any) -> "Device":
+        """Accept a ``Device``, a string (``'CPU'``, ``'gpu'``, ``'cuda:1'``) or a framework device object."""
+        if isinstance(device, Device):
+            return device
+        if device is None:
+            return cls.CPU
+        text = str(device).strip().lower()
+        name, sep, index = text.partition(":")
+        kind = _ALIASES.get(name)
+        if kind is None or (sep and not index.isdigit()):
+            raise ValueError(f"unknown device {device!r}; use 'cpu', 'gpu' or 'cuda', 'cuda:N' or 'meta'")
+        if sep and kind != "cuda":
+            raise ValueError(f"unknown device {device!r}: only cuda devices take an index, as in 'cuda:1'")
+        return cls(kind, int(index) if sep else None)
+
+    @property
+    def is_cuda(self) -> bool:
+        return self.kind == "cuda"
+
+    def __str__(self) -> str:
+        return self.kind if self.index is None else f"{self.kind}:{self.index}"
+
+
+Device.CPU = Device("cpu")
+Device.CUDA = Device.GPU = Device("cuda")
+Device.META = Device("meta")

@@ -1,0 +1,121 @@
+"""The built-in status keys. No framework is imported here.
+
+Every backend fills the same keys, so reports and compares work across backends.
+Values are raw: counts as ints, bytes as ints, seconds as floats.
+"""
+from __future__ import annotations
+
+from deeplite_like.status import Comparative, Metric, StatusKey
+from deeplite_like.metrics.eval import EvalMetric, make_eval_metric
+
+
+class _CountMetric(Metric):
+    UNIT_KIND = "count"
+    COMPARATIVE = Comparative.LOWER_IS_BETTER
+    DECREASE_WORD = "fewer"
+    INCREASE_WORD = "more"
+
+
+class _BytesMetric(Metric):
+    UNIT_KIND = "bytes"
+    BASE_UNIT = "B"
+    COMPARATIVE = Comparative.LOWER_IS_BETTER
+    DECREASE_WORD = "smaller"
+    INCREASE_WORD = "larger"
+
+
+class Macs(_CountMetric):
+    NAME = "macs"
+    FRIENDLY_NAME = "Computational complexity"
+    BASE_UNIT = "MACs"
+    DESCRIPTION = ("Multiply-accumulates of contractions (matmuls, convolutions, attention, "
+                   "recurrent cells) for one batch of the chosen batch size.")
+
+
+class Flops(_CountMetric):
+    NAME = "flops"
+    FRIENDLY_NAME = "Floating-point operations"
+    BASE_UNIT = "FLOPs"
+    DESCRIPTION = ("2 x MACs plus every other arithmetic op (bias and residual adds, activations, "
+                   "normalisation, softmax, pooling, ...) for one batch; moves and look-ups are free.")
+
+
+class TotalParams(_CountMetric):
+    NAME = "total_params"
+    FRIENDLY_NAME = "Total parameters"
+    DESCRIPTION = "Number of parameters, trainable or not; a parameter shared by several modules counts once."
+
+
+class TrainableParams(_CountMetric):
+    NAME = "trainable_params"
+    FRIENDLY_NAME = "Trainable parameters"
+    DESCRIPTION = "Number of parameters that require gradients; shared parameters count once."
+
+
+class ModelSize(_BytesMetric):
+    NAME = "model_size"
+    FRIENDLY_NAME = "Model size"
+    DESCRIPTION = ("Bytes of all parameters at their real dtype (fp32, fp16, int8, quantized); "
+                   "buffers are reported apart in the details.")
+
+
+class PeakActivationMemory(_BytesMetric):
+    NAME = "peak_activation_memory"
+    FRIENDLY_NAME = "Peak activation memory"
+    DESCRIPTION = ("Largest total of live tensor bytes during one forward pass of one batch, "
+                   "inputs and outputs included, parameters and buffers excluded.")
+
+
+class MemoryFootprint(_BytesMetric):
+    NAME = "memory_footprint"
+    FRIENDLY_NAME = "Memory footprint"
+    DESCRIPTION = "Parameters + buffers + peak activation memory, for one batch."
+
+
+class ExecutionTime(Metric):
+    NAME = "execution_time"
+    FRIENDLY_NAME = "Execution time"
+    BASE_UNIT = "s"
+    UNIT_KIND = "seconds"
+    COMPARATIVE = Comparative.LOWER_IS_BETTER
+    DECREASE_WORD = "faster"
+    INCREASE_WORD = "slower"
+    DESCRIPTION = "Median wall time of one forward pass of one batch, after warm-up."
+
+
+class Throughput(Metric):
+    NAME = "throughput"
+    FRIENDLY_NAME = "Throughput"
+    BASE_UNIT = "samples/s"
+    UNIT_KIND = "rate"
+    COMPARATIVE = Comparative.HIGHER_IS_BETTER
+    DECREASE_WORD = "lower"
+    INCREASE_WORD = "higher"
+    DESCRIPTION = "Samples per second: batch size / median execution time."
+
+
+class InferenceTime(ExecutionTime):
+    NAME = "inference_time"
+    FRIENDLY_NAME = "Evaluation time"
+    DESCRIPTION = "Wall time of the evaluation function over its whole data split."
+
+
+class LayerwiseSummary(StatusKey):
+    """Per-layer table (a report object); shown on its own, not as a row of the metric table."""
+
+    NAME = "layerwise_summary"
+
+
+#: The default evaluation metric: a percentage compared in points, higher is better.
+EvalMetricDefault = make_eval_metric("eval_metric", unit_name="%", comparative=Comparative.DIFFERENCE,
+                                     friendly_name="Evaluation metric")
+
+BUILTIN_KEYS = {cls.NAME: cls for cls in (
+    Macs, Flops, TotalParams, TrainableParams, ModelSize, MemoryFootprint, PeakActivationMemory,
+    ExecutionTime, Throughput, EvalMetricDefault, InferenceTime, LayerwiseSummary)}
+
+__all__ = [
+    "BUILTIN_KEYS", "EvalMetric", "EvalMetricDefault", "ExecutionTime", "Flops", "InferenceTime",
+    "LayerwiseSummary", "Macs", "MemoryFootprint", "ModelSize", "PeakActivationMemory", "Throughput",
+    "TotalParams", "TrainableParams", "make_eval_metric",
+]

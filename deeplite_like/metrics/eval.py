@@ -1,0 +1,43 @@
+"""Evaluation metrics whose name, units and direction the user chooses (top-1, top-5, loss)."""
+from __future__ import annotations
+
+import keyword
+
+from deeplite_like.status import Comparative, Metric
+
+
+class EvalMetric(Metric):
+    """Base of user-named evaluation metrics; build one with :func:`make_eval_metric`."""
+
+    UNIT_KIND = "plain"
+    COMPARATIVE = Comparative.DIFFERENCE
+
+
+def make_eval_metric(name: str, unit_name: str = "", comparative: Comparative = Comparative.DIFFERENCE,
+                     friendly_name: str | None = None, description: str | None = None) -> type[EvalMetric]:
+    """Create an ``EvalMetric`` subclass whose ``NAME`` is ``name``.
+
+    ``comparative`` says how two models are compared: ``DIFFERENCE`` (``-0.70 pts`` for a
+    percentage, higher is better), ``DIFFERENCE_LOWER`` (a loss), ``HIGHER_IS_BETTER`` /
+    ``LOWER_IS_BETTER`` (ratios) or ``NONE``.
+    """
+    if not isinstance(name, str) or not name:
+        raise ValueError(f"an evaluation metric needs a non-empty string name, got {name!r}")
+    if not isinstance(comparative, Comparative):
+        raise TypeError(f"comparative must be a Comparative member, got {comparative!r}")
+    lower = comparative in (Comparative.LOWER_IS_BETTER, Comparative.DIFFERENCE_LOWER)
+    attrs = {
+        "NAME": name,
+        "BASE_UNIT": unit_name,
+        "COMPARATIVE": comparative,
+        "FRIENDLY_NAME": friendly_name or name.replace("_", " ").capitalize(),
+        "DESCRIPTION": description or f"User evaluation metric '{name}' ({comparative.value}).",
+        "DECREASE_WORD": "lower",
+        "INCREASE_WORD": "higher",
+        "__module__": __name__,
+        "__doc__": f"Evaluation metric {name!r} ({'lower' if lower else 'higher'} is better).",
+    }
+    class_name = "".join(part.capitalize() for part in name.replace("-", "_").split("_") if part) or "Eval"
+    if not class_name.isidentifier() or keyword.iskeyword(class_name):
+        class_name = "EvalMetric_"
+    return type(class_name + "Metric", (EvalMetric,), attrs)

@@ -1,0 +1,78 @@
+"""``OpCount``: the result of a counting pass, shared by every backend (no framework imports).
+
+Counts are per the batch that ran. ``by_module`` is nested: a parent's figures include its
+children's; ``""`` is the root module. ``module_ops`` holds, per module, the operators that
+ran directly inside it (not inside a child), which is what a detailed view shows as the gap
+between a parent and the sum of its children.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+
+
+@dataclass
+class OpStats:
+    """MACs, FLOPs and calls accumulated under one name (a module or an operator)."""
+
+    macs: int = 0
+    flops: int = 0
+    calls: int = 0
+
+    def add(self, macs: int, flops: int, calls: int = 1) -> None:
+        self.macs += int(macs)
+        self.flops += int(flops)
+        self.calls += int(calls)
+
+    def as_dict(self) -> dict:
+        return {"macs": self.macs, "flops": self.flops, "calls": self.calls}
+
+
+@dataclass
+class OpCount:
+    """Totals and breakdowns of one counting pass.
+
+    Attributes:
+        macs, flops: totals (ints) for the batch that ran.
+        by_module: qualified module name -> ``OpStats``, nested (parents include children).
+        by_operator: operator name (``aten.mm``, ``Conv2D``) -> ``OpStats``.
+        untracked: operator name -> calls, for ops that ran with no formula and are not known
+            to be free (counted as 0).
+        module_ops: module name -> operator name -> ``OpStats`` of ops run directly inside it.
+        phases: phase (``forward``, ``backward``) -> ``OpStats`` when several were counted.
+        batch_size: the batch size that ran, when known (per-sample figures divide by it).
+    """
+
+    macs: int = 0
+    flops: int = 0
+    by_module: dict[str, OpStats] = field(default_factory=dict)
+    by_operator: dict[str, OpStats] = field(default_factory=dict)
+    untracked: dict[str, int] = field(default_factory=dict)
+    module_ops: dict[str, dict[str, OpStats]] = field(default_factory=dict)
+    phases: dict[str, OpStats] = field(default_factory=dict)
+    batch_size: int | None = None
+
+    def per_sample(self, what: str = "flops") -> float:
+        """``macs`` or ``flops`` divided by the batch size (raises if it is unknown)."""
+        if not self.batch_size:
+            raise ValueError("this OpCount does not know its batch size; divide the totals yourself")
+        return getattr(self, what) / self.batch_size
+
+    def as_dict(self) -> dict:
+        return {
+            "macs": self.macs,
+            "flops": self.flops,
+            "batch_size": self.batch_size,
+            "by_module": {k: v.as_dict() for k, v in self.by_module.items()},
+            "by_operator": {k: v.as_dict() for k, v in self.by_operator.items()},
+            "untracked": dict(self.untracked),
+            "module_ops": {m: {k: v.as_dict() for k, v in ops.items()} for m, ops in self.module_ops.items()},
+            "phases": {k: v.as_dict() for k, v in self.phases.items()},
+        }
+
+    def to_json(self, indent: int | None = 2) -> str:
+        return json.dumps(self.as_dict(), indent=indent)
+
+    def __repr__(self) -> str:
+        extra = f", untracked={self.untracked}" if self.untracked else ""
+        return f"OpCount(macs={self.macs:,}, flops={self.flops:,}{extra})"

@@ -1,0 +1,351 @@
+"""``Profiler``: maps status keys to the functions that compute them, caches and reports them."""
+from __future__ import annotations
+
+import difflib
+import inspect
+import logging
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Mapping
+
+from deeplite_like.functions import ProfilerFunction, bounded_keys, call_signature
+from deeplite_like.status import Detailed, StatusKey
+
+logger = logging.getLogger("deeplite_like")
+
+_UNSET = object()
+
+
+@dataclass
+class _Registration:
+    function: ProfilerFunction
+    override: bool
+    signature: inspect.Signature
+    keys: dict[str, type[StatusKey]]
+    last_kwargs: Any = field(default=_UNSET)  # what the owned keys were last computed with
+
+
+class Profiler:
+    """A registry of profiler functions bound to one model and its data splits.
+
+    Registration rules (per status key):
+
+    * a newer non-override registration replaces an older non-override one, with a logged warning;
+    * an override wins over non-overrides registered before or after it;
+    * two overrides for one key raise ``RuntimeError`` naming both functions and the key;
+    * registration is atomic: if one key fails, no key of that function changes.
+
+    Values are cached per key and recomputed when asked (``recompute=True``) or when the
+    arguments piped to their function differ from the last computation.
+    """
+
+    backend_name = "generic"
+
+    def __init__(self, model: Any, data_splits: Mapping[str, Any] | None = None, name: str = "model") -> None:
+        self.model = model
+        self.data_splits = {} if data_splits is None else data_splits
+        self.name = name
+        self._registrations: list[_Registration] = []  # in registration order
+        self._owner: dict[str, _Registration] = {}  # key NAME -> registration computing it
+        self._status: dict[str, StatusKey] = {}
+
+    # ------------------------------------------------------------------ context
+    def context(self) -> dict[str, Any]:
+        """Arguments the profiler supplies itself, by parameter name; backends add to them."""
+        return {"model": self.model, "data_splits": self.data_splits}
+
+    # ------------------------------------------------------------- registration
+    def register_profiler_function(self, function: ProfilerFunction, override: bool = False) -> None:
+        """Register ``function`` for every status key it declares (see the class docstring)."""
+        if not isinstance(function, ProfilerFunction):
+            raise TypeError(f"expected a ProfilerFunction, got {function!r}; wrap a plain function in "
+                            "ExternalProfilerFunction(func, keys)")
+        signature = call_signature(function)
+        keys = {key.NAME: key for key in bounded_keys(function)}
+        existing = next((r for r in self._registrations if r.function is function), None)
+        registration = _Registration(function, override, signature, keys)
+        plan = self._plan(registration, existing)
+        if existing is not None:
+            self._registrations.remove(existing)
+        self._apply(registration, plan)
+        attach = getattr(function, "_attach", None)
+        if attach is not None:
+            attach(self)
+
+    def _plan(self, new: _Registration, existing: _Registration | None) -> dict[str, type[StatusKey]]:
+        """Keys ``new`` takes, after checking every rule; raises before anything changes."""
+        plan: dict[str, type[StatusKey]] = {}
+        for name, key in new.keys.items():
+            current = self._owner.get(name)
+            if current is None or current is existing:
+                plan[name] = key
+            elif new.override and current.override:
+                raise RuntimeError(
+                    f"status key {name!r} is claimed with override=True by both {current.function!r} and "
+                    f"{new.function!r}; the priority is ambiguous. Register one of them without override.")
+            elif new.override:
+                logger.info("%r overrides %r for status key %r", new.function, current.function, name)
+                plan[name] = key
+            elif current.override:
+                logger.info("status key %r stays with %r (registered with override=True); %r does not "
+                            "compute it", name, current.function, new.function)
+            else:
+                logger.warning("%r replaces %r for status key %r", new.function, current.function, name)
+                plan[name] = key
+        return plan
+
+    def _apply(self, registration: _Registration, plan: dict[str, type[StatusKey]]) -> None:
+        for name, key in plan.items():
+            self._owner[name] = registration
+            self._status[name] = key()
+        # keys the function declares but lost, and keys it no longer declares, leave it
+        for name, owner in list(self._owner.items()):
+            if owner.function is registration.function and name not in plan:
+                del self._owner[name]
+                del self._status[name]
+        self._registrations.append(registration)
+        self._registrations = [r for r in self._registrations if any(o is r for o in self._owner.values())]
+
+    def _refresh_function_keys(self, function: ProfilerFunction) -> None:
+        """Re-read the keys of an already registered function whose key set changed."""
+        registration = next((r for r in self._registrations if r.function is function), None)
+        if registration is not None:
+            self.register_profiler_function(function, override=registration.override)
+
+    def unregister_profiler_function(self, function: ProfilerFunction) -> None:
+        """Remove ``function`` and the keys it computes."""
+        for name, owner in list(self._owner.items()):
+            if owner.function is function:
+                del self._owner[name]
+                del self._status[name]
+        self._registrations = [r for r in self._registrations if r.function is not function]
+
+    # -------------------------------------------------------------------- status
+    @property
+    def status_keys(self) -> tuple[str, ...]:
+        """Names of the keys this profiler can compute."""
+        return tuple(self._status)
+
+    @property
+    def functions(self) -> tuple[ProfilerFunction, ...]:
+        return tuple(r.function for r in self._registrations)
+
+    def get_status(self, key: Any) -> StatusKey:
+        """The ``StatusKey`` instance (value, details) stored for ``key`` (computed or not)."""
+        return self._status[self._key_name(key)]
+
+    def _key_name(self, key: Any) -> str:
+        name = key if isinstance(key, str) else getattr(key, "NAME", None)
+        if name not in self._status:
+            known = ", ".join(sorted(self._status)) or "none: register a ProfilerFunction first"
+            hint = difflib.get_close_matches(str(name), self._status, n=1)
+            did_you_mean = f" Did you mean {hint[0]!r}?" if hint else ""
+            raise ValueError(f"unknown status key {name!r} for profiler {self.name!r}.{did_you_mean} "
+                             f"Known keys: {known}")
+        return name
+
+    def compute_status(self, key: Any, recompute: bool = False, **kwargs: Any) -> Any:
+        """Compute (or return the cached) value of ``key``; ``kwargs`` are piped by name."""
+        name = self._key_name(key)
+        self._check_kwargs(kwargs)
+        registration = self._owner[name]
+        if recompute or self._stale(registration, kwargs):
+            self._run(registration, kwargs)
+        return self._status[name].value
+
+    def compute_network_status(self, recompute: bool = False, print_mode: Any = None, short_print: bool = True,
+                               **kwargs: Any):
+        """Compute every registered key; return the report (also logged at ``print_mode``).
+
+        ``print_mode`` names a logging level (``'info'``, ``'debug'``, ...) of the
+        ``deeplite_like`` logger, or ``'print'`` for standard output; ``None`` logs nothing.
+        """
+        level = _print_level(print_mode)
+        self._check_kwargs(kwargs)
+        for registration in list(self._registrations):
+            if recompute or self._stale(registration, kwargs):
+                self._run(registration, kwargs)
+        report = self.report(short_print=short_print)
+        _emit(report, level)
+        return report
+
+    def report(self, short_print: bool = True):
+        """The status report of what is computed now (nothing is computed by this call)."""
+        from deeplite_like.reports import StatusReport
+
+        return StatusReport(self.name, self.backend_name, dict(self._status), short_print=short_print)
+
+    def _piped(self, registration: _Registration, kwargs: Mapping[str, Any]) -> dict[str, Any]:
+        parameters = registration.signature.parameters
+        return {k: v for k, v in kwargs.items() if k in parameters}
+
+    def _stale(self, registration: _Registration, kwargs: Mapping[str, Any]) -> bool:
+        owned = [n for n, r in self._owner.items() if r is registration]
+        if any(self._status[n].value is None for n in owned) or registration.last_kwargs is _UNSET:
+            return True
+        if registration.last_kwargs is None:  # loaded with load_from_dict
+            return False
+        return not _same_kwargs(registration.last_kwargs, self._piped(registration, kwargs))
+
+    def _check_kwargs(self, kwargs: Mapping[str, Any]) -> None:
+        context = self.context()
+        clash = sorted(set(kwargs) & set(context))
+        if clash:
+            raise TypeError(f"{clash} are supplied by the profiler itself (its model and data); "
+                            "do not pass them to compute_*")
+        accepted = {p for r in self._registrations for p in r.signature.parameters}
+        unknown = sorted(set(kwargs) - accepted)
+        if unknown:
+            hints = {u: difflib.get_close_matches(u, accepted, n=1) for u in unknown}
+            text = ", ".join(f"{u!r}" + (f" (did you mean {h[0]!r}?)" if h else "") for u, h in hints.items())
+            raise TypeError(f"no registered function of profiler {self.name!r} accepts the argument(s) {text}. "
+                            f"Accepted arguments: {', '.join(sorted(accepted - set(context))) or 'none'}")
+
+    def _run(self, registration: _Registration, kwargs: Mapping[str, Any]) -> None:
+        function = registration.function
+        piped = self._piped(registration, kwargs)
+        call_kwargs = dict(piped)
+        context = self.context()
+        for parameter in registration.signature.parameters.values():
+            if parameter.name in context and parameter.name not in call_kwargs:
+                call_kwargs[parameter.name] = context[parameter.name]
+        missing = [p.name for p in registration.signature.parameters.values()
+                   if p.default is inspect.Parameter.empty and p.name not in call_kwargs]
+        if missing:
+            raise TypeError(f"{function!r} needs the argument(s) {missing}; pass them to compute_network_status "
+                            f"or compute_status")
+        result = function(**call_kwargs)
+        values = self._unpack(registration, result)
+        owned = [n for n, r in self._owner.items() if r is registration]
+        for name in owned:
+            status = self._status[name]
+            value = values.get(name)
+            if isinstance(value, Detailed):
+                status.value, status.details = value.value, dict(value.details)
+            else:
+                status.value, status.details = value, {}
+        registration.last_kwargs = piped
+
+    def _unpack(self, registration: _Registration, result: Any) -> dict[str, Any]:
+        declared = registration.keys
+        if isinstance(result, Mapping) and result and all(isinstance(k, str) for k in result) \
+                and (len(declared) > 1 or set(result) <= set(declared)):
+            undeclared = sorted(set(result) - set(declared))
+            if undeclared:
+                raise ValueError(f"{registration.function!r} returned values for {undeclared}, which it does not "
+                                 f"declare in get_bounded_status_keys ({sorted(declared)}); a function may only "
+                                 "write its own keys")
+            return dict(result)
+        if len(declared) > 1:
+            raise TypeError(f"{registration.function!r} computes {sorted(declared)} and must return a dict "
+                            f"{{NAME: value}}; it returned {type(result).__name__}")
+        return {next(iter(declared)): result}
+
+    # ------------------------------------------------------------ persistence
+    def status_to_dict(self, include_details: bool = False) -> dict[str, Any]:
+        """``{NAME: raw value}`` of every key (``None`` where not computed)."""
+        if include_details:
+            return {n: {"value": s.value, "details": dict(s.details)} for n, s in self._status.items()}
+        return {n: s.value for n, s in self._status.items()}
+
+    def load_from_dict(self, status: Mapping[str, Any]) -> None:
+        """Fill keys from ``status_to_dict()`` output; loaded values count as computed."""
+        for name in status:
+            self._key_name(name)
+        for name, value in status.items():
+            if isinstance(value, Mapping) and set(value) == {"value", "details"}:
+                value = Detailed(value["value"], dict(value["details"]))
+            key = self._status[name]
+            key.value, key.details = (value.value, dict(value.details)) if isinstance(value, Detailed) else (value, {})
+            self._owner[name].last_kwargs = None
+
+    def reset_status(self) -> None:
+        """Forget every computed value."""
+        for name, key in list(self._status.items()):
+            self._status[name] = type(key)()
+        for registration in self._registrations:
+            registration.last_kwargs = _UNSET
+
+    def clone(self, model: Any = None, data_splits: Mapping[str, Any] | None = None, name: str | None = None,
+              retain_status: bool = False) -> "Profiler":
+        """A profiler of the same class and functions for another model (default: the same one).
+
+        The clone keeps this profiler's name unless ``name`` is given.
+        """
+        other = self.__class__.__new__(self.__class__)
+        other.__dict__.update(self.__dict__)
+        other.model = self.model if model is None else model
+        other.data_splits = self.data_splits if data_splits is None else data_splits
+        other.name = self.name if name is None else name
+        mapping = {id(r): _Registration(r.function, r.override, r.signature, dict(r.keys),
+                                        r.last_kwargs if retain_status else _UNSET) for r in self._registrations}
+        other._registrations = [mapping[id(r)] for r in self._registrations]
+        other._owner = {n: mapping[id(r)] for n, r in self._owner.items()}
+        other._status = {}
+        for n, key in self._status.items():
+            other._status[n] = type(key)(key.value, key.details) if retain_status else type(key)()
+        for registration in other._registrations:
+            attach = getattr(registration.function, "_attach", None)
+            if attach is not None:
+                attach(other)
+        other._post_clone(self)
+        return other
+
+    def _post_clone(self, original: "Profiler") -> None:
+        """Hook for backends holding per-model state."""
+
+    def compare(self, other: "Profiler | Iterable[Profiler]", print_mode: Any = None, short_print: bool = True,
+                recompute: bool = False, **kwargs: Any):
+        """Compute both profilers with the same ``kwargs`` and report them side by side.
+
+        This profiler is the reference (e.g. the teacher); returns a ``CompareReport``.
+        """
+        from deeplite_like.compare import compare
+
+        others = [other] if isinstance(other, Profiler) else list(other)
+        return compare([self, *others], print_mode=print_mode, short_print=short_print, recompute=recompute,
+                       **kwargs)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(name={self.name!r}, keys={list(self._status)})"
+
+
+def _same_kwargs(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
+    if a.keys() != b.keys():
+        return False
+    for key in a:
+        x, y = a[key], b[key]
+        if x is y:
+            continue
+        try:
+            equal = x == y
+            if not isinstance(equal, bool):
+                return False
+        except Exception:  # objects whose == raises or is ambiguous (arrays): treat as different
+            return False
+        if not equal:
+            return False
+    return True
+
+
+_LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warning": logging.WARNING, "warn": logging.WARNING,
+           "error": logging.ERROR, "critical": logging.CRITICAL}
+
+
+def _print_level(print_mode: Any) -> int | str | None:
+    if print_mode is None or print_mode == "print":
+        return print_mode
+    if isinstance(print_mode, int) and not isinstance(print_mode, bool):
+        return print_mode
+    if isinstance(print_mode, str) and print_mode.lower() in _LEVELS:
+        return _LEVELS[print_mode.lower()]
+    raise ValueError(f"print_mode {print_mode!r} is not a logging level; use None, 'print', "
+                     f"{', '.join(repr(k) for k in _LEVELS)} or an int level")
+
+
+def _emit(report: Any, level: int | str | None) -> None:
+    if level is None:
+        return
+    if level == "print":
+        print(report)
+    else:
+        logger.log(level, "\n%s", report)

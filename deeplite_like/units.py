@@ -1,0 +1,66 @@
+"""Display scaling. Values are stored raw (counts, bytes, seconds); only display scales them.
+
+Counts use SI prefixes (k, M, G, T = 10**3 ...); bytes use binary prefixes
+(KiB, MiB, GiB = 2**10 ...); durations use s, ms, us, ns.
+"""
+from __future__ import annotations
+
+import math
+from typing import NamedTuple
+
+
+class Scale(NamedTuple):
+    """A display scale: divide a raw value by ``factor`` and label it with ``prefix``."""
+
+    factor: float
+    prefix: str
+
+
+SI_SCALES = (Scale(1e12, "T"), Scale(1e9, "G"), Scale(1e6, "M"), Scale(1e3, "k"), Scale(1.0, ""))
+BINARY_SCALES = (Scale(2.0**40, "Ti"), Scale(2.0**30, "Gi"), Scale(2.0**20, "Mi"), Scale(2.0**10, "Ki"), Scale(1.0, ""))
+TIME_SCALES = (Scale(1.0, ""), Scale(1e-3, "m"), Scale(1e-6, "u"), Scale(1e-9, "n"))
+
+UNIT_KINDS = ("count", "bytes", "seconds", "rate", "plain")
+
+
+def pick_scale(value: float | None, kind: str) -> Scale:
+    """Choose the largest scale of ``kind`` that keeps ``|value| >= 1`` (or the smallest one)."""
+    if kind not in UNIT_KINDS:
+        raise ValueError(f"unknown unit kind {kind!r}; expected one of {UNIT_KINDS}")
+    if kind == "plain" or value is None or not isinstance(value, (int, float)) or isinstance(value, bool):
+        return Scale(1.0, "")
+    scales = {"count": SI_SCALES, "rate": SI_SCALES, "bytes": BINARY_SCALES, "seconds": TIME_SCALES}[kind]
+    magnitude = abs(value)
+    if magnitude == 0 or math.isnan(magnitude) or math.isinf(magnitude):
+        return Scale(1.0, "") if kind != "seconds" else TIME_SCALES[1]
+    for scale in scales:
+        if magnitude >= scale.factor:
+            return scale
+    return scales[-1]
+
+
+def scaled(value: float, kind: str, base_unit: str) -> tuple[float, str]:
+    """Return ``(value / factor, prefixed unit)``, e.g. ``(4.1, 'GMACs')`` for 4.1e9 MACs."""
+    scale = pick_scale(value, kind)
+    return value / scale.factor, f"{scale.prefix}{base_unit}"
+
+
+def format_number(value: float, digits: int = 4) -> str:
+    """Format a displayed number with ``digits`` significant figures, without exponent noise."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return str(value)
+    if isinstance(value, int):
+        return f"{value:,}" if abs(value) >= 10_000 else str(value)
+    if value == 0:
+        return "0"
+    if math.isnan(value) or math.isinf(value):
+        return str(value)
+    magnitude = int(math.floor(math.log10(abs(value))))
+    decimals = max(0, digits - 1 - magnitude)
+    return f"{value:,.{decimals}f}" if abs(value) >= 10_000 else f"{value:.{decimals}f}"
+
+
+def format_bytes(n: int) -> str:
+    """Human form of a byte count with binary units: ``format_bytes(3 * 2**20) == '3.000 MiB'``."""
+    value, unit = scaled(n, "bytes", "B")
+    return f"{format_number(value)} {unit}"

@@ -1,0 +1,26 @@
+from pathlib import Path
+
+from setuptools import find_packages, setup
+
+setup(
+    name="deeplite-like",
+    version="0.1.0",
+    description="Exact MACs, FLOPs, parameters, memory and latency of PyTorch and Keras models, "
+                "per model, module and operator; compare a student with its teacher.",
+    long_description=Path(__file__).with_name("README.rst").read_text(encoding="utf-8"),
+    long_description_content_type="text/x-rst",
+    license="Apache-2.0",
+    python_requires=">=3.9",
+    packages=find_packages(include=["deeplite_like", "deeplite_like.*"]),
+    install_requires=["prettytable>=3.0"],
+    extras_require={
+        "torch": ["torch>=2.1", "numpy"],
+        "keras": ["keras>=3.0", "tensorflow-cpu>=2.16", "numpy"],
+        "test": ["pytest>=7", "hypothesis>=6", "numpy"],
+    },
+    entry_points={"console_scripts": ["deeplite-like=deeplite_like.cli:main"]},
+    classifiers=[
+        "Programming Language :: Python :: 3",
+        "Topic :: Scientific/Engineering :: Artificial Intelligence",
+    ],
+)
