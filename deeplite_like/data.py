@@ -1,0 +1,664 @@
+"""Data binding: from a user's ``data_splits`` to the inputs of one forward pass.
+
+``data_splits`` maps a split name to an iterable of batches::
+
+    {"train": train_loader, "test": [(x, y), ...], "calib": make_batches}
+
+A split may be any re-iterable object (a list, a torch ``DataLoader``, a ``tf.data.Dataset``)
+or a zero-argument callable that returns a fresh iterable each time it is called (a generator
+function, ``lambda: iter(...)``).
+
+**One-shot iterators are refused.** A generator object or ``iter(loader)`` can be read only
+once: taking its first batch would silently drop that batch from a later evaluation, and a
+second ``first_batch`` would see the second batch. ``first_batch`` raises ``DataError`` for
+them and says how to fix it (pass a list, the loader itself, or a function that returns a fresh
+iterator). Re-iterable splits are re-opened on every call: ``first_batch`` twice on a list or a
+``DataLoader`` works; with ``shuffle=True`` it returns a different batch each time, so pass an
+unshuffled loader when numbers must be reproducible.
+
+A ``ForwardPass`` says which parts of a batch are the model's inputs and which its targets.
+``ForwardPass.inputs_for`` also resizes the inputs to another batch size **by taking real
+samples**: the first ``n`` samples when ``n`` is smaller than the batch, and the batch repeated
+cyclically (sample ``i`` is sample ``i % b``) when ``n`` is larger. Dtypes, per-sample shapes
+and value ranges are kept (token ids stay valid ids); nothing is synthesised at random.
+
+Framework specifics live behind ``TensorAdapter`` objects, chosen per tensor. This module
+imports no framework: the numpy adapter imports numpy only when it handles an array, and the
+torch adapter (``deeplite_like.backends.torch.data``) registers itself when imported; it is
+imported automatically the first time a torch tensor is met (torch is then already loaded).
+"""
+from __future__ import annotations
+
+import difflib
+import importlib
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol, Union, runtime_checkable
+
+__all__ = [
+    "DataError",
+    "ForwardPass",
+    "Inputs",
+    "NumpyAdapter",
+    "TensorAdapter",
+    "adapter_for",
+    "describe",
+    "first_batch",
+    "iter_batches",
+    "register_adapter",
+    "register_split_check",
+    "split_loader",
+]
+
+# How many items of a container ``describe`` shows, and how deep it looks.
+_MAX_ITEMS = 6
+_MAX_DEPTH = 4
+# How many keys / fields an error message lists.
+_MAX_KEYS = 20
+
+
+class DataError(ValueError):
+    """A split is missing, empty or unusable, or a batch does not fit the ``ForwardPass``."""
+
+
+# ---------------------------------------------------------------------------------------------
+# Tensor adapters
+
+
+@runtime_checkable
+class TensorAdapter(Protocol):
+    """What the data binding needs to know about one framework's tensor type."""
+
+    name: str
+
+    def is_tensor(self, x: object) -> bool:
+        """True when ``x`` is a tensor of this framework. Must not import the framework."""
+
+    def describe(self, x: Any) -> str:
+        """A short description, ``Tensor[float32, 8x3x32x32]``."""
+
+    def batch_dim(self, x: Any) -> int | None:
+        """The size of the leading dimension, or ``None`` for a 0-d tensor."""
+
+    def take(self, x: Any, n: int) -> Any:
+        """``n`` samples along dim 0: the first ``n``, cycling (``i % len``) when ``n > len``."""
+
+
+def _type_names(x: object) -> set[tuple[str, str]]:
+    """``(module, qualname)`` of every class in ``type(x)``'s MRO (no import needed)."""
+    return {(cls.__module__, cls.__qualname__) for cls in type(x).__mro__}
+
+
+def format_shape(shape: Sequence[int]) -> str:
+    """``(8, 3, 32)`` -> ``'8x3x32'``; a 0-d shape -> ``'scalar'``."""
+    return "x".join(str(int(d)) for d in shape) if len(shape) else "scalar"
+
+
+def cyclic_indices(batch: int, n: int) -> list[int]:
+    """Rows taken to make ``n`` samples out of ``batch``: ``[0, 1, ..., b-1, 0, 1, ...][:n]``."""
+    if batch <= 0:
+        raise ValueError(f"cannot take {n} samples from an empty batch (leading dimension 0)")
+    return [i % batch for i in range(n)]
+
+
+class NumpyAdapter:
+    """``numpy.ndarray`` (and subclasses). numpy is imported only when an array is taken."""
+
+    name = "numpy"
+
+    def is_tensor(self, x: object) -> bool:
+        return ("numpy", "ndarray") in _type_names(x)
+
+    def describe(self, x: Any) -> str:
+        return f"ndarray[{x.dtype}, {format_shape(x.shape)}]"
+
+    def batch_dim(self, x: Any) -> int | None:
+        return int(x.shape[0]) if x.ndim > 0 else None
+
+    def take(self, x: Any, n: int) -> Any:
+        import numpy as np
+
+        batch = self.batch_dim(x)
+        if batch is None:
+            raise ValueError(f"cannot take samples from a 0-d array {self.describe(x)}")
+        if n == batch:
+            return x
+        if n < batch:
+            return x[:n]  # a view, as numpy slicing gives; the caller's array is not changed
+        return x[np.asarray(cyclic_indices(batch, n), dtype=np.intp)]
+
+
+_ADAPTERS: list[TensorAdapter] = [NumpyAdapter()]
+
+# Tensor types whose adapter lives in a backend module, imported on first sight. Seeing such a
+# tensor means its framework is already imported, so importing the adapter costs nothing more.
+_LAZY_ADAPTERS: dict[tuple[str, str], str] = {
+    ("torch", "Tensor"): "deeplite_like.backends.torch.data",
+}
+
+
+def register_adapter(adapter: TensorAdapter) -> None:
+    """Add ``adapter`` to the adapters tried, in order, for every tensor.
+
+    An adapter with the same ``name`` as a registered one replaces it in place (so importing
+    a backend module twice, or reloading it, does not register it twice).
+    """
+    if not isinstance(adapter, TensorAdapter):
+        raise TypeError(
+            f"register_adapter expects a TensorAdapter (name, is_tensor, describe, batch_dim, "
+            f"take); got {type(adapter).__name__}"
+        )
+    for i, known in enumerate(_ADAPTERS):
+        if known.name == adapter.name:
+            _ADAPTERS[i] = adapter
+            return
+    _ADAPTERS.append(adapter)
+
+
+def adapter_for(x: object) -> TensorAdapter | None:
+    """The first registered adapter that accepts ``x`` as a tensor, or ``None``."""
+    for adapter in _ADAPTERS:
+        if adapter.is_tensor(x):
+            return adapter
+    names = _type_names(x)
+    for type_name, module in _LAZY_ADAPTERS.items():
+        if type_name in names:
+            importlib.import_module(module)  # registers its adapter
+            _LAZY_ADAPTERS.pop(type_name)
+            return adapter_for(x)
+    return None
+
+
+# ---------------------------------------------------------------------------------------------
+# Describing batches
+
+
+def _is_namedtuple(x: object) -> bool:
+    return isinstance(x, tuple) and hasattr(type(x), "_fields")
+
+
+def _key_label(key: object) -> str:
+    return key if isinstance(key, str) and key.isidentifier() else repr(key)
+
+
+def _items(parts: list[str], total: int) -> str:
+    if total > len(parts):
+        parts = [*parts, f"... {total - len(parts)} more"]
+    return ", ".join(parts)
+
+
+def describe(batch: object, _depth: int = 0) -> str:
+    """The structure of a batch, for error messages.
+
+    Tensors show as ``Tensor[dtype, shape]`` (numpy arrays as ``ndarray[dtype, shape]``),
+    containers as ``tuple(...)``, ``list(...)``, ``dict(key=...)`` (a named tuple or a dict
+    subclass by its class name), anything else by its type name. Long containers show their
+    first few items and how many more there are.
+    """
+    adapter = adapter_for(batch)
+    if adapter is not None:
+        return adapter.describe(batch)
+    if isinstance(batch, (tuple, list, Mapping)):
+        name = type(batch).__name__
+        if _depth >= _MAX_DEPTH:
+            return f"{name}(...)"
+        if isinstance(batch, Mapping):
+            keys = list(batch.keys())
+            parts = [f"{_key_label(k)}={describe(batch[k], _depth + 1)}" for k in keys[:_MAX_ITEMS]]
+            return f"{name}({_items(parts, len(keys))})"
+        if _is_namedtuple(batch):
+            fields = type(batch)._fields
+            parts = [f"{f}={describe(v, _depth + 1)}" for f, v in zip(fields[:_MAX_ITEMS], batch)]
+            return f"{name}({_items(parts, len(batch))})"
+        parts = [describe(v, _depth + 1) for v in batch[:_MAX_ITEMS]]
+        return f"{name}({_items(parts, len(batch))})"
+    if batch is None:
+        return "None"
+    return type(batch).__name__
+
+
+def _quoted(keys: Iterable[object]) -> str:
+    keys = list(keys)
+    shown = ", ".join(repr(k) for k in keys[:_MAX_KEYS])
+    return shown + (f", ... {len(keys) - _MAX_KEYS} more" if len(keys) > _MAX_KEYS else "")
+
+
+def _where(split: str | None) -> str:
+    return f"split {split!r}: " if split is not None else ""
+
+
+# ---------------------------------------------------------------------------------------------
+# Splits
+
+
+SplitCheck = Callable[[str, object], None]
+_SPLIT_CHECKS: list[SplitCheck] = []
+
+
+def register_split_check(check: SplitCheck) -> None:
+    """Add ``check(split_name, split_object)``, run before a split is read.
+
+    A backend uses it to refuse objects it knows are not iterables of batches (a torch
+    ``Dataset`` yields single samples); ``check`` raises ``DataError`` or returns ``None``.
+    Registering the same function twice has no effect.
+    """
+    if check not in _SPLIT_CHECKS:
+        _SPLIT_CHECKS.append(check)
+
+
+def _refuse_non_batches(split: str, obj: object, *, made_by_factory: bool) -> None:
+    source = "its factory returned" if made_by_factory else "it is"
+    adapter = adapter_for(obj)
+    if adapter is not None:
+        raise DataError(
+            f"split {split!r}: {source} a single {adapter.describe(obj)}, not an iterable of "
+            f"batches; iterating it would yield single rows. Pass a list of batches, e.g. "
+            f"{{{split!r}: [batch]}}"
+        )
+    if isinstance(obj, (str, bytes)):
+        raise DataError(
+            f"split {split!r}: {source} a {type(obj).__name__}, not an iterable of batches; "
+            f"load the data and pass a data loader or a list of batches"
+        )
+    if obj is None:
+        raise DataError(f"split {split!r}: {source} None, not an iterable of batches")
+
+
+def _open_split(data_splits: Mapping[str, Any], split: str) -> Iterable[Any]:
+    """Validate ``data_splits[split]`` and return a fresh iterable of its batches."""
+    if not isinstance(data_splits, Mapping):
+        raise DataError(
+            f"data_splits must be a mapping of split name -> iterable of batches, e.g. "
+            f"{{'train': train_loader, 'test': test_loader}}; got {type(data_splits).__name__} "
+            f"while looking for split {split!r}"
+        )
+    if split not in data_splits:
+        names = [str(k) for k in data_splits]
+        if not names:
+            raise DataError(f"no split {split!r}; data_splits is empty")
+        message = f"no split {split!r}; available: {_quoted(sorted(names))}"
+        close = difflib.get_close_matches(str(split), names, n=1)
+        if close:
+            message += f"; did you mean {close[0]!r}?"
+        raise DataError(message)
+    obj = data_splits[split]
+    for check in _SPLIT_CHECKS:
+        check(split, obj)
+    _refuse_non_batches(split, obj, made_by_factory=False)
+    if isinstance(obj, Iterator):
+        raise DataError(
+            f"split {split!r}: it is a one-shot iterator ({type(obj).__name__}); reading a batch "
+            f"would consume it. Pass a re-iterable (a list, the DataLoader itself) or a function "
+            f"that returns a fresh iterator, e.g. {{{split!r}: lambda: make_batches()}}"
+        )
+    iterable = hasattr(obj, "__iter__") or hasattr(obj, "__getitem__")
+    if not iterable and callable(obj):
+        obj = obj()
+        _refuse_non_batches(split, obj, made_by_factory=True)
+    if not (hasattr(obj, "__iter__") or hasattr(obj, "__getitem__")):
+        raise DataError(
+            f"split {split!r}: {type(obj).__name__} is not an iterable of batches; pass a data "
+            f"loader, a list of batches, or a function returning an iterator"
+        )
+    return obj
+
+
+def split_loader(data_splits: Mapping[str, Any], split: str) -> Iterable[Any]:
+    """The iterable of batches of ``data_splits[split]``, e.g. to hand to an evaluation function.
+
+    A re-iterable split is returned as it is (a ``DataLoader`` stays a ``DataLoader``); a
+    factory is called and its result returned. Errors are ``DataError`` (see ``first_batch``).
+    """
+    return _open_split(data_splits, split)
+
+
+def iter_batches(data_splits: Mapping[str, Any], split: str) -> Iterator[Any]:
+    """A fresh iterator over the batches of ``data_splits[split]``.
+
+    The split is validated now (not at the first ``next``); errors are ``DataError``.
+    """
+    return iter(_open_split(data_splits, split))
+
+
+def first_batch(data_splits: Mapping[str, Any], split: str) -> Any:
+    """The first batch of ``data_splits[split]``, as the split yields it (nothing converted).
+
+    Raises ``DataError`` when ``data_splits`` is not a mapping, the split is missing, empty, a
+    one-shot iterator, or not an iterable of batches. An error raised by the user's loader
+    while producing the batch propagates unchanged, with a note naming the split.
+    """
+    batches = iter_batches(data_splits, split)
+    try:
+        return next(batches)
+    except StopIteration:
+        raise DataError(f"split {split!r} is empty") from None
+    except Exception as exc:
+        exc.add_note(f"(raised while reading the first batch of split {split!r})")
+        raise
+    finally:
+        close = getattr(batches, "close", None)  # end a generator now, not at garbage collection
+        if callable(close):
+            close()
+
+
+# ---------------------------------------------------------------------------------------------
+# Nested structures of inputs
+
+
+def _map_leaves(fn: Callable[[Any], Any], x: Any) -> Any:
+    """Apply ``fn`` to every leaf of nested tuples / lists / mappings, keeping the structure.
+
+    Written here, not with ``torch.utils._pytree`` / ``keras.tree``: the core imports no
+    framework. Named tuples keep their class; other mappings become ``dict``.
+    """
+    if adapter_for(x) is not None:
+        return fn(x)
+    if _is_namedtuple(x):
+        return type(x)(*(_map_leaves(fn, v) for v in x))
+    if isinstance(x, (tuple, list)):
+        return type(x)(_map_leaves(fn, v) for v in x)
+    if isinstance(x, Mapping):
+        return {k: _map_leaves(fn, v) for k, v in x.items()}
+    return fn(x)
+
+
+def _leaves(x: Any) -> list[Any]:
+    found: list[Any] = []
+    _map_leaves(found.append, x)
+    return found
+
+
+# ---------------------------------------------------------------------------------------------
+# Inputs and ForwardPass
+
+
+@dataclass(frozen=True)
+class Inputs:
+    """Model inputs: positional ``args`` and keyword ``kwargs``; unpacks as ``args, kwargs``."""
+
+    args: tuple = ()
+    kwargs: Mapping[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.args, (tuple, list)):
+            raise TypeError(
+                f"Inputs.args must be a tuple of positional inputs, got {type(self.args).__name__}; "
+                f"write Inputs(args=(x,)) for a single input"
+            )
+        if not isinstance(self.kwargs, Mapping):
+            raise TypeError(f"Inputs.kwargs must be a mapping, got {type(self.kwargs).__name__}")
+        object.__setattr__(self, "args", tuple(self.args))
+        object.__setattr__(self, "kwargs", dict(self.kwargs))
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter((self.args, self.kwargs))
+
+
+Key = Union[int, str]
+InputSpec = Union[Key, Sequence[Key], Mapping[Key, str], None]
+TargetSpec = Union[Key, Sequence[Key], Callable[[Any], Any], None]
+
+
+def _check_key(key: object, what: str) -> None:
+    if isinstance(key, bool) or not isinstance(key, (int, str)):
+        raise TypeError(
+            f"ForwardPass({what}=...): a key is an int (position in a tuple batch) or a str (key "
+            f"of a dict batch); got {type(key).__name__} {key!r}"
+        )
+
+
+class ForwardPass:
+    """Which parts of a batch are the model's inputs, and which its targets.
+
+    Args:
+        inputs: which elements of a batch are the model inputs:
+
+            * ``None`` (default): a tensor batch is the one input; a tuple / list batch
+              ``(x, y, ...)`` has its first element as the one input; a dict batch must name
+              its keys; any other object is passed as the one input;
+            * ``0`` or ``"image"``: that element of a tuple / dict batch, as the one positional
+              input (a str also reads a named tuple's field);
+            * ``(0, 1)``: several positional inputs, by position;
+            * ``("input_ids", "attention_mask")``: keyword inputs, with the batch keys as names;
+            * ``{"ids": "input_ids"}``: keyword inputs, batch key -> keyword name.
+        targets: which elements are the targets, for evaluation helpers: ``None`` (default,
+            element 1 of a tuple / list batch), a key, a tuple of keys (a tuple of targets),
+            or a function ``fn(batch) -> targets``.
+        extract: instead of ``inputs``, a function ``fn(batch)`` returning the inputs: a tensor
+            (the one input), a tuple or list (positional inputs), or ``Inputs(args, kwargs)``.
+            Returning a dict is refused as ambiguous: wrap it in ``Inputs``.
+
+    ``forward_pass(batch)`` returns ``(args, kwargs)`` for ``model(*args, **kwargs)``.
+    """
+
+    def __init__(
+        self,
+        inputs: InputSpec = None,
+        *,
+        targets: TargetSpec = None,
+        extract: Callable[[Any], Any] | None = None,
+    ) -> None:
+        if extract is not None and inputs is not None:
+            raise TypeError("ForwardPass takes inputs= or extract=, not both")
+        if extract is not None and not callable(extract):
+            raise TypeError(f"ForwardPass(extract=...) must be callable, got {type(extract).__name__}")
+        self._inputs = self._validate_inputs(inputs)
+        self._targets = self._validate_targets(targets)
+        self._extract = extract
+
+    @staticmethod
+    def _validate_inputs(inputs: InputSpec) -> InputSpec:
+        if inputs is None or isinstance(inputs, (int, str)):
+            if inputs is not None:
+                _check_key(inputs, "inputs")
+            return inputs
+        if isinstance(inputs, Mapping):
+            if not inputs:
+                raise ValueError("ForwardPass(inputs={}) names no input")
+            for key, name in inputs.items():
+                _check_key(key, "inputs")
+                if not isinstance(name, str) or not name.isidentifier():
+                    raise TypeError(
+                        f"ForwardPass(inputs={{{key!r}: {name!r}}}): the value is the keyword "
+                        f"argument name and must be an identifier str"
+                    )
+            return dict(inputs)
+        if isinstance(inputs, (tuple, list)):
+            keys = tuple(inputs)
+            if not keys:
+                raise ValueError("ForwardPass(inputs=()) names no input")
+            for key in keys:
+                _check_key(key, "inputs")
+            kinds = {type(k) for k in keys}
+            if len(kinds) > 1:
+                raise TypeError(
+                    f"ForwardPass(inputs={keys!r}) mixes positions and keys; positions give "
+                    f"positional inputs, keys keyword inputs. Use extract=fn for a mix"
+                )
+            if kinds == {str}:
+                bad = [k for k in keys if not k.isidentifier()]
+                if bad:
+                    raise TypeError(
+                        f"ForwardPass(inputs={keys!r}): {bad[0]!r} is not a valid keyword name; "
+                        f"map it to one, e.g. inputs={{{bad[0]!r}: 'name'}}"
+                    )
+            return keys
+        raise TypeError(
+            f"ForwardPass(inputs=...) takes None, a position, a key, a tuple of them, or a "
+            f"mapping batch key -> keyword name; got {type(inputs).__name__}"
+        )
+
+    @staticmethod
+    def _validate_targets(targets: TargetSpec) -> TargetSpec:
+        if targets is None or callable(targets):
+            return targets
+        if isinstance(targets, (tuple, list)):
+            if not targets:
+                raise ValueError("ForwardPass(targets=()) names no target")
+            for key in targets:
+                _check_key(key, "targets")
+            return tuple(targets)
+        _check_key(targets, "targets")
+        return targets
+
+    def __repr__(self) -> str:
+        parts = []
+        if self._inputs is not None:
+            parts.append(f"inputs={self._inputs!r}")
+        if self._extract is not None:
+            parts.append(f"extract={getattr(self._extract, '__qualname__', self._extract)!s}")
+        if self._targets is not None:
+            target = getattr(self._targets, "__qualname__", None) if callable(self._targets) else None
+            parts.append(f"targets={target or repr(self._targets)}")
+        return f"ForwardPass({', '.join(parts)})"
+
+    # -- reading a batch ------------------------------------------------------------------
+
+    @staticmethod
+    def _take(batch: Any, key: Key, split: str | None, role: str) -> Any:
+        """``batch[key]`` (or a named tuple's field), or a ``DataError`` naming what is there."""
+        head = f"{_where(split)}cannot take {role} {key!r} from batch {describe(batch)}"
+        if isinstance(batch, Mapping):
+            if key in batch:
+                return batch[key]
+            raise DataError(f"{head}; keys: {_quoted(sorted(batch.keys(), key=str))}")
+        if isinstance(batch, (tuple, list)):
+            if isinstance(key, int):
+                if -len(batch) <= key < len(batch):
+                    return batch[key]
+                count = len(batch)
+                raise DataError(f"{head}; it has {count} element{'s' if count != 1 else ''}")
+            if _is_namedtuple(batch) and key in type(batch)._fields:
+                return getattr(batch, key)
+            if _is_namedtuple(batch):
+                raise DataError(f"{head}; fields: {_quoted(type(batch)._fields)}")
+            raise DataError(f"{head}; it is a {type(batch).__name__}: take elements by position")
+        raise DataError(f"{head}; it is not a tuple, list or dict")
+
+    def __call__(self, batch: Any, split: str | None = None) -> tuple[tuple, dict]:
+        """The model inputs in ``batch``, as ``(args, kwargs)``. ``split`` names it in errors."""
+        if self._extract is not None:
+            return self._call_extract(batch, split)
+        spec = self._inputs
+        if spec is None:
+            if adapter_for(batch) is not None:
+                return (batch,), {}
+            if isinstance(batch, Mapping):
+                keys = sorted(batch.keys(), key=str)
+                one, several = (keys[0] if keys else "x"), tuple(keys[:2]) or ("x", "y")
+                raise DataError(
+                    f"{_where(split)}batch {describe(batch)} is a dict; name its model inputs: "
+                    f"ForwardPass(inputs={one!r}) for one positional input, or "
+                    f"ForwardPass(inputs={several!r}) for keyword inputs"
+                )
+            if isinstance(batch, (tuple, list)):
+                if not batch:
+                    raise DataError(f"{_where(split)}batch {describe(batch)} is empty; it holds no model input")
+                return (batch[0],), {}
+            return (batch,), {}
+        if isinstance(spec, (int, str)):
+            return (self._take(batch, spec, split, "input"),), {}
+        if isinstance(spec, Mapping):
+            return (), {name: self._take(batch, key, split, "input") for key, name in spec.items()}
+        if isinstance(spec[0], int):
+            return tuple(self._take(batch, k, split, "input") for k in spec), {}
+        return (), {k: self._take(batch, k, split, "input") for k in spec}
+
+    def _call_extract(self, batch: Any, split: str | None) -> tuple[tuple, dict]:
+        name = getattr(self._extract, "__qualname__", type(self._extract).__name__)
+        try:
+            result = self._extract(batch)
+        except Exception as exc:
+            raise DataError(
+                f"{_where(split)}extract function {name} failed on batch {describe(batch)}: "
+                f"{type(exc).__name__}: {exc}"
+            ) from exc
+        if isinstance(result, Inputs):
+            return result.args, dict(result.kwargs)
+        if isinstance(result, (tuple, list)):
+            return tuple(result), {}
+        if isinstance(result, Mapping):
+            raise DataError(
+                f"{_where(split)}extract function {name} returned a dict {describe(result)}; "
+                f"return Inputs(kwargs=d) to pass keyword inputs, or Inputs(args=(d,)) to pass "
+                f"the dict as one positional input"
+            )
+        return (result,), {}
+
+    def targets(self, batch: Any, split: str | None = None) -> Any:
+        """The targets in ``batch`` (element 1 of a tuple batch unless ``targets=`` says)."""
+        spec = self._targets
+        if callable(spec):
+            return spec(batch)
+        if spec is None:
+            if isinstance(batch, (tuple, list)):
+                return self._take(batch, 1, split, "target")
+            raise DataError(
+                f"{_where(split)}batch {describe(batch)} has no default targets (element 1 of a "
+                f"tuple batch); say where they are with ForwardPass(targets=...)"
+            )
+        if isinstance(spec, tuple):
+            return tuple(self._take(batch, k, split, "target") for k in spec)
+        return self._take(batch, spec, split, "target")
+
+    # -- batch size and resizing ----------------------------------------------------------
+
+    @staticmethod
+    def _reference_size(args: tuple, kwargs: Mapping[str, Any], split: str | None) -> int:
+        for leaf in _leaves((args, kwargs)):
+            adapter = adapter_for(leaf)
+            if adapter is not None:
+                size = adapter.batch_dim(leaf)
+                if size is not None:
+                    return size
+        raise DataError(
+            f"{_where(split)}no tensor with a batch dimension among the model inputs "
+            f"{describe(args)}, {describe(kwargs)}; cannot tell the batch size"
+        )
+
+    def batch_size(self, batch: Any, split: str | None = None) -> int:
+        """The leading dimension of the first input tensor (args first, then kwargs), in samples."""
+        args, kwargs = self(batch, split)
+        return self._reference_size(args, kwargs, split)
+
+    def resize(
+        self, args: tuple, kwargs: Mapping[str, Any], batch_size: int, split: str | None = None
+    ) -> tuple[tuple, dict]:
+        """Inputs with ``batch_size`` samples, taken from the given ones (see the module doc).
+
+        The batch size of the inputs is the leading dimension of the first input tensor; every
+        tensor with that leading dimension is resized, every other tensor (a mask shared by all
+        samples, shape ``(L, L)``) and every non-tensor passes through unchanged. A shared tensor
+        whose leading dimension happens to equal the batch size cannot be told apart and is
+        resized too: use ``extract=`` to build such inputs yourself.
+        """
+        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+            raise ValueError(f"batch_size must be an int >= 1, got {batch_size!r}")
+        reference = self._reference_size(args, kwargs, split)
+        if reference == 0:
+            raise DataError(
+                f"{_where(split)}the first batch has 0 samples ({describe(args)}); cannot take "
+                f"{batch_size} samples from it"
+            )
+
+        def take(leaf: Any) -> Any:
+            adapter = adapter_for(leaf)
+            if adapter is None or adapter.batch_dim(leaf) != reference:
+                return leaf
+            return adapter.take(leaf, batch_size)
+
+        return _map_leaves(take, tuple(args)), _map_leaves(take, dict(kwargs))
+
+    def inputs_for(
+        self, data_splits: Mapping[str, Any], split: str, batch_size: int | None = None
+    ) -> tuple[tuple, dict]:
+        """The model inputs of the first batch of ``split``, as ``(args, kwargs)``.
+
+        With ``batch_size`` they are resized to that many samples by taking real samples:
+        the first ``batch_size`` when smaller, cyclic repeats when larger (see ``resize``).
+        """
+        batch = first_batch(data_splits, split)
+        args, kwargs = self(batch, split)
+        if batch_size is None:
+            return args, kwargs
+        return self.resize(args, kwargs, batch_size, split)
