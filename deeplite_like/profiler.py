@@ -34,8 +34,9 @@ class Profiler:
     * two overrides for one key raise ``RuntimeError`` naming both functions and the key;
     * registration is atomic: if one key fails, no key of that function changes.
 
-    Values are cached per key and recomputed when asked (``recompute=True``) or when the
-    arguments piped to their function differ from the last computation.
+    Values are cached per key. They are recomputed when asked (``recompute=True``) or when a
+    call passes arguments for their function that differ from those of the last computation;
+    a call passing none returns the cached value.
     """
 
     backend_name = "generic"
@@ -182,9 +183,10 @@ class Profiler:
         owned = [n for n, r in self._owner.items() if r is registration]
         if any(self._status[n].value is None for n in owned) or registration.last_kwargs is _UNSET:
             return True
-        if registration.last_kwargs is None:  # loaded with load_from_dict
+        piped = self._piped(registration, kwargs)
+        if registration.last_kwargs is None or not piped:  # loaded with load_from_dict, or nothing asked
             return False
-        return not _same_kwargs(registration.last_kwargs, self._piped(registration, kwargs))
+        return not _same_kwargs(registration.last_kwargs, piped)
 
     def _check_kwargs(self, kwargs: Mapping[str, Any]) -> None:
         context = self.context()

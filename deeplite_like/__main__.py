@@ -1,0 +1,5 @@
+import sys
+
+from deeplite_like.cli import main
+
+sys.exit(main())

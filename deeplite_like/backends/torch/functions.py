@@ -1,0 +1,137 @@
+"""The built-in ``ProfilerFunction``s of the PyTorch backend.
+
+Each function takes its model inputs from a data split through the profiler's ``ForwardPass``
+and leaves the model as it found it. Counting and memory runs use the model in eval mode by
+default (``mode='train'`` to measure training-mode behaviour) so that batch-norm statistics
+are never updated by profiling.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable, Mapping
+
+import torch
+
+from deeplite_like.backends.torch.inputs import batch_size_of, inference_mode_of, model_inputs
+from deeplite_like.data import ForwardPass
+from deeplite_like.functions import ProfilerFunction
+from deeplite_like.metrics import (ExecutionTime, Flops, LayerwiseSummary, Macs, MemoryFootprint, ModelSize,
+                                   PeakActivationMemory, Throughput, TotalParams, TrainableParams)
+from deeplite_like.status import Detailed
+
+
+class ComputeComplexity(ProfilerFunction):
+    """MACs and FLOPs of one batch, counted at the operator level (see ``count_ops``)."""
+
+    def get_bounded_status_keys(self):
+        return Macs, Flops
+
+    def __call__(self, model: torch.nn.Module, data_splits: Mapping[str, Any], forward_pass: ForwardPass,
+                 batch_size: int = 1, split: str | None = None, meta: bool = False, backward: bool = False,
+                 loss_fn: Callable[[Any], torch.Tensor] | None = None, causal_half: bool = False,
+                 mode: str = "eval") -> dict:
+        from deeplite_like.backends.torch.counting import count_ops
+
+        args, kwargs = model_inputs(data_splits, forward_pass, split, batch_size)
+        with inference_mode_of(model, mode):
+            counted = count_ops(model, *args, backward=backward, meta=meta, loss_fn=loss_fn,
+                                causal_half=causal_half, **kwargs)
+        batch = batch_size_of(args, kwargs) or 1
+        details = {"batch_size": batch, "backward": backward, "untracked": dict(counted.untracked),
+                   "phases": {k: v.as_dict() for k, v in counted.phases.items()}}
+        return {Macs.NAME: Detailed(counted.macs, {**details, "per_sample": counted.macs / batch}),
+                Flops.NAME: Detailed(counted.flops, {**details, "per_sample": counted.flops / batch})}
+
+
+class ComputeParams(ProfilerFunction):
+    """Total and trainable parameters; a parameter shared by several modules counts once."""
+
+    def get_bounded_status_keys(self):
+        return TotalParams, TrainableParams
+
+    def __call__(self, model: torch.nn.Module) -> dict:
+        from deeplite_like.backends.torch.params import parameter_stats
+
+        stats = parameter_stats(model)
+        return {TotalParams.NAME: Detailed(stats.total_params, {"non_trainable": stats.non_trainable_params,
+                                                                "buffers": stats.buffer_count}),
+                TrainableParams.NAME: stats.trainable_params}
+
+
+class ComputeSize(ProfilerFunction):
+    """Bytes of the parameters at their real dtypes; buffers are reported apart in the details."""
+
+    def get_bounded_status_keys(self):
+        return (ModelSize,)
+
+    def __call__(self, model: torch.nn.Module) -> Detailed:
+        from deeplite_like.backends.torch.params import parameter_stats
+
+        stats = parameter_stats(model)
+        return Detailed(stats.param_bytes, {"buffer_bytes": stats.buffer_bytes, "by_dtype": dict(stats.by_dtype)})
+
+
+class ComputeMemory(ProfilerFunction):
+    """Peak live activation bytes of one forward, and the footprint: parameters + buffers + peak."""
+
+    def get_bounded_status_keys(self):
+        return PeakActivationMemory, MemoryFootprint
+
+    def __call__(self, model: torch.nn.Module, data_splits: Mapping[str, Any], forward_pass: ForwardPass,
+                 batch_size: int = 1, split: str | None = None, meta: bool = False, mode: str = "eval") -> dict:
+        from deeplite_like.backends.torch.memory import peak_activation_memory
+        from deeplite_like.backends.torch.params import parameter_stats
+
+        args, kwargs = model_inputs(data_splits, forward_pass, split, batch_size)
+        with inference_mode_of(model, mode):
+            memory = peak_activation_memory(model, args, kwargs, meta=meta)
+        stats = parameter_stats(model)
+        batch = batch_size_of(args, kwargs) or 1
+        peak = int(memory.peak_bytes)
+        footprint = stats.param_bytes + stats.buffer_bytes + peak
+        return {PeakActivationMemory.NAME: Detailed(peak, {"batch_size": batch, "per_sample": peak / batch,
+                                                           "input_bytes": memory.input_bytes,
+                                                           "output_bytes": memory.output_bytes}),
+                MemoryFootprint.NAME: Detailed(footprint, {"batch_size": batch, "param_bytes": stats.param_bytes,
+                                                           "buffer_bytes": stats.buffer_bytes,
+                                                           "peak_activation_bytes": peak})}
+
+
+class ComputeExecutionTime(ProfilerFunction):
+    """Median forward time of one batch (``torch.utils.benchmark``) and the throughput it implies."""
+
+    def get_bounded_status_keys(self):
+        return ExecutionTime, Throughput
+
+    def __call__(self, model: torch.nn.Module, data_splits: Mapping[str, Any], forward_pass: ForwardPass,
+                 batch_size: int = 1, split: str | None = None, device: Any = None,
+                 min_run_time: float = 0.2, num_threads: int | None = None) -> dict:
+        from deeplite_like.backends.torch.state import model_device
+        from deeplite_like.backends.torch.timing import measure_execution_time
+
+        args, kwargs = model_inputs(data_splits, forward_pass, split, batch_size, device=model_device(model))
+        with inference_mode_of(model, "eval"):
+            timing = measure_execution_time(model, args, kwargs, device=device, min_run_time=min_run_time,
+                                            num_threads=num_threads)
+        details = {"batch_size": timing.batch_size, "iqr_s": timing.iqr_s, "per_sample_s": timing.per_sample_s,
+                   "measurements": timing.times, "num_threads": timing.num_threads, "device": timing.device}
+        return {ExecutionTime.NAME: Detailed(timing.median_s, details),
+                Throughput.NAME: Detailed(timing.throughput, {"batch_size": timing.batch_size})}
+
+
+class ComputeLayerwiseSummary(ProfilerFunction):
+    """One row per module: type, input and output shapes, params, MACs, FLOPs, activation bytes, share."""
+
+    def get_bounded_status_keys(self):
+        return (LayerwiseSummary,)
+
+    def __call__(self, model: torch.nn.Module, data_splits: Mapping[str, Any], forward_pass: ForwardPass,
+                 batch_size: int = 1, split: str | None = None, meta: bool = False, mode: str = "eval"):
+        from deeplite_like.backends.torch.layers import layerwise_summary
+
+        args, kwargs = model_inputs(data_splits, forward_pass, split, batch_size)
+        with inference_mode_of(model, mode):
+            return layerwise_summary(model, args, kwargs, meta=meta)
+
+
+DEFAULT_FUNCTIONS = (ComputeComplexity, ComputeParams, ComputeSize, ComputeMemory, ComputeExecutionTime,
+                     ComputeLayerwiseSummary)

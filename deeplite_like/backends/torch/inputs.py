@@ -1,0 +1,58 @@
+"""Model inputs for a profiling run: taken from a data split, resized, moved, optionally meta."""
+from __future__ import annotations
+
+from contextlib import contextmanager
+from typing import Any, Iterator, Mapping
+
+import torch
+from torch.utils._pytree import tree_map
+
+from deeplite_like.data import DataError, ForwardPass
+from deeplite_like.device import Device
+
+
+def resolve_split(data_splits: Mapping[str, Any], split: str | None) -> str:
+    """``split`` if given; else ``'test'`` when present, else the first split."""
+    if split is not None:
+        return split
+    if not isinstance(data_splits, Mapping) or not data_splits:
+        raise DataError("this profiler has no data splits to take model inputs from; pass "
+                        "data_splits={'test': [batch, ...]} or use TorchProfiler.from_inputs(model, example)")
+    return "test" if "test" in data_splits else next(iter(data_splits))
+
+
+def model_inputs(data_splits: Mapping[str, Any], forward_pass: ForwardPass, split: str | None,
+                 batch_size: int | None, device: Any = None) -> tuple[tuple, dict]:
+    """``(args, kwargs)`` of the first batch of ``split``, resized to ``batch_size`` samples.
+
+    Tensors are moved to ``device`` when given (``meta`` gives meta tensors of the same
+    shapes and dtypes).
+    """
+    split = resolve_split(data_splits, split)
+    args, kwargs = forward_pass.inputs_for(data_splits, split, batch_size=batch_size)
+    if device is not None:
+        target = torch.device(str(Device.parse(device)))
+        args, kwargs = tree_map(lambda t: t.to(target) if isinstance(t, torch.Tensor) else t, (tuple(args), dict(kwargs)))
+    return tuple(args), dict(kwargs)
+
+
+def batch_size_of(args: tuple, kwargs: dict) -> int | None:
+    """Leading dimension of the first tensor among the inputs."""
+    for leaf in torch.utils._pytree.tree_leaves((args, kwargs)):
+        if isinstance(leaf, torch.Tensor) and leaf.dim() > 0:
+            return int(leaf.shape[0])
+    return None
+
+
+@contextmanager
+def inference_mode_of(model: torch.nn.Module, mode: str = "eval") -> Iterator[None]:
+    """Run the model in ``mode`` (``'eval'`` or ``'train'``) and restore every module's own flag after."""
+    if mode not in ("eval", "train"):
+        raise ValueError(f"mode must be 'eval' or 'train', got {mode!r}")
+    flags = [(m, m.training) for m in model.modules()]
+    try:
+        model.train(mode == "train")
+        yield
+    finally:
+        for module, training in flags:
+            module.training = training

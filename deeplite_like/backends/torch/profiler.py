@@ -1,0 +1,52 @@
+"""``TorchProfiler``: the core ``Profiler`` with every built-in metric of the PyTorch backend."""
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+import torch
+
+from deeplite_like.backends.torch import data as _torch_data  # noqa: F401  (registers the tensor adapter)
+from deeplite_like.backends.torch.functions import DEFAULT_FUNCTIONS
+from deeplite_like.data import ForwardPass
+from deeplite_like.profiler import Profiler
+
+
+class TorchProfiler(Profiler):
+    """Profiles a ``torch.nn.Module`` on its data splits.
+
+    Args:
+        model: the module; it is never modified (mode, device, dtype, hooks, grads are restored).
+        data_splits: split name -> iterable of batches (a ``DataLoader``, a list of ``(x, y)``).
+        name: shown in reports.
+        forward_pass: which parts of a batch are the model's inputs (default: ``x`` of ``(x, y)``).
+        register_defaults: register every built-in ``Compute*`` function (default ``True``).
+
+    Options of ``compute_network_status``: ``batch_size`` (default 1), ``split``, ``meta``,
+    ``backward``, ``loss_fn``, ``causal_half``, ``mode``, ``device``, ``min_run_time``,
+    ``num_threads``.
+    """
+
+    backend_name = "torch"
+
+    def __init__(self, model: torch.nn.Module, data_splits: Mapping[str, Any] | None = None, name: str = "model",
+                 forward_pass: ForwardPass | None = None, register_defaults: bool = True) -> None:
+        if not isinstance(model, torch.nn.Module):
+            raise TypeError(f"TorchProfiler needs a torch.nn.Module, got {type(model).__qualname__}")
+        super().__init__(model, data_splits, name)
+        self.forward_pass = forward_pass or ForwardPass()
+        if register_defaults:
+            for function in DEFAULT_FUNCTIONS:
+                self.register_profiler_function(function())
+
+    @classmethod
+    def from_inputs(cls, model: torch.nn.Module, *example: Any, name: str = "model", **kwargs: Any) -> "TorchProfiler":
+        """A profiler whose only split, ``'test'``, is one batch of the given example input(s)."""
+        if not example:
+            raise ValueError("from_inputs needs at least one example input tensor")
+        batch = example[0] if len(example) == 1 else tuple(example)
+        forward_pass = ForwardPass(inputs=tuple(range(len(example)))) if len(example) > 1 else ForwardPass(
+            extract=lambda b: b)
+        return cls(model, {"test": [batch]}, name=name, forward_pass=forward_pass, **kwargs)
+
+    def context(self) -> dict[str, Any]:
+        return {**super().context(), "forward_pass": self.forward_pass}
