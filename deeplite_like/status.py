@@ -94,6 +94,8 @@ class Metric(StatusKey):
         if not isinstance(self.value, (int, float)) or isinstance(self.value, bool):
             return self.value
         scale = scale or self.display_scale()
+        if scale.factor == 1 and isinstance(self.value, int):
+            return self.value
         return self.value / scale.factor
 
     def get_units(self, scale=None) -> str:

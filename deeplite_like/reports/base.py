@@ -1,0 +1,150 @@
+"""``Report``: one result object, many renderings (text table, dict, JSON, CSV, Markdown, HTML).
+
+A subclass holds the facts (a snapshot taken when it is built) and says two things: its
+display table (``title``, ``_header``, ``_display_rows``, ``_notes``) and its exact data
+(``to_dict`` and the raw ``_records`` written to CSV). Everything else is rendered here.
+Tables are drawn by ``prettytable``; CSV and JSON by the standard library.
+"""
+from __future__ import annotations
+
+import abc
+import csv
+import html
+import io
+import json
+import os
+import re
+from pathlib import Path
+from typing import Any
+
+from prettytable import PrettyTable, TableStyle
+
+from deeplite_like.reports.formatting import csv_cell
+
+_MARKDOWN_SPECIAL = re.compile(r"([\\|*`<>\[\]])")
+
+
+def unique_names(names: list[str]) -> list[str]:
+    """Disambiguate repeated names in order: ``['m', 'm', 'x']`` -> ``['m', 'm (2)', 'x']``."""
+    seen: set[str] = set()
+    result = []
+    for name in names:
+        candidate, n = name, 1
+        while candidate in seen:
+            n += 1
+            candidate = f"{name} ({n})"
+        seen.add(candidate)
+        result.append(candidate)
+    return result
+
+
+def _markdown_escape(text: str) -> str:
+    return _MARKDOWN_SPECIAL.sub(r"\\\1", text).replace("\n", " ")
+
+
+class Report(abc.ABC):
+    """Base of every report; subclasses provide the facts, this class renders them."""
+
+    #: File extension -> method name used by :meth:`save`.
+    FORMATS = {".json": "to_json", ".csv": "to_csv", ".md": "to_markdown", ".markdown": "to_markdown",
+               ".txt": "to_text", ".html": "_repr_html_", ".htm": "_repr_html_"}
+
+    @property
+    @abc.abstractmethod
+    def title(self) -> str:
+        """The table's title."""
+
+    @abc.abstractmethod
+    def _header(self) -> list[str]:
+        """Display column names."""
+
+    @abc.abstractmethod
+    def _display_rows(self) -> list[list[str]]:
+        """Display rows: one list of strings per row, aligned with :meth:`_header`."""
+
+    def _right_aligned(self) -> set[int]:
+        """Indices of the columns drawn right-aligned (numbers); the rest are left-aligned."""
+        return set()
+
+    def _notes(self) -> list[str]:
+        """Lines shown under the table (descriptions, details, conversions); none by default."""
+        return []
+
+    @abc.abstractmethod
+    def to_dict(self) -> dict:
+        """Exact data made of JSON types: raw values in base units, and their display form."""
+
+    @abc.abstractmethod
+    def _records(self) -> tuple[list[str], list[dict[str, Any]]]:
+        """CSV columns and rows of raw values (one flat dict per row)."""
+
+    # ------------------------------------------------------------------ renderings
+    def _build_table(self, escape=lambda text: text) -> PrettyTable:
+        header = unique_names(self._header())  # prettytable refuses repeated field names
+        table = PrettyTable([escape(name) for name in header])
+        table.title = escape(self.title)
+        right = self._right_aligned()
+        for index, name in enumerate(header):
+            table.align[escape(name)] = "r" if index in right else "l"
+        for row in self._display_rows():
+            table.add_row([escape(cell) for cell in row])
+        return table
+
+    def to_table(self) -> PrettyTable:
+        """The display table as a ``prettytable.PrettyTable`` (notes not included)."""
+        return self._build_table()
+
+    def to_text(self) -> str:
+        """The table as text, followed by the notes, one per line."""
+        lines = [self.to_table().get_string()]
+        lines += [f"- {note}" for note in self._notes()]
+        return "\n".join(lines)
+
+    def __str__(self) -> str:
+        return self.to_text()
+
+    def to_json(self, indent: int | None = 2) -> str:
+        """:meth:`to_dict` as JSON text."""
+        return json.dumps(self.to_dict(), indent=indent)
+
+    def to_csv(self) -> str:
+        """Raw values as CSV (header row first), readable by the ``csv`` module."""
+        columns, records = self._records()
+        buffer = io.StringIO()
+        writer = csv.DictWriter(buffer, fieldnames=columns, lineterminator="\n")
+        writer.writeheader()
+        for record in records:
+            writer.writerow({column: csv_cell(record.get(column)) for column in columns})
+        return buffer.getvalue()
+
+    def to_markdown(self) -> str:
+        """A Markdown table with a bold title, then the notes as a list (special characters escaped)."""
+        table = self._build_table(_markdown_escape)
+        table.set_style(TableStyle.MARKDOWN)
+        lines = [table.get_string()]
+        notes = self._notes()
+        if notes:
+            lines.append("")
+            lines += [f"- {_markdown_escape(note)}" for note in notes]
+        return "\n".join(lines) + "\n"
+
+    def _repr_html_(self) -> str:
+        """An HTML table for notebooks; every name and value is escaped."""
+        parts = ['<div class="deeplite-like-report">', self.to_table().get_html_string()]
+        notes = self._notes()
+        if notes:
+            parts.append("<ul>" + "".join(f"<li>{html.escape(note)}</li>" for note in notes) + "</ul>")
+        parts.append("</div>")
+        return "\n".join(parts)
+
+    def save(self, path: str | os.PathLike) -> Path:
+        """Write the report in the format named by the extension (.json .csv .md .txt .html)."""
+        path = Path(path)
+        method = self.FORMATS.get(path.suffix.lower())
+        if method is None:
+            raise ValueError(f"cannot tell which format to write {str(path)!r} in from its extension "
+                             f"{path.suffix!r}; use one of {', '.join(self.FORMATS)}")
+        text = getattr(self, method)()
+        with open(path, "w", encoding="utf-8", newline="") as handle:
+            handle.write(text if text.endswith("\n") else text + "\n")
+        return path

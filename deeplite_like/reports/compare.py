@@ -1,0 +1,185 @@
+"""``CompareReport``: two or more models side by side, the first one the reference.
+
+One row per metric computed by any model; every value of a row is shown in ONE scale (the
+reference's: ``42.00`` and ``8.750`` MiB, never MiB beside KiB), and each other model has a
+``<model> vs <reference>`` column with the change in words (``4.80x smaller``).
+"""
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from deeplite_like.changes import NOT_COMPUTED, Change, conversion_factor, describe_change, is_number
+from deeplite_like.reports.base import Report, unique_names
+from deeplite_like.reports.formatting import format_in_scale, jsonable, scaled_value
+from deeplite_like.reports.ordering import ordered_keys
+from deeplite_like.status import Metric, StatusKey
+from deeplite_like.units import Scale, pick_scale
+
+
+@dataclass(frozen=True)
+class CompareCell:
+    """One model's value in a row: raw in its own base unit, and shown in the row's scale."""
+
+    value: Any
+    unit: str
+    display_value: Any
+    display: str
+
+    def as_dict(self) -> dict:
+        return {"value": jsonable(self.value), "unit": self.unit, "display_value": jsonable(self.display_value),
+                "display": self.display}
+
+
+@dataclass(frozen=True)
+class CompareRow:
+    """One metric across the models; ``changes[i]`` compares model ``i + 1`` to the reference."""
+
+    key: str
+    name: str
+    unit: str
+    display_unit: str
+    comparative: str
+    description: str
+    cells: list[CompareCell]
+    changes: list[Change]
+
+
+def _metric(statuses: Mapping[str, StatusKey], key: str) -> Metric | None:
+    status = statuses.get(key)
+    return status if isinstance(status, Metric) else None
+
+
+def _cell(metric: Metric | None, template: Metric, scale: Scale, model: str, notes: list[str]) -> CompareCell:
+    if metric is None or not metric.computed:
+        return CompareCell(None, template.BASE_UNIT if metric is None else metric.BASE_UNIT, None, NOT_COMPUTED)
+    value = metric.value
+    if not is_number(value):
+        return CompareCell(value, metric.BASE_UNIT, value, format_in_scale(value, scale))
+    factor = conversion_factor(metric.BASE_UNIT, template.BASE_UNIT)
+    if factor is None:
+        notes.append(f"{template.friendly_name()}: {model}'s unit {metric.BASE_UNIT!r} cannot be converted "
+                     f"to {template.BASE_UNIT!r}; its value is shown in its own unit")
+        return CompareCell(value, metric.BASE_UNIT, None, metric.format())
+    if factor != 1:
+        notes.append(f"{template.friendly_name()}: {model}'s value converted from {metric.BASE_UNIT!r} "
+                     f"to {template.BASE_UNIT!r}")
+        converted = value * factor
+        return CompareCell(value, metric.BASE_UNIT, scaled_value(converted, scale), format_in_scale(converted, scale))
+    return CompareCell(value, metric.BASE_UNIT, scaled_value(value, scale), format_in_scale(value, scale))
+
+
+def _row_scale(metrics: list[Metric | None], template: Metric) -> Scale:
+    """The scale of the first computed numeric value, reference first, in the template's unit."""
+    for metric in metrics:
+        if metric is not None and is_number(metric.value):
+            factor = conversion_factor(metric.BASE_UNIT, template.BASE_UNIT)
+            if factor is not None:
+                return pick_scale(metric.value * factor, template.UNIT_KIND)
+    return Scale(1.0, "")
+
+
+class CompareReport(Report):
+    """Metrics of two or more models; the first entry is the reference (e.g. the teacher).
+
+    Args:
+        entries: ``(name, backend, statuses)`` per model, statuses mapping NAME -> ``StatusKey``.
+            Repeated names are disambiguated (``model``, ``model (2)``).
+        short_print: when False, a note per metric gives its direction and description.
+    """
+
+    def __init__(self, entries: Sequence[tuple[str, str, Mapping[str, StatusKey]]], short_print: bool = True) -> None:
+        entries = list(entries)
+        if len(entries) < 2:
+            raise ValueError(f"CompareReport needs at least two (name, backend, statuses) entries, the first "
+                             f"being the reference; got {len(entries)}")
+        self.names = unique_names([str(name) for name, _, _ in entries])
+        self.backends = [str(backend) for _, backend, _ in entries]
+        self.short_print = short_print
+        self.rows: list[CompareRow] = []
+        self._conversion_notes: list[str] = []
+        all_statuses = [statuses for _, _, statuses in entries]
+        for key in ordered_keys(*all_statuses):
+            metrics = [_metric(statuses, key) for statuses in all_statuses]
+            if not any(metric is not None and metric.computed for metric in metrics):
+                continue
+            self.rows.append(self._row(key, metrics))
+
+    def _row(self, key: str, metrics: list[Metric | None]) -> CompareRow:
+        template = metrics[0] if metrics[0] is not None else next(m for m in metrics if m is not None)
+        scale = _row_scale(metrics, template)
+        cells = [_cell(metric, template, scale, name, self._conversion_notes)
+                 for metric, name in zip(metrics, self.names)]
+        return CompareRow(key=key, name=template.friendly_name(), unit=template.BASE_UNIT,
+                          display_unit=template.get_units(scale), comparative=template.get_comparative().value,
+                          description=template.description(), cells=cells,
+                          changes=[describe_change(metrics[0], metric) for metric in metrics[1:]])
+
+    @property
+    def reference(self) -> str:
+        return self.names[0]
+
+    @property
+    def title(self) -> str:
+        models = [f"{name} ({backend}{', reference' if index == 0 else ''})"
+                  for index, (name, backend) in enumerate(zip(self.names, self.backends))]
+        return "Comparison: " + " vs ".join(models)
+
+    def _header(self) -> list[str]:
+        header = ["Metric", "Unit", self.reference]
+        for name in self.names[1:]:
+            header += [name, f"{name} vs {self.reference}"]
+        return header
+
+    def _display_rows(self) -> list[list[str]]:
+        rows = []
+        for row in self.rows:
+            cells = [row.name, row.display_unit, row.cells[0].display]
+            for cell, change in zip(row.cells[1:], row.changes):
+                cells += [cell.display, change.text]
+            rows.append(cells)
+        return rows
+
+    def _right_aligned(self) -> set[int]:
+        return {2} | {3 + 2 * index for index in range(len(self.names) - 1)}
+
+    def _notes(self) -> list[str]:
+        notes = list(self._conversion_notes)
+        if not self.short_print:
+            notes += [f"{row.name} ({row.comparative}): {row.description}".rstrip() for row in self.rows]
+        return notes
+
+    def to_dict(self) -> dict:
+        return {
+            "report": "compare",
+            "reference": self.reference,
+            "models": [{"name": name, "backend": backend} for name, backend in zip(self.names, self.backends)],
+            "metrics": [{
+                "key": row.key, "name": row.name, "unit": row.unit, "display_unit": row.display_unit,
+                "comparative": row.comparative, "description": row.description,
+                "values": {name: cell.as_dict() for name, cell in zip(self.names, row.cells)},
+                "changes": {name: {"text": change.text, "verdict": change.verdict,
+                                   "ratio": jsonable(change.ratio), "difference": jsonable(change.difference)}
+                            for name, change in zip(self.names[1:], row.changes)},
+            } for row in self.rows],
+            "notes": self._conversion_notes,
+        }
+
+    CSV_COLUMNS = ["key", "name", "model", "backend", "role", "value", "unit", "display_value", "display_unit",
+                   "change", "verdict", "ratio", "difference"]
+
+    def _records(self) -> tuple[list[str], list[dict[str, Any]]]:
+        records = []
+        for row in self.rows:
+            changes: list[Change | None] = [None, *row.changes]
+            for index, (name, backend, cell, change) in enumerate(zip(self.names, self.backends, row.cells, changes)):
+                record = {"key": row.key, "name": row.name, "model": name, "backend": backend,
+                          "role": "reference" if index == 0 else "compared", "value": jsonable(cell.value),
+                          "unit": cell.unit, "display_value": jsonable(cell.display_value),
+                          "display_unit": row.display_unit}
+                if change is not None:
+                    record.update(change=change.text, verdict=change.verdict, ratio=change.ratio,
+                                  difference=change.difference)
+                records.append(record)
+        return self.CSV_COLUMNS, records

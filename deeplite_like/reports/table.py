@@ -1,0 +1,69 @@
+"""``TableReport``: a generic table of rows of raw values (per-layer summaries, breakdowns)."""
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
+
+from deeplite_like.changes import is_number
+from deeplite_like.reports.base import Report
+from deeplite_like.reports.formatting import format_cell, jsonable
+
+
+class TableReport(Report):
+    """A titled table: ``columns`` are keys into each row dict; rows hold raw values.
+
+    Args:
+        title: the table's title.
+        columns: the keys shown, in order (each row may lack some: the cell is empty).
+        rows: one mapping of raw values per row; JSON and CSV keep them raw.
+        formatters: column -> function turning a raw value into its displayed text
+            (default: numbers with 4 significant digits, ``None`` empty).
+        headers: column -> displayed header (default: the column key).
+        notes: lines shown under the table.
+    """
+
+    def __init__(self, title: str, columns: Sequence[str], rows: Iterable[Mapping[str, Any]],
+                 formatters: Mapping[str, Callable[[Any], str]] | None = None,
+                 headers: Mapping[str, str] | None = None, notes: Sequence[str] = ()) -> None:
+        self._title = str(title)
+        self.columns = [str(column) for column in columns]
+        if len(set(self.columns)) != len(self.columns):
+            repeated = sorted({c for c in self.columns if self.columns.count(c) > 1})
+            raise ValueError(f"TableReport {self._title!r}: columns must be unique, repeated: {repeated}")
+        self.formatters = dict(formatters or {})
+        self.headers = dict(headers or {})
+        for option, mapping in (("formatters", self.formatters), ("headers", self.headers)):
+            unknown = [key for key in mapping if key not in self.columns]
+            if unknown:
+                raise ValueError(f"TableReport {self._title!r}: {option} name unknown columns {unknown}; "
+                                 f"columns are {self.columns}")
+        self.rows = [{column: row.get(column) for column in self.columns} for row in rows]
+        self.notes = [str(note) for note in notes]
+
+    @property
+    def title(self) -> str:
+        return self._title
+
+    def _header(self) -> list[str]:
+        return [self.headers.get(column, column) for column in self.columns]
+
+    def _display_rows(self) -> list[list[str]]:
+        return [[self.formatters.get(column, format_cell)(row[column]) for column in self.columns]
+                for row in self.rows]
+
+    def _right_aligned(self) -> set[int]:
+        """Columns whose present values are all numbers."""
+        return {index for index, column in enumerate(self.columns)
+                if any(row[column] is not None for row in self.rows)
+                and all(row[column] is None or is_number(row[column]) for row in self.rows)}
+
+    def _notes(self) -> list[str]:
+        return self.notes
+
+    def to_dict(self) -> dict:
+        return {"report": "table", "title": self._title, "columns": self.columns,
+                "headers": [self.headers.get(column, column) for column in self.columns],
+                "rows": [jsonable(row) for row in self.rows], "notes": self.notes}
+
+    def _records(self) -> tuple[list[str], list[dict[str, Any]]]:
+        return self.columns, [jsonable(row) for row in self.rows]
