@@ -1,0 +1,358 @@
+"""Peak activation memory of one forward pass, from the storages its operators allocate.
+
+Mechanism: a ``TorchDispatchMode`` sees every ATen operator of the forward. Each output
+that the operator's schema does not declare as an alias of an input (views and in-place /
+``out=`` results are aliases: they allocate nothing) is a fresh allocation; its untyped
+storage is recorded once (a storage shared by several outputs counts once) with its
+``nbytes``, and a ``weakref.finalize`` on the storage subtracts those bytes the moment the
+storage is freed. Live bytes are therefore exact at every operator boundary, and the peak
+is the largest value reached right after an operator allocated its outputs (its inputs
+still alive, as they must be while it runs).
+
+What counts:
+
+* the inputs are live from the start (the caller holds them) and are included in
+  ``peak_bytes``; the outputs are live at the end;
+* parameters and buffers are excluded (they are the model's size, see ``params.py``);
+* in ``grad=True`` mode the tensors autograd saves for backward stay alive until the output
+  dies, so the peak and ``end_bytes`` show what a training forward holds.
+
+Fused fast paths: ``nn.TransformerEncoderLayer`` / ``nn.MultiheadAttention`` in eval mode
+under ``no_grad`` run one fused kernel whose intermediates are invisible (the layer would
+seem to cost only its output). The measurement therefore turns that fast path off
+(``torch.backends.mha.set_fastpath_enabled(False)``, restored in ``finally``) so the layer's
+activations are seen op by op; ``allow_fastpath=True`` keeps it.
+
+On meta tensors ``scaled_dot_product_attention`` takes the math path (the attention matrix
+is materialised) where a CPU / CUDA device may use a flash or memory-efficient kernel that
+never holds it: for attention models a meta measurement is an upper bound.
+
+What it cannot see: scratch memory that a kernel allocates and frees inside itself (GEMM
+packing buffers, cuDNN / cuBLAS workspaces, intermediates of fused kernels such as
+``scaled_dot_product_attention``), and allocator rounding (the CUDA caching allocator rounds
+blocks up to 512 bytes). Those make ``torch.cuda.max_memory_allocated`` or the profiler's
+memory events read somewhat higher; see ``tests/torch/test_memory.py`` for the cross-checks.
+
+With ``meta=True`` the forward runs on meta tensors (parameters and inputs are replaced by
+meta copies through ``torch.func.functional_call``): shapes, dtypes and storage sizes are
+real, no memory is allocated, so models too large for the machine can be measured.
+"""
+from __future__ import annotations
+
+import contextlib
+import weakref
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch import nn
+from torch.nn.modules import module as _module_globals
+from torch.utils import _pytree as pytree
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from deeplite_like.backends.torch.params import tensor_span
+from deeplite_like.backends.torch.state import model_device, preserved_model_state
+
+__all__ = ["MemoryStats", "peak_activation_memory"]
+
+
+@dataclass(frozen=True)
+class MemoryStats:
+    """Activation memory of one forward pass, in bytes.
+
+    ``peak_bytes``: largest live total (inputs + activations + outputs) at any operator.
+    ``input_bytes``: bytes the input tensors cover (a view of a larger batch counts its own
+    samples only). ``output_bytes``: storages the outputs keep alive.
+    ``end_bytes``: live total when the forward returned (inputs, outputs, and in ``grad``
+    mode the tensors saved for backward). ``allocated_bytes``: sum of every allocation
+    made during the forward. ``per_sample_peak_bytes`` = ``peak_bytes / batch_size``.
+    ``peak_op`` / ``peak_module``: the operator that reached the peak and the qualified name
+    of the innermost module running it (``''`` is the model itself).
+    """
+
+    peak_bytes: int
+    input_bytes: int
+    output_bytes: int
+    end_bytes: int
+    allocated_bytes: int
+    batch_size: int
+    per_sample_peak_bytes: float
+    peak_op: str
+    peak_module: str
+    grad: bool
+    meta: bool
+
+    @property
+    def peak_at(self) -> str:
+        """Where the peak happened, e.g. ``"aten.relu.default in '1'"``."""
+        return f"{self.peak_op} in '{self.peak_module}'"
+
+    @property
+    def activation_peak_bytes(self) -> int:
+        """Peak bytes beyond the inputs: what the forward itself added at its worst."""
+        return self.peak_bytes - self.input_bytes
+
+
+def _storage_key(tensor: torch.Tensor) -> tuple[str, int] | None:
+    """Identity of a tensor's storage (valid on meta too); None for tensors without one."""
+    if type(tensor) not in (torch.Tensor, nn.Parameter) or tensor.is_sparse:
+        return None
+    return str(tensor.device), tensor.untyped_storage()._cdata
+
+
+def _spanned_bytes(tensors: list[torch.Tensor]) -> int:
+    """Bytes the tensors cover: per storage, the length of the union of their byte spans.
+
+    Used for inputs: a batch sliced out of a larger one (``x[:n]``, a view) costs the bytes of
+    its ``n`` samples, not of the whole storage it happens to live in.
+    """
+    spans: dict[tuple[str, int], list[tuple[int, int]]] = {}
+    for tensor in tensors:
+        key = _storage_key(tensor)
+        if key is not None:
+            spans.setdefault(key, []).append(tensor_span(tensor))
+    total = 0
+    for intervals in spans.values():
+        end = None
+        for lo, hi in sorted(intervals):
+            if end is None or lo >= end:
+                total += hi - lo
+                end = hi
+            elif hi > end:
+                total += hi - end
+                end = hi
+    return total
+
+
+def _tensor_leaves(tree: Any) -> list[torch.Tensor]:
+    return [leaf for leaf in pytree.tree_leaves(tree) if isinstance(leaf, torch.Tensor)]
+
+
+class _ModuleStack:
+    """Qualified name of the innermost module running, via global forward hooks (removed on exit)."""
+
+    def __init__(self, model: nn.Module) -> None:
+        self._names = {id(m): name for name, m in model.named_modules(remove_duplicate=False)}
+        self.stack: list[str] = []
+        self._handles: list[Any] = []
+
+    def __enter__(self) -> _ModuleStack:
+        self._handles.append(_module_globals.register_module_forward_pre_hook(self._push))
+        self._handles.append(_module_globals.register_module_forward_hook(self._pop, always_call=True))
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for handle in self._handles:
+            handle.remove()
+        self._handles.clear()
+
+    def _push(self, module: nn.Module, args: Any) -> None:
+        name = self._names.get(id(module))
+        if name is not None:
+            self.stack.append(name)
+
+    def _pop(self, module: nn.Module, args: Any, output: Any) -> None:
+        if id(module) in self._names and self.stack:
+            self.stack.pop()
+
+    @property
+    def current(self) -> str:
+        return self.stack[-1] if self.stack else ""
+
+
+class _StorageTracker(TorchDispatchMode):
+    """Counts live bytes of storages allocated by operators; see the module docstring."""
+
+    def __init__(self, base_bytes: int, external: set[tuple[str, int]], where: Callable[[], str]) -> None:
+        super().__init__()
+        self.live = base_bytes
+        self.peak = base_bytes
+        self.allocated = 0
+        self.peak_op = "(inputs)"
+        self.peak_module = ""
+        self._external = external
+        self._where = where
+        self._bytes: dict[tuple[str, int], int] = {}
+        self._finalizers: dict[tuple[str, int], weakref.finalize] = {}
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # noqa: ANN001 - torch's protocol
+        out = func(*args, **(kwargs or {}))
+        returns = func._schema.returns
+        values = out if isinstance(out, (tuple, list)) and len(returns) == len(out) and len(returns) > 1 else (out,)
+        for ret, value in zip(returns, values):
+            if ret.alias_info is not None:
+                continue  # a view, or the written-to argument of an in-place / out= op
+            for tensor in _tensor_leaves(value):
+                self._allocated(tensor)
+        if self.live > self.peak:
+            self.peak = self.live
+            self.peak_op = str(func)
+            self.peak_module = self._where()
+        return out
+
+    def _allocated(self, tensor: torch.Tensor) -> None:
+        key = _storage_key(tensor)
+        if key is None or key in self._bytes or key in self._external:
+            return
+        storage = tensor.untyped_storage()
+        nbytes = storage.nbytes()
+        self._bytes[key] = nbytes
+        self.live += nbytes
+        self.allocated += nbytes
+        self._finalizers[key] = weakref.finalize(storage, self._freed, key)
+
+    def _freed(self, key: tuple[str, int]) -> None:
+        self.live -= self._bytes.pop(key)
+        self._finalizers.pop(key, None)
+
+    def held_bytes(self, tensors: list[torch.Tensor]) -> int:
+        """Bytes ``tensors`` keep alive: whole storages allocated during the forward (a view
+        holds all of its storage), the spanned bytes of any other storage (an input returned)."""
+        own: dict[tuple[str, int], int] = {}
+        other = []
+        for tensor in tensors:
+            key = _storage_key(tensor)
+            if key in self._bytes:
+                own[key] = self._bytes[key]
+            elif key is not None:
+                other.append(tensor)
+        return sum(own.values()) + _spanned_bytes(other)
+
+    def detach_all(self) -> None:
+        """Drop the finalizers still pending, so nothing refers back to this tracker."""
+        for finalizer in list(self._finalizers.values()):
+            finalizer.detach()
+        self._finalizers.clear()
+
+
+def _infer_batch_size(args: tuple, kwargs: Mapping[str, Any]) -> int:
+    for tensor in _tensor_leaves((args, dict(kwargs))):
+        if tensor.dim() >= 1:
+            return int(tensor.shape[0])
+    raise ValueError(
+        "cannot infer the batch size: no input tensor has a leading dimension; "
+        "pass batch_size=... explicitly"
+    )
+
+
+def _to_device(tree: Any, device: torch.device) -> Any:
+    return pytree.tree_map(lambda x: x.to(device) if isinstance(x, torch.Tensor) else x, tree)
+
+
+def _meta_state(model: nn.Module) -> dict[str, torch.Tensor]:
+    """Meta copies of parameters and buffers, keyed by qualified name (for functional_call)."""
+    state: dict[str, torch.Tensor] = {}
+    for name, param in model.named_parameters():
+        state[name] = param.detach().to("meta").requires_grad_(param.requires_grad)
+    for name, buffer in model.named_buffers():
+        state[name] = buffer.detach().to("meta")
+    return state
+
+
+@contextlib.contextmanager
+def _mha_fastpath(enabled: bool) -> Iterator[None]:
+    """Set PyTorch's fused MHA / encoder-layer fast path on or off, restoring it afterwards."""
+    mha = getattr(torch.backends, "mha", None)  # absent before torch 2.2: nothing to switch
+    if mha is None:
+        yield
+        return
+    previous = mha.get_fastpath_enabled()
+    mha.set_fastpath_enabled(enabled)
+    try:
+        yield
+    finally:
+        mha.set_fastpath_enabled(previous)
+
+
+def peak_activation_memory(
+    model: nn.Module,
+    args: Any,
+    kwargs: Mapping[str, Any] | None = None,
+    meta: bool = False,
+    grad: bool = False,
+    train: bool | None = None,
+    batch_size: int | None = None,
+    allow_fastpath: bool = False,
+) -> MemoryStats:
+    """Measure the peak live activation memory (bytes) of one forward ``model(*args, **kwargs)``.
+
+    ``args`` is a tuple of positional inputs (a single tensor is accepted as one input);
+    tensors are moved to the model's device (copies; the caller's tensors are untouched).
+    ``grad=False`` runs under ``torch.no_grad()``; ``grad=True`` records autograd so tensors
+    saved for backward stay alive. ``train=True`` / ``False`` sets the module mode for the
+    forward; ``None`` (default) leaves every module's mode as found, so a caller that already
+    chose the mode keeps it. Buffers updated by a forward in training mode (BatchNorm running
+    statistics) are restored afterwards. ``meta=True`` (implied by a model on the meta device)
+    runs on meta tensors and allocates nothing. ``batch_size`` defaults to the leading
+    dimension of the first input tensor. ``allow_fastpath=False`` (default) turns off the fused
+    transformer fast path during the forward so that its activations are seen (module docstring).
+
+    The model's mode, device, dtype, requires_grad, grads and hooks are left as found.
+    """
+    if not isinstance(model, nn.Module):
+        raise TypeError(f"peak_activation_memory expects a torch.nn.Module, got {type(model).__name__}")
+    if not isinstance(args, tuple):
+        args = (args,)
+    kwargs = dict(kwargs or {})
+    on_meta = any(t.device.type == "meta" for t in (*model.parameters(), *model.buffers()))
+    meta = meta or on_meta
+    if batch_size is None:
+        batch_size = _infer_batch_size(args, kwargs)
+    if batch_size <= 0:
+        raise ValueError(f"batch_size must be positive, got {batch_size}")
+
+    training = any(m.training for m in model.modules()) if train is None else train
+    with preserved_model_state(model, restore_buffer_values=training):
+        if train is not None:
+            model.train(train)
+        if meta:
+            state = None if on_meta else _meta_state(model)
+            args, kwargs = _to_device((args, kwargs), torch.device("meta"))
+        else:
+            state = None
+            args, kwargs = _to_device((args, kwargs), model_device(model))
+        inputs = _tensor_leaves((args, kwargs))
+        input_bytes = _spanned_bytes(inputs)
+        external = {key for t in inputs if (key := _storage_key(t)) is not None}
+        for tensor in (*model.parameters(), *model.buffers(), *(state or {}).values()):
+            if (key := _storage_key(tensor)) is not None:
+                external.add(key)
+
+        modules = _ModuleStack(model)
+        tracker = _StorageTracker(input_bytes, external, lambda: modules.current)
+        try:
+            with torch.set_grad_enabled(grad), _mha_fastpath(allow_fastpath), modules, tracker:
+                if state is None:
+                    out = model(*args, **kwargs)
+                else:
+                    out = torch.func.functional_call(model, state, args, kwargs)
+            end_bytes = tracker.live
+            output_bytes = tracker.held_bytes(_tensor_leaves(out))
+            del out
+        except (RuntimeError, NotImplementedError) as error:
+            if meta:
+                note = (f"while running {type(model).__name__} on the meta device to measure activation "
+                        "memory: an operator without a meta kernel or with data-dependent output shapes "
+                        "cannot run there; pass meta=False to measure on real tensors")
+                if hasattr(error, "add_note"):  # Python >= 3.11 keeps the original error and adds why
+                    error.add_note(note)
+                else:
+                    raise RuntimeError(f"{error}\n{note}") from error
+            raise
+        finally:
+            tracker.detach_all()
+
+    return MemoryStats(
+        peak_bytes=tracker.peak,
+        input_bytes=input_bytes,
+        output_bytes=output_bytes,
+        end_bytes=end_bytes,
+        allocated_bytes=tracker.allocated,
+        batch_size=batch_size,
+        per_sample_peak_bytes=tracker.peak / batch_size,
+        peak_op=tracker.peak_op,
+        peak_module=tracker.peak_module,
+        grad=grad,
+        meta=meta,
+    )

@@ -1,0 +1,205 @@
+"""Parameter and buffer counts and sizes of a PyTorch model, in elements and bytes.
+
+Rules (tested row by row in ``tests/torch/test_params.py``):
+
+* A tensor shared by several modules is counted once. Sharing is detected by identity (the
+  same ``Parameter`` object registered twice) *and* by storage: two different tensors whose
+  elements lie in the same storage (tied weights built with ``nn.Parameter(a.weight.data)``,
+  or a transposed view of a weight) are counted once. Precisely, within one storage a tensor
+  whose element span is already covered by tensors counted before it adds nothing; distinct
+  views into one flat storage (disjoint spans) are all counted.
+* Bytes are ``numel * element_size`` of each tensor's real dtype (fp16 = 2, bf16 = 2,
+  int8/qint8 = 1, ...).
+* Packed weights that a module keeps out of ``parameters()`` (``torch.ao.nn.quantized``
+  Linear / Conv and their dynamic variants store int8 weights in packed form) are found
+  through ``state_dict()``: any tensor entry that is neither a registered parameter nor a
+  registered buffer. Entries named ``scale`` / ``zero_point`` (the output quantization
+  parameters) or ``_extra_state`` are reported as buffers; every other one (packed weight,
+  its bias) counts as a non-trainable parameter.
+* Buffers (BatchNorm running statistics, its int64 ``num_batches_tracked``, ...) are reported
+  apart from parameters and never counted in ``total_params``.
+
+Works on meta-device models: only shapes, dtypes and storage identities are read.
+"""
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+import torch
+from torch import nn
+from torch.utils import _pytree as pytree
+
+__all__ = ["ParamStats", "parameter_stats", "tensor_span"]
+
+# state_dict entries that are quantization metadata or opaque extra state, not weights.
+_EXTRA_BUFFER_NAMES = ("scale", "zero_point", "_extra_state")
+
+
+@dataclass(frozen=True)
+class ParamStats:
+    """Counts in elements, sizes in bytes.
+
+    ``by_dtype`` maps a dtype name (``'float32'``, ``'qint8'``) to the bytes of *parameters*
+    of that dtype (its values sum to ``param_bytes``); ``buffer_by_dtype`` does the same for
+    buffers. ``buffer_count`` is the number of buffer *elements* (BatchNorm2d(16): 16 + 16 + 1).
+    """
+
+    total_params: int
+    trainable_params: int
+    non_trainable_params: int
+    param_bytes: int
+    buffer_count: int
+    buffer_bytes: int
+    by_dtype: dict[str, int] = field(default_factory=dict)
+    buffer_by_dtype: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def total_bytes(self) -> int:
+        """Parameter plus buffer bytes: what loading the model's state costs."""
+        return self.param_bytes + self.buffer_bytes
+
+
+def _dtype_name(dtype: torch.dtype) -> str:
+    return str(dtype).removeprefix("torch.")
+
+
+def _storage_key(tensor: torch.Tensor) -> tuple[str, int] | None:
+    """An id of the tensor's storage, valid on every device including meta; None if it has none."""
+    try:
+        storage = tensor.untyped_storage()
+    except (NotImplementedError, RuntimeError):  # sparse / some subclasses have no single storage
+        return None
+    return str(tensor.device), storage._cdata
+
+
+def tensor_span(tensor: torch.Tensor) -> tuple[int, int]:
+    """Half-open byte interval ``[start, end)`` of its storage that ``tensor`` can touch."""
+    size = tensor.element_size()
+    start = tensor.storage_offset() * size
+    if tensor.numel() == 0:
+        return start, start
+    last = sum((n - 1) * abs(s) for n, s in zip(tensor.shape, tensor.stride()))
+    return start, start + (last + 1) * size
+
+
+class _Counter:
+    """Accumulates tensors, skipping those already seen by identity or covered storage span."""
+
+    def __init__(self) -> None:
+        self._ids: set[int] = set()
+        self._spans: dict[tuple[str, int], list[tuple[int, int]]] = {}
+
+    def is_new(self, tensor: torch.Tensor) -> bool:
+        if id(tensor) in self._ids:
+            return False
+        self._ids.add(id(tensor))
+        key = _storage_key(tensor)
+        if key is None:
+            return True
+        lo, hi = tensor_span(tensor)
+        spans = self._spans.setdefault(key, [])
+        if hi > lo and _covered(lo, hi, spans):
+            return False
+        spans.append((lo, hi))
+        return True
+
+
+def _covered(lo: int, hi: int, spans: list[tuple[int, int]]) -> bool:
+    """Whether ``[lo, hi)`` lies inside the union of ``spans``."""
+    position = lo
+    for start, end in sorted(spans):
+        if start > position:
+            break
+        position = max(position, end)
+        if position >= hi:
+            return True
+    return False
+
+
+def _tensor_bytes(tensor: torch.Tensor) -> int:
+    return tensor.numel() * tensor.element_size()
+
+
+def _packed_entries(model: nn.Module) -> Iterable[tuple[str, torch.Tensor]]:
+    """``(local name, tensor)`` for state_dict tensors that are neither parameters nor buffers.
+
+    A module shared under several names yields its entries once (keyed by module identity).
+    """
+    registered = {name for name, _ in model.named_parameters(remove_duplicate=False)}
+    registered |= {name for name, _ in model.named_buffers(remove_duplicate=False)}
+    modules = dict(model.named_modules(remove_duplicate=False))
+    seen: set[tuple[int, str]] = set()
+    for key, value in model.state_dict(keep_vars=True).items():
+        if key in registered:
+            continue
+        leaves = [leaf for leaf in pytree.tree_leaves(value) if isinstance(leaf, torch.Tensor)]
+        if not leaves:
+            continue  # e.g. '_packed_params.dtype' holds a torch.dtype
+        prefix, _, local = key.rpartition(".")
+        owner = modules.get(prefix)
+        ident = (id(owner) if owner is not None else id(model), key if owner is None else local)
+        if ident in seen:
+            continue
+        seen.add(ident)
+        for leaf in leaves:
+            yield local, leaf
+
+
+def parameter_stats(model: nn.Module) -> ParamStats:
+    """Count ``model``'s parameters (elements) and their bytes, and its buffers apart.
+
+    See the module docstring for the sharing, dtype and packed-weight rules. Reads shapes and
+    dtypes only: a model on the meta device is counted without allocating.
+    """
+    if not isinstance(model, nn.Module):
+        raise TypeError(f"parameter_stats expects a torch.nn.Module, got {type(model).__name__}")
+    counter = _Counter()
+    trainable = frozen = param_bytes = 0
+    buffer_count = buffer_bytes = 0
+    by_dtype: dict[str, int] = {}
+    buffer_by_dtype: dict[str, int] = {}
+
+    def add_param(tensor: torch.Tensor, is_trainable: bool) -> None:
+        nonlocal trainable, frozen, param_bytes
+        if not counter.is_new(tensor):
+            return
+        if is_trainable:
+            trainable += tensor.numel()
+        else:
+            frozen += tensor.numel()
+        nbytes = _tensor_bytes(tensor)
+        param_bytes += nbytes
+        name = _dtype_name(tensor.dtype)
+        by_dtype[name] = by_dtype.get(name, 0) + nbytes
+
+    def add_buffer(tensor: torch.Tensor) -> None:
+        nonlocal buffer_count, buffer_bytes
+        if not counter.is_new(tensor):
+            return
+        buffer_count += tensor.numel()
+        nbytes = _tensor_bytes(tensor)
+        buffer_bytes += nbytes
+        name = _dtype_name(tensor.dtype)
+        buffer_by_dtype[name] = buffer_by_dtype.get(name, 0) + nbytes
+
+    for param in model.parameters():
+        add_param(param, param.requires_grad)
+    for buffer in model.buffers():
+        add_buffer(buffer)
+    for local, tensor in _packed_entries(model):
+        if local in _EXTRA_BUFFER_NAMES or local.endswith("_extra_state"):
+            add_buffer(tensor)
+        else:
+            add_param(tensor, False)
+
+    return ParamStats(
+        total_params=trainable + frozen,
+        trainable_params=trainable,
+        non_trainable_params=frozen,
+        param_bytes=param_bytes,
+        buffer_count=buffer_count,
+        buffer_bytes=buffer_bytes,
+        by_dtype=by_dtype,
+        buffer_by_dtype=buffer_by_dtype,
+    )

@@ -1,0 +1,224 @@
+"""Leave the user's model as it was found: snapshot and restore its mutable state.
+
+``preserved_model_state(model)`` is the one place where measuring code promises not to alter
+a model. Everything a measurement may touch is snapshotted on entry and put back in
+``finally`` (also when the body raises):
+
+* the ``training`` flag of every module (restored flag by flag, not with ``.train()``, so a
+  model whose submodules were in mixed modes keeps that mix);
+* the module tree itself: each module's ``_parameters``, ``_buffers`` and ``_modules`` dicts
+  (a parameter or submodule replaced in the body is put back);
+* each parameter's and buffer's data: device, dtype and storage (``p.data`` is re-pointed at
+  the tensor it had, so ``model.to(...)`` / ``.half()`` inside the body is undone at no copy
+  cost). Values written in place into that storage are not undone, unless
+  ``restore_buffer_values=True`` asks for buffers (e.g. BatchNorm running statistics
+  updated by a training forward) to be copied on entry and written back on exit;
+* ``requires_grad`` of every parameter;
+* ``.grad`` of every parameter: it is *set aside* (the body sees ``None``) and put back on
+  exit, so a backward run inside the body neither reads nor accumulates into the user's
+  gradients;
+* every hook dict: each module's forward/backward/state-dict hook dicts, the global module
+  hooks of ``torch.nn.modules.module``, and the tensor hooks of parameters. Hook dicts are
+  restored in place (cleared and refilled), because hook handles refer to the dict object.
+"""
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from torch import nn
+from torch.nn.modules import module as _module_globals
+
+__all__ = ["preserved_model_state", "model_device"]
+
+# Attribute names of the per-module hook dicts (those missing in this torch version are skipped).
+_MODULE_HOOK_DICTS = (
+    "_forward_hooks",
+    "_forward_hooks_with_kwargs",
+    "_forward_hooks_always_called",
+    "_forward_pre_hooks",
+    "_forward_pre_hooks_with_kwargs",
+    "_backward_hooks",
+    "_backward_pre_hooks",
+    "_state_dict_hooks",
+    "_state_dict_pre_hooks",
+    "_load_state_dict_pre_hooks",
+    "_load_state_dict_post_hooks",
+)
+
+# Global hook dicts shared by every module (``register_module_forward_hook`` and friends).
+_GLOBAL_HOOK_DICTS = (
+    "_global_forward_hooks",
+    "_global_forward_hooks_with_kwargs",
+    "_global_forward_hooks_always_called",
+    "_global_forward_pre_hooks",
+    "_global_backward_hooks",
+    "_global_backward_pre_hooks",
+    "_global_buffer_registration_hooks",
+    "_global_module_registration_hooks",
+    "_global_parameter_registration_hooks",
+)
+
+# Hook dicts that live on a tensor (``Tensor.register_hook`` / ``register_post_accumulate_grad_hook``).
+_TENSOR_HOOK_ATTRS = ("_backward_hooks", "_post_accumulate_grad_hooks")
+
+
+@dataclass
+class _ModuleSnapshot:
+    module: nn.Module
+    training: bool
+    parameters: dict[str, Any]
+    buffers: dict[str, Any]
+    modules: dict[str, Any]
+    hooks: dict[str, tuple[dict, dict]] = field(default_factory=dict)
+
+
+@dataclass
+class _TensorSnapshot:
+    tensor: torch.Tensor
+    data: torch.Tensor
+    requires_grad: bool
+    grad: torch.Tensor | None
+    hooks: dict[str, dict | None]
+    values: torch.Tensor | None = None
+
+
+def _snapshot_hook_dict(owner: Any, name: str) -> tuple[dict, dict] | None:
+    hooks = getattr(owner, name, None)
+    if not isinstance(hooks, dict):
+        return None
+    return hooks, dict(hooks)
+
+
+def _restore_hook_dict(hooks: dict, saved: dict) -> None:
+    if hooks.keys() != saved.keys() or any(hooks[k] is not v for k, v in saved.items()):
+        hooks.clear()
+        hooks.update(saved)
+
+
+def _snapshot_module(module: nn.Module) -> _ModuleSnapshot:
+    snap = _ModuleSnapshot(
+        module=module,
+        training=module.training,
+        parameters=dict(module._parameters),
+        buffers=dict(module._buffers),
+        modules=dict(module._modules),
+    )
+    for name in _MODULE_HOOK_DICTS:
+        saved = _snapshot_hook_dict(module, name)
+        if saved is not None:
+            snap.hooks[name] = saved
+    return snap
+
+
+def _snapshot_tensor(tensor: torch.Tensor, is_parameter: bool, copy_values: bool) -> _TensorSnapshot:
+    hooks = {}
+    for name in _TENSOR_HOOK_ATTRS:
+        value = getattr(tensor, name, None)
+        hooks[name] = dict(value) if isinstance(value, dict) else None
+    values = None
+    if copy_values and tensor.device.type != "meta":
+        values = tensor.detach().clone()
+    snap = _TensorSnapshot(
+        tensor=tensor,
+        data=tensor.data,
+        requires_grad=tensor.requires_grad,
+        grad=tensor.grad if is_parameter else None,
+        hooks=hooks,
+        values=values,
+    )
+    return snap
+
+
+def _restore_tensor(snap: _TensorSnapshot, is_parameter: bool) -> None:
+    tensor = snap.tensor
+    # Re-point the tensor at the storage, device and dtype it had (undoes .to()/.half()).
+    tensor.data = snap.data
+    if snap.values is not None:
+        with torch.no_grad():
+            tensor.data.copy_(snap.values)
+    if tensor.requires_grad != snap.requires_grad:
+        tensor.requires_grad_(snap.requires_grad)
+    if is_parameter:
+        tensor.grad = snap.grad
+    for name, saved in snap.hooks.items():
+        current = getattr(tensor, name, None)
+        if isinstance(current, dict):
+            _restore_hook_dict(current, saved or {})
+
+
+@contextlib.contextmanager
+def preserved_model_state(model: nn.Module, restore_buffer_values: bool = False) -> Iterator[nn.Module]:
+    """Snapshot ``model``'s mutable state, yield the model, and restore that state on exit.
+
+    Restored (also when the body raises): every module's ``training`` flag; each module's
+    parameter, buffer and submodule dicts; each parameter's and buffer's device, dtype and
+    storage; ``requires_grad``; every hook dict (module, global module, parameter tensor).
+    Parameter ``.grad``s are set to ``None`` for the duration of the body and put back on
+    exit. With ``restore_buffer_values=True`` the values of buffers are copied on entry and
+    written back on exit (undoes BatchNorm running-statistics updates; costs one copy of the
+    buffers).
+
+    Not restored: parameter values changed in place (an optimizer step) - a measurement must
+    not do that.
+    """
+    if not isinstance(model, nn.Module):
+        raise TypeError(f"preserved_model_state expects a torch.nn.Module, got {type(model).__name__}")
+    module_snaps = [_snapshot_module(m) for m in model.modules()]
+    param_snaps = [_snapshot_tensor(p, True, False) for p in model.parameters()]
+    buffer_snaps = [_snapshot_tensor(b, False, restore_buffer_values) for b in model.buffers()]
+    global_snaps = []
+    for name in _GLOBAL_HOOK_DICTS:
+        saved = _snapshot_hook_dict(_module_globals, name)
+        if saved is not None:
+            global_snaps.append(saved)
+    for p in model.parameters():
+        p.grad = None
+    try:
+        yield model
+    finally:
+        # Module tree first, so that parameters and buffers below are found where they were.
+        for snap in module_snaps:
+            m = snap.module
+            for attr, saved in (("_parameters", snap.parameters), ("_buffers", snap.buffers),
+                                ("_modules", snap.modules)):
+                current = getattr(m, attr)
+                if current.keys() != saved.keys() or any(current[k] is not v for k, v in saved.items()):
+                    current.clear()
+                    current.update(saved)
+            m.training = snap.training
+            for hooks, saved in snap.hooks.values():
+                _restore_hook_dict(hooks, saved)
+        with torch.no_grad():
+            for snap in param_snaps:
+                _restore_tensor(snap, True)
+            for snap in buffer_snaps:
+                _restore_tensor(snap, False)
+        for hooks, saved in global_snaps:
+            _restore_hook_dict(hooks, saved)
+
+
+def model_device(model: nn.Module) -> torch.device:
+    """The device holding ``model``'s parameters and buffers (``cpu`` for a model with none).
+
+    Raises ``ValueError`` naming one tensor per device when the model is spread over several
+    devices (model parallel): a caller must then say which device it means.
+    """
+    if not isinstance(model, nn.Module):
+        raise TypeError(f"model_device expects a torch.nn.Module, got {type(model).__name__}")
+    seen: dict[torch.device, str] = {}
+    for kind, named in (("parameter", model.named_parameters()), ("buffer", model.named_buffers())):
+        for name, tensor in named:
+            seen.setdefault(tensor.device, f"{kind} '{name}'")
+    if not seen:
+        return torch.device("cpu")
+    if len(seen) > 1:
+        where = ", ".join(f"{dev} ({name})" for dev, name in seen.items())
+        raise ValueError(
+            f"{type(model).__name__} has tensors on several devices: {where}. "
+            "Move the model to one device, or pass the device to use explicitly."
+        )
+    return next(iter(seen))
