@@ -1,0 +1,102 @@
+"""Per-layer summary: one row per module with shapes, parameters, MACs, FLOPs and activation bytes.
+
+Facts come from one counting pass (``count_ops``) plus forward hooks that record each module's
+input and output shapes and output bytes; the rendering is a ``TableReport``.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch.utils._pytree import tree_leaves
+
+from deeplite_like.backends.torch.counting import count_ops
+from deeplite_like.reports import TableReport
+from deeplite_like.units import format_bytes, format_number
+
+COLUMNS = ("module", "type", "input_shapes", "output_shapes", "params", "macs", "flops", "activation_bytes",
+           "macs_share", "calls")
+HEADERS = {"module": "Module", "type": "Type", "input_shapes": "Input shapes", "output_shapes": "Output shapes",
+           "params": "Params", "macs": "MACs", "flops": "FLOPs", "activation_bytes": "Output bytes",
+           "macs_share": "MACs %", "calls": "Calls"}
+
+
+def _shapes(value: Any) -> str:
+    shapes = [tuple(t.shape) for t in tree_leaves(value) if isinstance(t, torch.Tensor)]
+    return ", ".join("x".join(map(str, s)) or "scalar" for s in shapes)
+
+
+def _bytes(value: Any) -> int:
+    return sum(t.numel() * t.element_size() for t in tree_leaves(value) if isinstance(t, torch.Tensor))
+
+
+def _own_params(module: torch.nn.Module) -> int:
+    seen: set[int] = set()
+    total = 0
+    for p in module.parameters():
+        if id(p) not in seen:
+            seen.add(id(p))
+            total += p.numel()
+    return total
+
+
+def layerwise_summary(model: torch.nn.Module, args: tuple, kwargs: dict | None = None, meta: bool = False,
+                      max_depth: int | None = None) -> TableReport:
+    """A ``TableReport`` with one row per module that ran (parents include their children).
+
+    ``activation_bytes`` is the size of the module's output tensors (first call);
+    ``macs_share`` is the module's MACs over the whole model's, in percent. Rows are indented
+    by depth; ``max_depth`` hides deeper modules (their cost stays in their parents).
+    """
+    kwargs = kwargs or {}
+    names = {id(m): n for n, m in model.named_modules(remove_duplicate=True)}
+    seen: dict[str, dict[str, Any]] = {}
+    handles = []
+
+    def hook(module: torch.nn.Module, inputs: Any, kw: Any, output: Any) -> None:
+        name = names.get(id(module))
+        if name is None:
+            return
+        row = seen.get(name)
+        if row is None:
+            seen[name] = {"input_shapes": _shapes((inputs, kw)), "output_shapes": _shapes(output),
+                          "activation_bytes": _bytes(output)}
+
+    try:
+        for module in model.modules():
+            handles.append(module.register_forward_hook(hook, with_kwargs=True))
+        counted = count_ops(model, *args, meta=meta, **kwargs)
+    finally:
+        for handle in handles:
+            handle.remove()
+    total_macs = counted.macs
+    rows = []
+    for name, module in model.named_modules(remove_duplicate=True):
+        if name not in seen and name not in counted.by_module:
+            continue  # never ran
+        depth = 0 if name == "" else name.count(".") + 1
+        if max_depth is not None and depth > max_depth:
+            continue
+        stats = counted.by_module.get(name)
+        facts = seen.get(name, {})
+        macs = stats.macs if stats else 0
+        rows.append({
+            "module": "  " * depth + (name.rsplit(".", 1)[-1] if name else "(model)"),
+            "type": type(module).__name__,
+            "input_shapes": facts.get("input_shapes", ""),
+            "output_shapes": facts.get("output_shapes", ""),
+            "params": _own_params(module),
+            "macs": macs,
+            "flops": stats.flops if stats else 0,
+            "activation_bytes": facts.get("activation_bytes", 0),
+            "macs_share": 100.0 * macs / total_macs if total_macs else 0.0,
+            "calls": stats.calls if stats else 0,
+            "name": name,
+        })
+    notes = [f"batch size {counted.batch_size}; MACs and FLOPs of a module include its children's"]
+    if counted.untracked:
+        notes.append("untracked (counted 0): " + ", ".join(f"{k} x{v}" for k, v in counted.untracked.items()))
+    formatters = {"params": lambda v: f"{v:,}", "macs": lambda v: f"{v:,}", "flops": lambda v: f"{v:,}",
+                  "activation_bytes": format_bytes, "macs_share": lambda v: f"{format_number(v, 3)} %"}
+    return TableReport(f"Per-layer summary: {type(model).__name__}", COLUMNS, rows, formatters=formatters,
+                       headers=HEADERS, notes=notes)
