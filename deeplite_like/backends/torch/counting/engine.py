@@ -1,0 +1,277 @@
+"""``count_ops``: MACs and FLOPs of one forward (and optionally backward) pass of a torch model.
+
+The counting itself is ``recorder.CountingMode``; this module prepares the run (meta copies,
+fresh autograd leaves), runs the phases, turns failures into errors that say where, and puts
+the user's model back exactly as it was found.
+"""
+from __future__ import annotations
+
+import contextlib
+import itertools
+import warnings
+from typing import Any, Callable, Iterator, Mapping
+
+import torch
+from torch.utils import _pytree as pytree
+
+from deeplite_like.opcount import OpCount
+
+from ..errors import BackwardError, ForwardError, UntrackedOpWarning
+from . import formulas as _formulas  # noqa: F401  (importing the package fills the formula table)
+from .recorder import CountingMode, _describe_args
+from .registry import CountOptions
+
+LossFn = Callable[[Any], torch.Tensor]
+
+
+def count_ops(model: torch.nn.Module, *args: Any, backward: bool = False, meta: bool = False,
+              loss_fn: LossFn | None = None, causal_half: bool = False, warn_untracked: bool = True,
+              **kwargs: Any) -> OpCount:
+    """Count the MACs and FLOPs (ints, for the batch given) of ``model(*args, **kwargs)``.
+
+    Every aten operator that runs is priced by its formula (``register_formula``) and
+    attributed to the module call it ran in (``OpCount.by_module``, nested: a parent includes
+    its children; ``""`` is the root), to its operator name (``by_operator``) and to the
+    innermost module (``module_ops``). Operators with no formula that are not known to be free
+    count 0, are listed in ``OpCount.untracked`` and are warned about once
+    (``UntrackedOpWarning``) unless ``warn_untracked=False``.
+
+    The model runs in the mode it is in (train/eval) and under the caller's grad mode. It is
+    left exactly as found: mode, device, dtype, ``requires_grad``, hooks, parameter and buffer
+    values (a train-mode batch norm's running statistics are restored) and ``.grad``.
+
+    Args:
+        model: the module to run.
+        *args, **kwargs: its inputs, tensors nested in any containers.
+        backward: also reduce the output to a scalar and run the backward pass; the ops that
+            actually run are counted (``phases``: ``forward``, ``loss``, ``backward``).
+        meta: run on the meta device (no memory allocated, no arithmetic done): parameters,
+            buffers and tensor inputs are replaced by meta tensors of the same shape and dtype.
+            Implied when the model already has meta tensors. The forward must not depend on
+            tensor values (``.item()``, data-dependent branches).
+        loss_fn: ``loss_fn(output) -> scalar tensor`` for ``backward``; by default the sum of
+            every floating-point output that requires grad.
+        causal_half: count causal attention as half of dense (``CountOptions.causal_half``).
+        warn_untracked: warn once about untracked operators.
+
+    Raises:
+        ForwardError: the forward raised; the message names the innermost module that failed,
+            its type and the shapes it received (the original error is chained).
+        BackwardError: the loss or the backward pass failed.
+        FormulaError: a formula raised (chained inside the ``ForwardError``/``BackwardError``).
+        ValueError: ``backward=True`` with nothing to differentiate.
+    """
+    if not isinstance(model, torch.nn.Module):
+        raise TypeError(f"count_ops expects a torch.nn.Module, got {type(model).__name__}")
+    modules = list(model.named_modules())
+    slots = _tensor_slots(modules)
+    on_meta = meta or any(tensor.is_meta for _, _, tensor, _, _ in slots)
+    if backward:
+        _check_differentiable(model, args, kwargs)
+    mode = CountingMode(CountOptions(causal_half=causal_half), track_backward=backward)
+    mode.result.batch_size = _batch_size(args, kwargs)
+
+    with contextlib.ExitStack() as cleanup:  # unwinds in reverse: the mode exits first
+        state: dict[str, torch.Tensor] = {}
+        if on_meta:
+            state = _meta_state(model)
+            args, kwargs = pytree.tree_map_only(torch.Tensor, _meta_like, (args, kwargs))
+        else:
+            cleanup.enter_context(_restored_tensors(slots, mode))
+            if backward:  # fresh leaves: backward stops at the inputs, the caller's tensors get no .grad
+                args, kwargs = pytree.tree_map_only(torch.Tensor, _fresh_leaf, (args, kwargs))
+        if backward:
+            cleanup.enter_context(_preserved_grads(model))
+        cleanup.callback(mode.detach)
+        mode.attach(modules)
+        if on_meta:  # tensors the forward creates without a device land on meta too
+            cleanup.enter_context(torch.device("meta"))
+        cleanup.enter_context(torch.enable_grad() if backward else contextlib.nullcontext())
+        cleanup.enter_context(mode)
+
+        mode.set_phase("forward")
+        output = _forward(model, state, args, kwargs, mode, on_meta)
+        if backward:
+            mode.set_phase("loss")
+            loss = _loss(output, loss_fn)
+            mode.set_phase("backward")
+            _backward(loss, _leaves(model, state, args, kwargs))
+
+    result = mode.finish()
+    if warn_untracked and result.untracked:
+        warnings.warn(_untracked_message(result.untracked), UntrackedOpWarning, stacklevel=2)
+    return result
+
+
+# -- phases ---------------------------------------------------------------------------------
+def _forward(model: torch.nn.Module, state: dict, args: tuple, kwargs: dict, mode: CountingMode,
+             on_meta: bool) -> Any:
+    try:
+        if state:
+            return torch.func.functional_call(model, state, args, kwargs)
+        return model(*args, **kwargs)
+    except Exception as exc:
+        raise _forward_error(model, exc, mode, on_meta) from exc
+
+
+def _forward_error(model: torch.nn.Module, exc: Exception, mode: CountingMode, on_meta: bool) -> ForwardError:
+    """Name the innermost module the exception went through, with the inputs it received."""
+    frame, seen, cause = None, set(), exc
+    while cause is not None and id(cause) not in seen:  # the deepest chained cause we saw fail wins
+        seen.add(id(cause))
+        frame = mode.failures.get(cause, frame)
+        cause = cause.__cause__ or cause.__context__
+    what = f"{type(exc).__name__}: {exc}"
+    hint = ("Counting ran on the meta device, where tensors have no values: a forward that reads them "
+            "(.item(), data-dependent branches) must be counted with real tensors (meta=False and a model "
+            "that is not on meta)." if on_meta else
+            "Check that the inputs given to count_ops have the shapes and dtypes the model expects.")
+    if frame is None:
+        return ForwardError(f"the forward pass of {type(model).__name__} failed outside any module call: "
+                            f"{what}. {hint}")
+    where = "the root module" if frame.name == "" else f"module {frame.name!r}"
+    return ForwardError(f"the forward pass failed in {where} ({type(frame.module).__name__}) called with "
+                        f"{_describe_args(frame.args, frame.kwargs)}: {what}. {hint}")
+
+
+def _loss(output: Any, loss_fn: LossFn | None) -> torch.Tensor:
+    if loss_fn is not None:
+        try:
+            loss = loss_fn(output)
+        except Exception as exc:
+            raise BackwardError(f"loss_fn raised on the model output: {type(exc).__name__}: {exc}") from exc
+    else:
+        outputs = [t for t in _tensors_in(output) if t.is_floating_point() and t.requires_grad]
+        if not outputs:
+            raise BackwardError("backward=True: the model output has no floating-point tensor that requires "
+                                f"grad (got {type(output).__name__}); pass loss_fn=... returning a scalar to "
+                                "differentiate")
+        loss = outputs[0].sum()
+        for tensor in outputs[1:]:
+            loss = loss + tensor.sum()
+    if not (isinstance(loss, torch.Tensor) and loss.numel() == 1 and loss.requires_grad):
+        raise BackwardError("backward=True: the loss must be a one-element tensor that requires grad, got "
+                            f"{_describe_args((loss,), {})}; check loss_fn")
+    return loss
+
+
+def _backward(loss: torch.Tensor, leaves: list[torch.Tensor]) -> None:
+    # ``inputs=`` keeps the pass to the model's parameters and our own input leaves: it never
+    # reaches into a graph the caller built (e.g. a loss_fn target that requires grad).
+    try:
+        torch.autograd.backward(loss, inputs=leaves or None)
+    except Exception as exc:
+        raise BackwardError(f"the backward pass failed: {type(exc).__name__}: {exc}") from exc
+
+
+# -- preparing the run ----------------------------------------------------------------------
+def _check_differentiable(model: torch.nn.Module, args: tuple, kwargs: dict) -> None:
+    if any(p.requires_grad for p in model.parameters()):
+        return
+    if any(t.requires_grad for t in _tensors_in((args, kwargs))):
+        return
+    raise ValueError(f"backward=True needs something to differentiate, but no input requires grad and "
+                     f"{type(model).__name__} has no trainable parameter: pass an input with "
+                     "requires_grad=True, or unfreeze parameters with requires_grad_(True)")
+
+
+def _batch_size(args: tuple, kwargs: dict) -> int | None:
+    """The first dimension of the first tensor argument, if it has one."""
+    for tensor in _tensors_in((args, kwargs)):
+        return int(tensor.shape[0]) if tensor.dim() > 0 else None
+    return None
+
+
+def _tensors_in(tree: Any) -> Iterator[torch.Tensor]:
+    """Tensors in any nesting of pytree containers and mappings (e.g. dict-like model outputs)."""
+    for leaf in pytree.tree_leaves(tree):
+        if isinstance(leaf, torch.Tensor):
+            yield leaf
+        elif isinstance(leaf, Mapping):
+            yield from _tensors_in(list(leaf.values()))
+
+
+def _tensor_slots(modules: list[tuple[str, torch.nn.Module]]) -> list[tuple[dict, str, torch.Tensor, bool, bool]]:
+    """``(module._parameters or ._buffers, name, tensor, is_buffer, module.training)`` for every model tensor."""
+    return [(table, name, tensor, is_buffer, module.training) for _, module in modules
+            for table, is_buffer in ((module._parameters, False), (module._buffers, True))
+            for name, tensor in table.items() if tensor is not None]
+
+
+def _meta_like(tensor: torch.Tensor) -> torch.Tensor:
+    """A meta tensor with the shape, strides, dtype and ``requires_grad`` of ``tensor``."""
+    meta = torch.empty_strided(tensor.shape, tensor.stride(), dtype=tensor.dtype, device="meta")
+    return meta.requires_grad_(True) if tensor.requires_grad else meta
+
+
+def _fresh_leaf(tensor: torch.Tensor) -> torch.Tensor:
+    return tensor.detach().requires_grad_(True) if tensor.requires_grad else tensor
+
+
+def _meta_state(model: torch.nn.Module) -> dict[str, torch.Tensor]:
+    """Meta copies of the parameters and buffers not on meta already, by qualified name.
+
+    Tied tensors appear once (``named_parameters`` drops duplicates); ``functional_call`` ties
+    them again (``tie_weights=True``).
+    """
+    state: dict[str, torch.Tensor] = {}
+    for name, tensor in itertools.chain(model.named_parameters(), model.named_buffers()):
+        if not tensor.is_meta:
+            state[name] = _meta_like(tensor)
+    return state
+
+
+def _leaves(model: torch.nn.Module, state: dict, args: tuple, kwargs: dict) -> list[torch.Tensor]:
+    """What backward differentiates: the run's trainable parameters and the inputs that require grad."""
+    params = [state.get(name, p) for name, p in model.named_parameters()]
+    inputs = [t for t in _tensors_in((args, kwargs)) if t.requires_grad and t.is_leaf]
+    return [p for p in params if p.requires_grad] + inputs
+
+
+# -- leaving the model as found -------------------------------------------------------------
+@contextlib.contextmanager
+def _preserved_grads(model: torch.nn.Module) -> Iterator[None]:
+    """Start from ``.grad = None`` (so backward only assigns, never accumulates) and restore it."""
+    saved = [(p, p.grad) for p in model.parameters()]
+    try:
+        for p, _ in saved:
+            p.grad = None
+        yield
+    finally:
+        for p, grad in saved:
+            p.grad = grad
+
+
+@contextlib.contextmanager
+def _restored_tensors(slots: list[tuple[dict, str, torch.Tensor, bool, bool]], mode: CountingMode) -> Iterator[None]:
+    """Put back parameters and buffers the forward replaced or changed in place.
+
+    Buffers of modules in training mode are copied up front and always written back: batch
+    norm updates its running statistics in a kernel whose schema does not declare the write
+    (``native_batch_norm``) and without bumping the version counter, so no cheaper test sees
+    it. Everything else (parameters, buffers of modules in eval mode), which a forward rarely
+    writes, is copied only when an op declared to write it is about to run
+    (``CountingMode.watch``), which keeps eval-mode counting free of copies.
+    """
+    with torch.no_grad():
+        buffers = [(tensor, tensor.clone()) for _, _, tensor, is_buffer, training in slots
+                   if is_buffer and training and not tensor.is_inference()]
+    mode.watch([tensor for _, _, tensor, is_buffer, training in slots if not (is_buffer and training)])
+    try:
+        yield
+    finally:
+        for table, name, tensor, _, _ in slots:
+            if isinstance(table, dict) and table.get(name) is not tensor:  # (a ScriptModule's is not a dict)
+                table[name] = tensor
+        mode.restore_mutated()
+        with torch.no_grad():
+            for tensor, before in buffers:
+                tensor.copy_(before)
+
+
+def _untracked_message(untracked: dict[str, int]) -> str:
+    listing = ", ".join(f"{name} ({calls} call{'s' if calls != 1 else ''})"
+                        for name, calls in sorted(untracked.items(), key=lambda kv: (-kv[1], kv[0])))
+    return (f"{len(untracked)} operator(s) ran with no FLOP formula and were counted as 0: {listing}. "
+            "Register a formula with deeplite_like.backends.torch.counting.register_formula, or mark the "
+            "op as free of arithmetic with register_free.")

@@ -1,0 +1,39 @@
+"""The built-in formula table of the torch counting engine, one module per operator family.
+
+Importing this package registers every formula (``registry.register_formula``) and every
+op known to be free (``registry.register_free``). Each formula's one-line docstring states
+its cost; each module's docstring states the family's conventions:
+
+    matmul       mm, addmm, bmm, baddbmm, mv, dot, linear, einsum, nn.Bilinear
+    conv         convolutions of rank 1-3: grouped, depthwise, dilated, transposed; backward
+    attention    scaled-dot-product kernels, fused MultiheadAttention / TransformerEncoderLayer
+    rnn          fused recurrent layers (oneDNN LSTM, cuDNN RNNs, CUDA fused cells)
+    elementwise  arithmetic per output element, dropout
+    activation   activations and their backward
+    norm         batch / layer / group / instance / RMS norm and backward
+    softmax      softmax, log-softmax and backward
+    pooling      max / avg / adaptive pools of rank 1-3 and backward
+    reduction    sum, mean, var, std, max, norms, ...
+    interpolate  upsample (nearest is free), grid_sample, affine_grid
+    indexing     embedding bags, scatter-adds, embedding backward
+    loss         loss functions and their backward
+    free         views, copies, casts, indexing, creation, comparisons: 0 FLOPs
+"""
+from __future__ import annotations
+
+from . import (  # noqa: F401  (imported for their registrations)
+    activation,
+    attention,
+    conv,
+    elementwise,
+    free,
+    indexing,
+    interpolate,
+    loss,
+    matmul,
+    norm,
+    pooling,
+    reduction,
+    rnn,
+    softmax,
+)

@@ -1,0 +1,107 @@
+"""Helpers the formula families share: argument binding, shapes, op look-up by name.
+
+Formulas read only shapes, dtypes and scalars, so they work on real, meta and fake tensors.
+"""
+from __future__ import annotations
+
+import math
+from typing import Any, Iterable
+
+import torch
+
+from ..registry import Cost, OpCall
+
+aten = torch.ops.aten
+
+#: Names given to ``ops()`` that this torch build does not have (a test keeps it empty on
+#: the supported version, so a typo cannot silently leave an op uncounted).
+MISSING: list[str] = []
+
+_SCHEMAS: dict[Any, list] = {}
+
+
+def bind(call: OpCall) -> dict[str, Any]:
+    """The call's arguments by schema name, defaults filled in (``{"self": t, "alpha": 1}``)."""
+    arguments = _SCHEMAS.get(call.op)
+    if arguments is None:
+        arguments = _SCHEMAS[call.op] = list(call.op._schema.arguments)
+    bound: dict[str, Any] = {}
+    positional = 0
+    for argument in arguments:
+        if not argument.kwarg_only and positional < len(call.args):
+            bound[argument.name] = call.args[positional]
+            positional += 1
+        elif argument.name in call.kwargs:
+            bound[argument.name] = call.kwargs[argument.name]
+        else:
+            bound[argument.name] = argument.default_value if argument.has_default_value() else None
+    return bound
+
+
+def ops(*names: str, inplace: bool = False) -> list[Any]:
+    """The aten packets named (``"add"`` -> ``aten.add``), plus ``add_`` when ``inplace``.
+
+    Names this torch build lacks are skipped and recorded in ``MISSING``.
+    """
+    found = []
+    for name in names:
+        variants = [name, name + "_"] if inplace and not name.endswith("_") else [name]
+        for variant in variants:
+            packet = getattr(aten, variant, None)
+            if packet is None:
+                if variant == name:
+                    MISSING.append(name)
+                continue
+            found.append(packet)
+    return found
+
+
+def shape(x: Any) -> tuple[int, ...]:
+    """A tensor's shape as plain ints."""
+    return tuple(int(d) for d in x.shape)
+
+
+def numel(x: Any) -> int:
+    """Elements of a tensor (0 for ``None``)."""
+    if x is None:
+        return 0
+    return math.prod(int(d) for d in x.shape)
+
+
+def prod(values: Iterable[Any]) -> int:
+    return math.prod(int(v) for v in values)
+
+
+def first_tensor(value: Any) -> torch.Tensor | None:
+    """The first tensor in an op's output (a tensor, or a tuple/list of them)."""
+    if isinstance(value, torch.Tensor):
+        return value
+    if isinstance(value, (tuple, list)):
+        for item in value:
+            found = first_tensor(item)
+            if found is not None:
+                return found
+    return None
+
+
+def is_float(t: torch.Tensor | None) -> bool:
+    """True for floating and complex tensors: only their arithmetic is counted as FLOPs."""
+    return t is not None and (t.dtype.is_floating_point or t.dtype.is_complex)
+
+
+def out_elements(call: OpCall) -> int:
+    """Elements of the (first) output when it is floating point, else 0."""
+    out = first_tensor(call.out)
+    return numel(out) if is_float(out) else 0
+
+
+def per_element(call: OpCall, flops_per_element: int) -> Cost:
+    """``flops_per_element`` FLOPs per floating output element."""
+    return Cost.elementwise(flops_per_element * out_elements(call))
+
+
+def scalar_is(value: Any, target: float) -> bool:
+    """True when a Scalar argument equals ``target`` (tensors and symbols count as different)."""
+    if isinstance(value, (int, float, bool)):
+        return float(value) == target
+    return False

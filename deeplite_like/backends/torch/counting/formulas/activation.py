@@ -1,0 +1,123 @@
+"""Activations and their backward ops: FLOPs per output element, from the textbook formula.
+
+Each elementary step is 1 FLOP (a transcendental such as ``exp``, ``tanh``, ``erf`` is one);
+selecting a branch (``x > 0 ? a : b``) is free, as comparisons are everywhere::
+
+    relu        max(x, 0)                                   1
+    hardtanh    min(max(x, lo), hi)   (relu6)               2
+    leaky_relu  max(x, a*x)           (prelu, rrelu)        2
+    elu         x>0 ? x : alpha*(exp(x)-1)                  3   (+1 scale != 1 (selu), +1 input_scale != 1)
+    celu        x>0 ? x : alpha*(exp(x/alpha)-1)            4
+    sigmoid     1 / (1 + exp(-x))                           4
+    tanh        tanh(x)                                     1
+    silu        x * sigmoid(x)                              5
+    gelu        x/2 * (1 + erf(x/sqrt2))                    5
+    gelu tanh   x/2 * (1 + tanh(c*(x + 0.044715 x^3)))      9
+    hardsigmoid min(max(x+3, 0), 6) / 6                     4
+    hardswish   x * hardsigmoid(x)                          5
+    softplus    log(1 + exp(x))                             3   (+2 when beta != 1: x*beta, /beta)
+    mish        x * tanh(softplus(x))                       5
+    logsigmoid  -log(1 + exp(-x))                           5
+    glu         a * sigmoid(b), per output element          5
+    threshold, hardshrink  select                           1
+    softshrink  x -/+ lambda, select                        2
+
+``selu`` runs as ``elu`` with a scale; ``softsign`` and ``tanhshrink`` decompose into ops
+priced elsewhere (abs, add, div; tanh, sub).
+"""
+from __future__ import annotations
+
+from ..registry import Cost, OpCall, register_formula
+from ._common import bind, is_float, numel, ops, per_element, scalar_is
+from .elementwise import elementwise
+
+RELU = 1
+HARDTANH = 2
+LEAKY_RELU = 2
+SOFTSHRINK = 2
+CELU = 4
+SIGMOID = 4
+TANH = 1
+SILU = 5
+GELU = 5
+GELU_TANH = 9
+HARDSIGMOID = 4
+HARDSWISH = 5
+SOFTPLUS = 3
+MISH = 5
+LOG_SIGMOID = 5
+GLU = 5
+
+_FORWARD: tuple[tuple[int, tuple[str, ...]], ...] = (
+    (RELU, ("relu", "threshold", "hardshrink")),
+    (HARDTANH, ("hardtanh", "relu6")),
+    (LEAKY_RELU, ("leaky_relu", "_prelu_kernel", "prelu", "rrelu_with_noise")),
+    (SOFTSHRINK, ("softshrink",)),
+    (TANH, ("tanh",)),
+    (SIGMOID, ("sigmoid",)),
+    (HARDSIGMOID, ("hardsigmoid",)),
+    (CELU, ("celu",)),
+    (SILU, ("silu",)),
+    (HARDSWISH, ("hardswish",)),
+    (MISH, ("mish",)),
+    (LOG_SIGMOID, ("log_sigmoid_forward",)),
+    (GLU, ("glu",)),
+)
+
+for _cost, _names in _FORWARD:
+    register_formula(*ops(*_names, inplace=True))(elementwise(_cost))
+
+
+@register_formula(*ops("gelu", inplace=True))
+def gelu(call: OpCall) -> Cost:
+    """GELU: 5 FLOPs/element (erf form), 9 with approximate='tanh'."""
+    return per_element(call, GELU_TANH if bind(call).get("approximate") == "tanh" else GELU)
+
+
+@register_formula(*ops("elu", inplace=True))
+def elu(call: OpCall) -> Cost:
+    """ELU: 3 FLOPs/element (exp, sub, mul), +1 if scale != 1 (SELU), +1 if input_scale != 1."""
+    a = bind(call)
+    return per_element(call, 3 + (not scalar_is(a.get("scale", 1), 1)) + (not scalar_is(a.get("input_scale", 1), 1)))
+
+
+@register_formula(*ops("softplus"))
+def softplus(call: OpCall) -> Cost:
+    """Softplus: 3 FLOPs/element (exp, add, log), +2 when beta != 1 (x*beta, /beta)."""
+    return per_element(call, SOFTPLUS + (0 if scalar_is(bind(call).get("beta", 1), 1) else 2))
+
+
+@register_formula(*ops("logit", inplace=True))
+def logit(call: OpCall) -> Cost:
+    """logit: log(x / (1 - x)) = 3 FLOPs/element, +2 when eps clamps the input."""
+    return per_element(call, 3 if bind(call).get("eps") is None else 5)
+
+
+# Backward ops, per element of the gradient they produce (reference formulas):
+_BACKWARD: tuple[tuple[int, tuple[str, ...]], ...] = (
+    (1, ("threshold_backward", "hardtanh_backward", "hardsigmoid_backward", "hardshrink_backward",
+         "softshrink_backward", "rrelu_with_noise_backward")),  # grad * (mask or constant)
+    (2, ("leaky_relu_backward", "_prelu_kernel_backward")),  # grad * slope, selected; prelu: + grad*x for the weight
+    (3, ("sigmoid_backward", "tanh_backward", "elu_backward")),  # grad*y*(1-y); grad*(1-y^2); grad*(y+alpha)
+    (4, ("hardswish_backward",)),  # grad * (2x + 3) / 6
+    (5, ("softplus_backward",)),  # z = exp(beta*x); grad * z / (z + 1)
+    (6, ("log_sigmoid_backward",)),  # grad * (1 - sigmoid(x)) with the buffer: sigmoid 4, sub, mul
+    (9, ("silu_backward",)),  # grad * s * (1 + x*(1 - s)) with s = sigmoid(x) (4)
+    (14, ("mish_backward",)),  # softplus 3, tanh 1, sigmoid 4, grad*(t + x*s*(1 - t^2)) 6
+)
+
+for _cost, _names in _BACKWARD:
+    register_formula(*ops(*_names))(elementwise(_cost))
+
+
+@register_formula(*ops("glu_backward"))
+def glu_backward(call: OpCall) -> Cost:
+    """GLU backward: 9 FLOPs per element of grad_output (sigmoid 4, a's grad 1, b's grad 4)."""
+    grad = call.args[0]
+    return Cost.elementwise(9 * numel(grad)) if is_float(grad) else Cost()
+
+
+@register_formula(*ops("gelu_backward"))
+def gelu_backward(call: OpCall) -> Cost:
+    """GELU backward: 11 FLOPs/element (Phi 4, phi 4, x*phi, add, *grad); 18 with approximate='tanh'."""
+    return per_element(call, 18 if bind(call).get("approximate") == "tanh" else 11)

@@ -1,0 +1,201 @@
+"""Attention: ``scaled_dot_product_attention`` kernels and the fused MHA / encoder-layer paths.
+
+Every fused kernel is priced as its math reference (``_scaled_dot_product_attention_math``,
+which is what runs on the meta device, under dropout, or for shapes the fused kernels
+reject), so a model counts the same whichever kernel PyTorch picks. With BH = batch * query
+heads, Lq/Lk the query/key lengths, E the q/k head size and Ev the value head size::
+
+    Q @ K^T                  BH * Lq * Lk * E   MACs
+    P @ V                    BH * Lq * Lk * Ev  MACs
+    scale q and k            BH * (Lq + Lk) * E FLOPs   (each by sqrt(scale), as the math path)
+    mask add                 BH * Lq * Lk       FLOPs   (attn_mask given, or is_causal)
+    softmax                  5 * BH * Lq * Lk   FLOPs
+    dropout (p > 0)          2 * BH * Lq * Lk   FLOPs   (scale the mask, multiply)
+
+Attention is dense by default: a causal mask is an add like any mask. With
+``CountOptions.causal_half`` an ``is_causal=True`` kernel counts half of the two contractions'
+MACs (an explicit mask tensor is never inspected, so it always counts dense). GQA (fewer
+key/value heads) costs as if K and V were repeated to the query heads, as the math path does.
+
+Backward (math reference autograd): dS = dO @ V^T, dV = P^T @ dO, dQ = dS @ K, dK = dS^T @ Q
+(2 * (QK + PV) MACs; FlopCounterMode adds a third QK for the recompute flash kernels do),
+softmax backward 4 FLOPs per score, the two scale grads BH*(Lq + Lk)*E, a dropout mask
+multiply 1 per score, and for GQA the sums of dK, dV over repeated heads BH*Lk*(E + Ev).
+"""
+from __future__ import annotations
+
+from ..registry import Cost, CountOptions, OpCall, register_formula
+from ._common import aten, bind, ops, prod, shape
+from .activation import GELU, RELU
+from .matmul import linear_cost
+from .norm import normalisation_cost
+from .softmax import SOFTMAX, SOFTMAX_BACKWARD
+
+
+def _dims(query, key, value) -> tuple[int, int, int, int, int, int]:
+    """(BH, Lq, Lk, E, Ev, kv_heads_ratio) for (..., L, E) shaped q, k, v."""
+    q, k, v = shape(query), shape(key), shape(value)
+    bh = prod(q[:-2])
+    ratio = q[-3] // k[-3] if len(q) >= 3 and len(k) >= 3 and k[-3] else 1
+    return bh, q[-2], k[-2], q[-1], v[-1], ratio
+
+
+def attention_cost(bh: int, lq: int, lk: int, e: int, ev: int, *, masked: bool = False, causal: bool = False,
+                   dropout: bool = False, options: CountOptions | None = None) -> Cost:
+    """SDPA's math reference: QK^T and PV MACs, q/k scaling, mask add, softmax, dropout FLOPs."""
+    qk, pv = bh * lq * lk * e, bh * lq * lk * ev
+    if causal and options is not None and options.causal_half:
+        qk, pv = qk // 2, pv // 2
+    scores = bh * lq * lk
+    flops = bh * (lq + lk) * e + SOFTMAX * scores
+    flops += scores if (masked or causal) else 0
+    flops += 2 * scores if dropout else 0
+    return Cost.contraction(qk + pv, flops)
+
+
+def attention_backward_cost(bh: int, lq: int, lk: int, e: int, ev: int, *, gqa: bool = False, causal: bool = False,
+                            dropout: bool = False, options: CountOptions | None = None) -> Cost:
+    """Autograd of SDPA's math reference (see the module docstring)."""
+    qk, pv = bh * lq * lk * e, bh * lq * lk * ev
+    if causal and options is not None and options.causal_half:
+        qk, pv = qk // 2, pv // 2
+    scores = bh * lq * lk
+    flops = SOFTMAX_BACKWARD * scores + bh * (lq + lk) * e
+    flops += scores if dropout else 0
+    flops += bh * lk * (e + ev) if gqa else 0
+    return Cost.contraction(2 * (qk + pv), flops)
+
+
+def _sdpa(call: OpCall, mask_name: str | None) -> Cost:
+    a = bind(call)
+    bh, lq, lk, e, ev, _ = _dims(a["query"], a["key"], a["value"])
+    masked = mask_name is not None and a.get(mask_name) is not None
+    return attention_cost(bh, lq, lk, e, ev, masked=masked, causal=bool(a.get("is_causal")),
+                          dropout=float(a.get("dropout_p") or 0.0) > 0.0, options=call.options)
+
+
+@register_formula(aten._scaled_dot_product_flash_attention_for_cpu, aten._scaled_dot_product_attention_math,
+                  aten.scaled_dot_product_attention)
+def sdpa_cpu(call: OpCall) -> Cost:
+    """SDPA (CPU flash kernel, math, composite): QK^T + PV MACs; scale, mask, softmax (5), dropout FLOPs."""
+    return _sdpa(call, "attn_mask")
+
+
+@register_formula(aten._scaled_dot_product_flash_attention)
+def sdpa_flash(call: OpCall) -> Cost:
+    """SDPA, CUDA flash kernel (no mask argument): as ``_scaled_dot_product_flash_attention_for_cpu``."""
+    return _sdpa(call, None)
+
+
+@register_formula(aten._scaled_dot_product_efficient_attention, aten._scaled_dot_product_cudnn_attention,
+                  aten._scaled_dot_product_fused_attention_overrideable)
+def sdpa_with_bias(call: OpCall) -> Cost:
+    """SDPA, memory-efficient / cuDNN / overrideable kernels (mask as ``attn_bias``): as the CPU kernel."""
+    return _sdpa(call, "attn_bias")
+
+
+def _sdpa_backward(call: OpCall) -> Cost:
+    a = bind(call)
+    bh, lq, lk, e, ev, ratio = _dims(a["query"], a["key"], a["value"])
+    return attention_backward_cost(bh, lq, lk, e, ev, gqa=ratio > 1, causal=bool(a.get("is_causal")),
+                                   dropout=float(a.get("dropout_p") or 0.0) > 0.0, options=call.options)
+
+
+@register_formula(*ops("_scaled_dot_product_flash_attention_for_cpu_backward",
+                       "_scaled_dot_product_flash_attention_backward",
+                       "_scaled_dot_product_efficient_attention_backward",
+                       "_scaled_dot_product_cudnn_attention_backward",
+                       "_scaled_dot_product_fused_attention_overrideable_backward"))
+def sdpa_backward(call: OpCall) -> Cost:
+    """SDPA backward: 2*(QK + PV) MACs; softmax backward 4/score, scale grads, dropout, GQA head sums."""
+    return _sdpa_backward(call)
+
+
+def mha_cost(batch: int, lq: int, lk: int, embed: int, heads: int, *, in_bias: bool, out_bias: bool,
+             masked: bool, need_weights: bool, average_weights: bool, options: CountOptions | None) -> Cost:
+    """``nn.MultiheadAttention`` (packed, equal q/k/v sizes) as ``F.multi_head_attention_forward`` runs it.
+
+    in-projections (q: batch*lq rows, k and v: batch*lk rows, E -> E each), attention, out
+    projection. With ``need_weights`` the attention is the explicit path: q scaled once
+    (BH*lq*hd), QK^T (mask via baddbmm: +1/score), softmax, PV, and the head average of the
+    weights (a mean: BH*lq*lk + batch*lq*lk); without, SDPA's formula.
+    """
+    hd = embed // heads
+    bh = batch * heads
+    cost = linear_cost(batch * lq, embed, embed, in_bias) + linear_cost(2 * batch * lk, embed, embed, in_bias)
+    if need_weights:
+        scores = bh * lq * lk
+        flops = bh * lq * hd + SOFTMAX * scores + (scores if masked else 0)
+        if average_weights:
+            flops += scores + batch * lq * lk
+        cost = cost + Cost.contraction(bh * lq * lk * hd * 2, flops)
+    else:
+        cost = cost + attention_cost(bh, lq, lk, hd, hd, masked=masked, options=options)
+    return cost + linear_cost(batch * lq, embed, embed, out_bias)
+
+
+def _lengths(x) -> list[int] | None:
+    """Per-sequence lengths of a nested (B, L_i, E) tensor, or None for a dense one."""
+    if not getattr(x, "is_nested", False):
+        return None
+    return [int(size[0]) for size in x._nested_tensor_size().tolist()]
+
+
+@register_formula(aten._native_multi_head_attention)
+def native_multi_head_attention(call: OpCall) -> Cost:
+    """MHA fast path (eval + no_grad, batch_first): exactly the unfused path's cost (``mha_cost``).
+
+    A nested (padding-free) input is priced sequence by sequence, as it runs.
+    """
+    a = bind(call)
+    q, k = a["query"], a["key"]
+    heads, embed = int(a["num_head"]), int(a["embed_dim"])
+    common = dict(in_bias=a["qkv_bias"] is not None, out_bias=a["proj_bias"] is not None,
+                  masked=a["mask"] is not None, need_weights=bool(a["need_weights"]),
+                  average_weights=bool(a["average_attn_weights"]), options=call.options)
+    q_lengths, k_lengths = _lengths(q), _lengths(k)
+    if q_lengths is not None:
+        k_lengths = k_lengths or q_lengths
+        total = Cost()
+        for lq, lk in zip(q_lengths, k_lengths):
+            total = total + mha_cost(1, lq, lk, embed, heads, **common)
+        return total
+    batch, lq = shape(q)[:2]
+    return mha_cost(batch, lq, shape(k)[1], embed, heads, **common)
+
+
+def encoder_layer_cost(batch: int, length: int, embed: int, heads: int, ffn: int, *, use_gelu: bool,
+                       masked: bool, options: CountOptions | None) -> Cost:
+    """One ``nn.TransformerEncoderLayer`` (either norm order) as its unfused forward runs it."""
+    tokens = batch * length
+    n = tokens * embed
+    cost = mha_cost(batch, length, length, embed, heads, in_bias=True, out_bias=True, masked=masked,
+                    need_weights=False, average_weights=False, options=options)
+    cost = cost + Cost.elementwise(2 * n)
+    cost = cost + normalisation_cost(n, tokens, True, True) + normalisation_cost(n, tokens, True, True)
+    cost = cost + linear_cost(tokens, embed, ffn, True) + linear_cost(tokens, ffn, embed, True)
+    return cost + Cost.elementwise((GELU if use_gelu else RELU) * tokens * ffn)
+
+
+@register_formula(aten._transformer_encoder_layer_fwd)
+def transformer_encoder_layer(call: OpCall) -> Cost:
+    """``nn.TransformerEncoderLayer`` fast path: exactly the unfused layer's cost.
+
+    self-attention (``mha_cost``, need_weights=False) + 2 residual adds (N = B*L*E each) +
+    2 layer norms (6N + 4*B*L + 2N) + linear1 (E -> F) + ReLU (1) or GELU (5) per B*L*F + linear2.
+    A nested (padding-free) input, as ``nn.TransformerEncoder`` makes from a padding mask, is
+    priced sequence by sequence.
+    """
+    a = bind(call)
+    src = a["src"]
+    embed, heads = int(a["embed_dim"]), int(a["num_heads"])
+    common = dict(use_gelu=bool(a["use_gelu"]), masked=a["mask"] is not None, options=call.options)
+    ffn = shape(a["ffn_weight_1"])[0]
+    lengths = _lengths(src)
+    if lengths is not None:
+        total = Cost()
+        for length in lengths:
+            total = total + encoder_layer_cost(1, length, embed, heads, ffn, **common)
+        return total
+    batch, length, _ = shape(src)
+    return encoder_layer_cost(batch, length, embed, heads, ffn, **common)
