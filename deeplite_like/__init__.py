@@ -4,6 +4,7 @@
 """
 from deeplite_like.backends import profiler_for
 from deeplite_like.compare import compare
+from deeplite_like.data import DataError, ForwardPass, Inputs
 from deeplite_like.device import Device
 from deeplite_like.eval_metric import ComputeEvalMetric
 from deeplite_like.functions import ExternalProfilerFunction, ProfilerFunction
@@ -14,6 +15,6 @@ from deeplite_like.status import Comparative, Detailed, Metric, StatusKey
 __version__ = "0.1.0"
 
 __all__ = [
-    "Comparative", "ComputeEvalMetric", "Detailed", "Device", "ExternalProfilerFunction", "Metric", "OpCount",
-    "OpStats", "Profiler", "ProfilerFunction", "StatusKey", "compare", "profiler_for",
+    "Comparative", "ComputeEvalMetric", "DataError", "Detailed", "Device", "ExternalProfilerFunction", "ForwardPass",
+    "Inputs", "Metric", "OpCount", "OpStats", "Profiler", "ProfilerFunction", "StatusKey", "compare", "profiler_for",
 ]
