@@ -31,7 +31,7 @@ def test_every_builtin_metric_on_lenet(lenet):
     report = profiler.compute_network_status(batch_size=2, min_run_time=0.05)
     status = profiler.status_to_dict()
     assert status["macs"] == 2 * LENET_MACS  # counts are per the batch that ran
-    assert profiler.get_status("macs").details["per_sample"] == LENET_MACS
+    assert profiler.get_status("macs").details["per_sample"].value == LENET_MACS
     assert status["total_params"] == status["trainable_params"] == LENET_PARAMS
     assert status["model_size"] == 4 * LENET_PARAMS
     # input 2x1x32x32 fp32 = 8,192 B is live at the start, so the peak is at least that
@@ -108,3 +108,19 @@ def test_from_inputs_and_backward_option():
     assert profiler.compute_status("macs", backward=True, batch_size=2) == 48
     with pytest.raises(TypeError, match="torch.nn.Module"):
         TorchProfiler([1, 2])
+
+
+def test_layerwise_summary_rows(lenet):
+    model, splits = lenet
+    summary = TorchProfiler(model, splits).compute_status("layerwise_summary", batch_size=1)
+    rows = {row["module"]: row for row in summary.rows}
+    # conv1: Conv2d(1, 6, 5) on 1x1x32x32 -> 1x6x28x28: 6*28*28*25 = 117,600 MACs, 156 params,
+    # output 4,704 floats = 18,816 bytes; its share 117,600 / 416,520 = 28.23 %
+    conv1 = rows["features.0"]
+    assert (conv1["type"], conv1["input_shapes"], conv1["output_shapes"]) == ("Conv2d", "1x1x32x32", "1x6x28x28")
+    assert (conv1["macs"], conv1["params"], conv1["activation_bytes"]) == (117_600, 156, 18_816)
+    assert conv1["macs_share"] == pytest.approx(100 * 117_600 / LENET_MACS)
+    # parents include children: features = conv1 + conv2 = 357,600 MACs; the root has everything
+    assert rows["features"]["macs"] == 357_600 and rows[""]["macs"] == LENET_MACS
+    assert rows[""]["params"] == LENET_PARAMS and len(rows) == 15  # root + 2 Sequentials + 12 layers
+    assert "(model)" in str(summary) and '"module": "features.0"' in summary.to_json()

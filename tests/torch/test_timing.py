@@ -127,3 +127,14 @@ def test_cuda_copy_leaves_cpu_model_in_place():
     model = nn.Linear(64, 64)
     stats = measure_execution_time(model, (torch.randn(8, 64),), device="cuda", **FAST)
     assert stats.device.startswith("cuda") and model.weight.device.type == "cpu"
+
+
+def test_the_median_rests_on_several_blocks_even_for_a_slow_model():
+    class Slow(torch.nn.Module):
+        def forward(self, x):
+            time.sleep(0.02)
+            return x
+
+    # one forward (20 ms) fills min_run_time (10 ms) on its own; 3 blocks are still timed
+    stats = measure_execution_time(Slow(), (torch.zeros(1),), warmup=0, min_run_time=0.01, min_measurements=3)
+    assert stats.times >= 3 and stats.median_s >= 0.02

@@ -36,10 +36,13 @@ class ComputeComplexity(ProfilerFunction):
             counted = count_ops(model, *args, backward=backward, meta=meta, loss_fn=loss_fn,
                                 causal_half=causal_half, **kwargs)
         batch = batch_size_of(args, kwargs) or 1
-        details = {"batch_size": batch, "backward": backward, "untracked": dict(counted.untracked),
-                   "phases": {k: v.as_dict() for k, v in counted.phases.items()}}
-        return {Macs.NAME: Detailed(counted.macs, {**details, "per_sample": counted.macs / batch}),
-                Flops.NAME: Detailed(counted.flops, {**details, "per_sample": counted.flops / batch})}
+        details = {"batch_size": batch, "backward": backward}
+        if counted.untracked:
+            details["untracked (counted 0)"] = ", ".join(f"{k} x{v}" for k, v in counted.untracked.items())
+        if backward:
+            details.update({f"{phase} MACs": Macs(stats.macs) for phase, stats in counted.phases.items()})
+        return {Macs.NAME: Detailed(counted.macs, {**details, "per_sample": Macs(counted.macs // batch)}),
+                Flops.NAME: Detailed(counted.flops, {**details, "per_sample": Flops(counted.flops // batch)})}
 
 
 class ComputeParams(ProfilerFunction):
@@ -67,7 +70,8 @@ class ComputeSize(ProfilerFunction):
         from deeplite_like.backends.torch.params import parameter_stats
 
         stats = parameter_stats(model)
-        return Detailed(stats.param_bytes, {"buffer_bytes": stats.buffer_bytes, "by_dtype": dict(stats.by_dtype)})
+        return Detailed(stats.param_bytes, {"buffers": ModelSize(stats.buffer_bytes),
+                                            **{f"{dtype} params": ModelSize(n) for dtype, n in stats.by_dtype.items()}})
 
 
 class ComputeMemory(ProfilerFunction):
@@ -88,12 +92,14 @@ class ComputeMemory(ProfilerFunction):
         batch = batch_size_of(args, kwargs) or 1
         peak = int(memory.peak_bytes)
         footprint = stats.param_bytes + stats.buffer_bytes + peak
-        return {PeakActivationMemory.NAME: Detailed(peak, {"batch_size": batch, "per_sample": peak / batch,
-                                                           "input_bytes": memory.input_bytes,
-                                                           "output_bytes": memory.output_bytes}),
-                MemoryFootprint.NAME: Detailed(footprint, {"batch_size": batch, "param_bytes": stats.param_bytes,
-                                                           "buffer_bytes": stats.buffer_bytes,
-                                                           "peak_activation_bytes": peak})}
+        return {PeakActivationMemory.NAME: Detailed(peak, {"batch_size": batch,
+                                                           "per_sample": PeakActivationMemory(peak // batch),
+                                                           "inputs": PeakActivationMemory(memory.input_bytes),
+                                                           "outputs": PeakActivationMemory(memory.output_bytes),
+                                                           "peak_at": memory.peak_at}),
+                MemoryFootprint.NAME: Detailed(footprint, {"batch_size": batch, "params": ModelSize(stats.param_bytes),
+                                                           "buffers": ModelSize(stats.buffer_bytes),
+                                                           "peak_activations": PeakActivationMemory(peak)})}
 
 
 class ComputeExecutionTime(ProfilerFunction):
@@ -112,7 +118,8 @@ class ComputeExecutionTime(ProfilerFunction):
         with inference_mode_of(model, "eval"):
             timing = measure_execution_time(model, args, kwargs, device=device, min_run_time=min_run_time,
                                             num_threads=num_threads)
-        details = {"batch_size": timing.batch_size, "iqr_s": timing.iqr_s, "per_sample_s": timing.per_sample_s,
+        details = {"batch_size": timing.batch_size, "iqr": ExecutionTime(timing.iqr_s),
+                   "min": ExecutionTime(timing.min_s), "per_sample": ExecutionTime(timing.per_sample_s),
                    "measurements": timing.times, "num_threads": timing.num_threads, "device": timing.device}
         return {ExecutionTime.NAME: Detailed(timing.median_s, details),
                 Throughput.NAME: Detailed(timing.throughput, {"batch_size": timing.batch_size})}

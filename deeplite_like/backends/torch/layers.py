@@ -45,8 +45,9 @@ def layerwise_summary(model: torch.nn.Module, args: tuple, kwargs: dict | None =
     """A ``TableReport`` with one row per module that ran (parents include their children).
 
     ``activation_bytes`` is the size of the module's output tensors (first call);
-    ``macs_share`` is the module's MACs over the whole model's, in percent. Rows are indented
-    by depth; ``max_depth`` hides deeper modules (their cost stays in their parents).
+    ``macs_share`` is the module's MACs over the whole model's, in percent. ``module`` is the
+    qualified name (``""`` for the model itself, shown as ``(model)``); ``max_depth`` hides
+    deeper modules (their cost stays in their parents).
     """
     kwargs = kwargs or {}
     names = {id(m): n for n, m in model.named_modules(remove_duplicate=True)}
@@ -81,7 +82,7 @@ def layerwise_summary(model: torch.nn.Module, args: tuple, kwargs: dict | None =
         facts = seen.get(name, {})
         macs = stats.macs if stats else 0
         rows.append({
-            "module": "  " * depth + (name.rsplit(".", 1)[-1] if name else "(model)"),
+            "module": name,
             "type": type(module).__name__,
             "input_shapes": facts.get("input_shapes", ""),
             "output_shapes": facts.get("output_shapes", ""),
@@ -91,12 +92,11 @@ def layerwise_summary(model: torch.nn.Module, args: tuple, kwargs: dict | None =
             "activation_bytes": facts.get("activation_bytes", 0),
             "macs_share": 100.0 * macs / total_macs if total_macs else 0.0,
             "calls": stats.calls if stats else 0,
-            "name": name,
         })
     notes = [f"batch size {counted.batch_size}; MACs and FLOPs of a module include its children's"]
     if counted.untracked:
         notes.append("untracked (counted 0): " + ", ".join(f"{k} x{v}" for k, v in counted.untracked.items()))
-    formatters = {"params": lambda v: f"{v:,}", "macs": lambda v: f"{v:,}", "flops": lambda v: f"{v:,}",
+    formatters = {"module": lambda v: v or "(model)", "params": lambda v: f"{v:,}", "macs": lambda v: f"{v:,}", "flops": lambda v: f"{v:,}",
                   "activation_bytes": format_bytes, "macs_share": lambda v: f"{format_number(v, 3)} %"}
     return TableReport(f"Per-layer summary: {type(model).__name__}", COLUMNS, rows, formatters=formatters,
                        headers=HEADERS, notes=notes)

@@ -78,12 +78,14 @@ def measure_execution_time(
     num_threads: int | None = None,
     batch_size: int | None = None,
     train: bool | None = None,
+    min_measurements: int = 7,
 ) -> TimingStats:
     """Time ``model(*args, **kwargs)`` under ``torch.no_grad()``, in seconds per batch.
 
     ``args`` is a tuple of positional inputs (a single tensor is accepted as one input).
     ``warmup`` untimed forwards run first, then ``Timer.blocked_autorange`` measures for at
-    least ``min_run_time`` seconds. ``num_threads`` (default: the current
+    least ``min_run_time`` seconds, and more blocks are timed until there are at least
+    ``min_measurements`` of them, so the median and spread rest on several blocks. ``num_threads`` (default: the current
     ``torch.get_num_threads()``) is the intra-op thread count used while timing; the previous
     value is restored afterwards. ``train=True`` / ``False`` sets the module mode for the timed
     forwards; ``None`` (default) leaves every module's mode as found. Mode, buffers updated by
@@ -94,6 +96,8 @@ def measure_execution_time(
         raise TypeError(f"measure_execution_time expects a torch.nn.Module, got {type(model).__name__}")
     if warmup < 0:
         raise ValueError(f"warmup must be >= 0, got {warmup}")
+    if min_measurements < 1:
+        raise ValueError(f"min_measurements must be >= 1, got {min_measurements}")
     if min_run_time <= 0:
         raise ValueError(f"min_run_time must be > 0 seconds, got {min_run_time}")
     if not isinstance(args, tuple):
@@ -132,6 +136,11 @@ def measure_execution_time(
                     forward()
                 timer = benchmark.Timer(stmt="forward()", globals={"forward": forward}, num_threads=threads)
                 measurement = timer.blocked_autorange(min_run_time=min_run_time)
+                # A median needs several blocks: a slow model can fill min_run_time with one.
+                blocks = [measurement]
+                while sum(len(m.times) for m in blocks) < min_measurements:
+                    blocks.append(timer.timeit(measurement.number_per_run))
+                measurement = benchmark.Measurement.merge(blocks)[0]
         finally:
             torch.set_num_threads(previous_threads)
 
