@@ -134,6 +134,7 @@ _ADAPTERS: list[TensorAdapter] = [NumpyAdapter()]
 # tensor means its framework is already imported, so importing the adapter costs nothing more.
 _LAZY_ADAPTERS: dict[tuple[str, str], str] = {
     ("torch", "Tensor"): "deeplite_like.backends.torch.data",
+    ("tensorflow.python.framework.ops", "EagerTensor"): "deeplite_like.backends.keras.data",
 }
 
 

@@ -48,7 +48,7 @@ class ZooEntry:
         vocab_size: token vocabulary size, for text models.
         student: name of a smaller entry to compare this one with, if any.
         teacher: name of the entry this one is the student of, if any.
-        framework: the framework the factory builds for (``"torch"``).
+        framework: the framework the factory builds for (``"torch"`` or ``"keras"``).
     """
 
     name: str
@@ -95,6 +95,7 @@ class ZooEntry:
         ``overrides`` replace the entry's factory ``kwargs`` (e.g. ``num_classes=100``). The
         global RNG state is left exactly as it was (the seeding happens inside
         ``torch.random.fork_rng``), so two builds with one seed give identical weights.
+        A Keras entry's factory takes ``seed`` and seeds each layer's initializer with it.
         """
         factory = self._factory()
         accepted = inspect.signature(factory).parameters
@@ -102,6 +103,8 @@ class ZooEntry:
         if unknown:
             raise TypeError(f"zoo model {self.name!r} does not take {', '.join(unknown)}; "
                             f"its factory {self.factory} accepts: {', '.join(accepted)}")
+        if self.framework == "keras":  # Keras factories seed each initializer; no global RNG is used
+            return factory(**{**self.kwargs, **overrides, "seed": seed})
         import torch  # the factory imported it already; this is for fork_rng
 
         with torch.random.fork_rng():
@@ -115,13 +118,19 @@ class ZooEntry:
         It fits the entry's default configuration (not one changed by ``build`` overrides
         that alter the input, e.g. ``vocab_size``).
         """
-        from deeplite_like.zoo.data import example_input
+        if self.framework == "keras":  # a NumPy array, channels-last (zoo.keras_data)
+            from deeplite_like.zoo.keras_data import example_input
+        else:
+            from deeplite_like.zoo.data import example_input
 
         return example_input(self, batch_size=batch_size, seed=seed)
 
     def synthetic_splits(self, batch_size: int = 8, batches: int = 4, seed: int = 0) -> dict[str, list]:
         """``{"train": [(x, y), ...], "test": [...]}``: tiny deterministic data (see ``zoo.data``)."""
-        from deeplite_like.zoo.data import synthetic_splits
+        if self.framework == "keras":
+            from deeplite_like.zoo.keras_data import synthetic_splits
+        else:
+            from deeplite_like.zoo.data import synthetic_splits
 
         return synthetic_splits(self, batch_size=batch_size, batches=batches, seed=seed)
 
@@ -197,3 +206,9 @@ register(ZooEntry(
     "lstm_tagger_student", "lstm_tagger with hidden size 16 per direction",
     task="token-tagging", num_classes=17, output_shape=(16, 17), factory=f"{_TORCH}:lstm_tagger",
     kwargs={"embed_dim": 32, "hidden_size": 16}, teacher="lstm_tagger", **_TEXT))
+
+# Keras 3 twins of the models above (channels-last inputs); built only where Keras is installed.
+_KERAS = "deeplite_like.zoo.keras_models"
+register(ZooEntry(
+    "lenet5_keras", "LeNet-5 in Keras, channels-last: the same network as 'lenet5' (same params and MACs)",
+    input_shape=(32, 32, 1), factory=f"{_KERAS}:lenet5", framework="keras", **_IMAGE))

@@ -1,0 +1,43 @@
+"""Keras 3 backend: ``KerasProfiler``, its ``Compute*`` functions, and ``count_ops``.
+
+Names are resolved lazily: ``import deeplite_like.backends.keras`` imports neither Keras nor
+TensorFlow; the first name used imports Keras (quietly, see ``_tf.py``), and with it the
+framework Keras runs on (``keras.config.backend()``; never set here).
+"""
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+_EXPORTS = {
+    "count_ops": "deeplite_like.backends.keras.counting",
+    "register_layer_formula": "deeplite_like.backends.keras.counting",
+    "register_free_layer": "deeplite_like.backends.keras.counting",
+    "Cost": "deeplite_like.backends.keras.counting",
+    "LayerCall": "deeplite_like.backends.keras.counting",
+    "KerasProfiler": "deeplite_like.backends.keras.profiler",
+    "ComputeComplexity": "deeplite_like.backends.keras.functions",
+    "ComputeParams": "deeplite_like.backends.keras.functions",
+    "ComputeSize": "deeplite_like.backends.keras.functions",
+    "ComputeMemory": "deeplite_like.backends.keras.functions",
+    "ComputeExecutionTime": "deeplite_like.backends.keras.functions",
+    "ComputeLayerwiseSummary": "deeplite_like.backends.keras.functions",
+    "accuracy": "deeplite_like.backends.keras.evaluate",
+    "topk_accuracy": "deeplite_like.backends.keras.evaluate",
+    "ArraySplit": "deeplite_like.backends.keras.data",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_EXPORTS))

@@ -1,0 +1,35 @@
+"""The built-in formula table of the Keras counting engine, one module per layer family.
+
+Importing this package registers every formula and every layer known to be free, by the
+public name of the Keras class (resolved when a model is first counted; nothing here imports
+Keras). Each formula's docstring states its cost; each module's docstring states the
+family's conventions, which are the torch backend's (``conventions.py``):
+
+    conv            Conv1D/2D/3D, DepthwiseConv1D/2D, SeparableConv1D/2D, Conv*DTranspose
+    core            Dense, EinsumDense, Embedding, ReversibleEmbedding
+    attention       MultiHeadAttention, GroupedQueryAttention, Attention, AdditiveAttention
+    rnn             LSTM, GRU, SimpleRNN, their cells, Bidirectional (TimeDistributed: its child)
+    norm            BatchNormalization, LayerNormalization, GroupNormalization, RMSNormalization,
+                    UnitNormalization
+    activation      Activation, ReLU, LeakyReLU, PReLU, ELU, Softmax
+    pooling         max / average / global / adaptive pooling of ranks 1-3
+    merging         Add, Subtract, Multiply, Average, Maximum, Minimum, Dot (Concatenate: free)
+    reshaping       UpSampling, Resizing, Rescaling, Normalization, Masking; free shape layers
+    regularization  Dropout family and noise layers (training only)
+    ops             operation nodes of functional models (``x + y``, ``keras.ops.relu``)
+"""
+from __future__ import annotations
+
+from . import (  # noqa: F401  (imported for their registrations)
+    activation,
+    attention,
+    conv,
+    core,
+    merging,
+    norm,
+    ops,
+    pooling,
+    regularization,
+    reshaping,
+    rnn,
+)

@@ -1,0 +1,76 @@
+"""Shape changes, padding, resampling and rescaling.
+
+Free (moves, copies, look-ups; as torch's views, pads and nearest upsampling)::
+
+    InputLayer, Flatten, Reshape, Permute, RepeatVector, Identity, ZeroPadding{1,2,3}D,
+    Cropping{1,2,3}D, UpSampling1D, UpSampling3D (repeats), ActivityRegularization (its loss
+    is a training aid, not the model's arithmetic)
+
+Priced per OUTPUT element (interpolation: n neighbours, n multiplies + n - 1 adds)::
+
+    UpSampling2D, Resizing   nearest 0, bilinear 7, bicubic 31; other interpolations (lanczos,
+                             area) and anti-aliased downscaling are reported untracked
+    Rescaling                x * scale (+ offset): 1, or 2 with a non-zero offset
+    Normalization            (x - mean) / std: 2 (inverse: x * std + mean, 2)
+    Masking                  x * mask: 1 (finding the masked steps is a comparison: free)
+"""
+from __future__ import annotations
+
+from ..registry import Cost, LayerCall, register_free_layer, register_layer_formula
+from . import conventions as c
+from ._common import float_elements
+
+register_free_layer(
+    "keras.layers.InputLayer", "keras.layers.Flatten", "keras.layers.Reshape", "keras.layers.Permute",
+    "keras.layers.RepeatVector", "keras.layers.Identity", "keras.layers.ZeroPadding1D", "keras.layers.ZeroPadding2D",
+    "keras.layers.ZeroPadding3D", "keras.layers.Cropping1D", "keras.layers.Cropping2D", "keras.layers.Cropping3D",
+    "keras.layers.UpSampling1D", "keras.layers.UpSampling3D", "keras.layers.ActivityRegularization",
+)
+
+INTERPOLATION = {"nearest": c.NEAREST, "bilinear": c.BILINEAR, "bicubic": c.BICUBIC}
+
+
+def _interpolation(call: LayerCall, mode: str) -> Cost:
+    per = INTERPOLATION.get(mode)
+    if per is None:
+        call.report_untracked(f"{type(call.layer).__name__}(interpolation={mode!r})")
+        return Cost()
+    return Cost.elementwise(per * float_elements(call.output))
+
+
+@register_layer_formula("keras.layers.UpSampling2D")
+def upsampling2d(call: LayerCall) -> Cost:
+    """nearest 0, bilinear 7, bicubic 31 FLOPs per output element."""
+    return _interpolation(call, call.layer.interpolation)
+
+
+@register_layer_formula("keras.layers.Resizing")
+def resizing(call: LayerCall) -> Cost:
+    """As UpSampling2D per output element; anti-aliased downscaling is reported untracked."""
+    layer = call.layer
+    if getattr(layer, "antialias", False) and layer.interpolation != "nearest":
+        shape = call.input.shape
+        if layer.height < shape[layer.height_axis] or layer.width < shape[layer.width_axis]:
+            call.report_untracked(f"Resizing(antialias=True, interpolation={layer.interpolation!r})")
+            return Cost()
+    return _interpolation(call, layer.interpolation)
+
+
+@register_layer_formula("keras.layers.Rescaling")
+def rescaling(call: LayerCall) -> Cost:
+    """x * scale + offset: 1 FLOP per element, 2 with a non-zero offset."""
+    offset = call.layer.offset
+    has_offset = not (isinstance(offset, (int, float)) and float(offset) == 0.0)
+    return Cost.elementwise((1 + int(has_offset)) * float_elements(call.output))
+
+
+@register_layer_formula("keras.layers.Normalization")
+def normalization(call: LayerCall) -> Cost:
+    """(x - mean) / std (or its inverse): 2 FLOPs per element."""
+    return Cost.elementwise(2 * float_elements(call.output))
+
+
+@register_layer_formula("keras.layers.Masking")
+def masking(call: LayerCall) -> Cost:
+    """x * mask: 1 FLOP per element."""
+    return Cost.elementwise(float_elements(call.output))

@@ -1,0 +1,149 @@
+"""Recurrent layers and cells, as the torch backend's recurrent formulas.
+
+Per direction, with ``rows`` = batch x time steps (a cell call: rows = batch), input size I,
+hidden size H and G gates (LSTM 4, GRU 3, SimpleRNN 1)::
+
+    MACs   rows * G*H * (I + H)         input and recurrent projections
+    FLOPs  2 * MACs
+           + rows * G*H per bias vector  LSTM and SimpleRNN have one; GRU with
+                                         ``reset_after=True`` (the default) has two, as torch
+           + rows * H * gate math        per hidden unit and step, with a = activation and
+                                         r = recurrent_activation costs (tanh 1, sigmoid 4):
+               LSTM  4 + 3r + 2a + 4  = 22   gate adds, i/f/o, g and c activations, f*c, i*g, add, o*act(c)
+               GRU   2 + 2r + 2 + a + 3 = 16 r/z adds and activations, r*hn, add, activation,
+                                             h - n, z*(h - n), add (torch's form of the blend)
+               RNN   1 + a            = 2
+    training with dropout / recurrent_dropout: one multiply per input / hidden element and
+    step (LSTM and GRU with ``implementation=1`` multiply once per gate: G per element).
+
+``LSTM``, ``GRU`` and ``SimpleRNN`` are priced whole (opaque): the cell calls that may run
+inside them are not counted again, whichever path Keras takes. The generic ``RNN(cell)``
+layer (and ``StackedRNNCells``) is priced as T steps of each cell's own formula, T = the
+input's time axis: Keras' backends also call the cell once more on the first step to learn
+its output shape (a probe), which is not the model's arithmetic and is not counted. A cell
+with no formula (``ConvLSTMCell``, a user cell) is reported untracked.
+``Bidirectional`` prices its merge (``sum``/``mul`` 1, ``ave`` 2 per output element;
+``concat`` free); its two layers are counted as children. ``TimeDistributed`` does no
+arithmetic of its own: the inner layer is recorded once per time step.
+"""
+from __future__ import annotations
+
+from ..registry import FREE, Cost, LayerCall, TensorSpec, lookup, register_layer_formula
+from . import conventions as c
+from ._common import ACTIVATIONS, activation_name, float_elements
+
+
+def _activation(call: LayerCall, fn) -> int:
+    name = activation_name(fn)
+    if name is None:
+        call.report_untracked(f"{type(call.layer).__name__}.activation:{getattr(fn, '__name__', fn)}")
+        return 0
+    return ACTIVATIONS[name]
+
+
+def _recurrent(call: LayerCall, kind: str, rows: int) -> Cost:
+    layer = call.layer
+    cell = getattr(layer, "cell", layer)
+    x = call.input
+    in_size, hidden = x.shape[-1], cell.units
+    gates = c.GATES[kind] * hidden
+    activation = _activation(call, cell.activation)
+    if kind == "lstm":
+        gate_math = c.lstm_gate_math(activation, _activation(call, cell.recurrent_activation))
+        biases = 1
+    elif kind == "gru":
+        gate_math = c.gru_gate_math(activation, _activation(call, cell.recurrent_activation))
+        biases = 2 if cell.reset_after else 1
+    else:
+        gate_math = c.rnn_gate_math(activation)
+        biases = 1
+    flops = rows * gates * biases * int(bool(cell.use_bias)) + rows * hidden * gate_math
+    if call.training:
+        copies = c.GATES[kind] if getattr(cell, "implementation", 2) == 1 else 1
+        if 0.0 < float(cell.dropout or 0.0) < 1.0:
+            flops += copies * rows * in_size
+        if 0.0 < float(cell.recurrent_dropout or 0.0) < 1.0:
+            flops += copies * rows * hidden
+    return Cost.contraction(rows * gates * (in_size + hidden), flops)
+
+
+def _layer(call: LayerCall, kind: str) -> Cost:
+    x = call.input  # (batch, time, features)
+    return _recurrent(call, kind, x.shape[0] * x.shape[1])
+
+
+def _cell(call: LayerCall, kind: str) -> Cost:
+    x = call.input  # (batch, features)
+    return _recurrent(call, kind, x.numel // max(x.shape[-1], 1))
+
+
+@register_layer_formula("keras.layers.LSTM")
+def lstm(call: LayerCall) -> Cost:
+    """rows*4H*(I+H) MACs; + rows*4H bias; + rows*H*22 gate math (sigmoid/tanh)."""
+    return _layer(call, "lstm")
+
+
+@register_layer_formula("keras.layers.GRU")
+def gru(call: LayerCall) -> Cost:
+    """rows*3H*(I+H) MACs; + rows*3H per bias vector (2 with reset_after); + rows*H*16 gate math."""
+    return _layer(call, "gru")
+
+
+@register_layer_formula("keras.layers.SimpleRNN")
+def simple_rnn(call: LayerCall) -> Cost:
+    """rows*H*(I+H) MACs; + rows*H bias; + rows*H*2 (add, tanh)."""
+    return _layer(call, "rnn")
+
+
+@register_layer_formula("keras.layers.LSTMCell")
+def lstm_cell(call: LayerCall) -> Cost:
+    """One step of an LSTM over a batch: as ``lstm`` with rows = batch."""
+    return _cell(call, "lstm")
+
+
+@register_layer_formula("keras.layers.GRUCell")
+def gru_cell(call: LayerCall) -> Cost:
+    """One step of a GRU over a batch: as ``gru`` with rows = batch."""
+    return _cell(call, "gru")
+
+
+@register_layer_formula("keras.layers.SimpleRNNCell")
+def simple_rnn_cell(call: LayerCall) -> Cost:
+    """One step of a vanilla RNN over a batch: as ``simple_rnn`` with rows = batch."""
+    return _cell(call, "rnn")
+
+
+@register_layer_formula("keras.layers.RNN")
+def rnn(call: LayerCall) -> Cost:
+    """T steps of each cell's formula (StackedRNNCells: cell by cell), T = the time axis."""
+    layer, x = call.layer, call.input
+    batch, steps = x.shape[0], x.shape[1]
+    cells = list(getattr(layer.cell, "cells", None) or [layer.cell])
+    step_input = TensorSpec((batch,) + tuple(x.shape[2:]), x.dtype)
+    total = Cost()
+    for i, cell in enumerate(cells):
+        entry = lookup(type(cell), {})
+        size = getattr(cell, "output_size", None)
+        if entry is None or entry is FREE or not isinstance(size, int):
+            call.report_untracked(type(cell).__name__)
+            break
+        step_output = TensorSpec((batch, size), x.dtype)
+        step = LayerCall(cell, f"{call.path}.cell{i}", (step_input,), {"training": call.training}, step_output,
+                         call.options, call.untracked_parts)
+        cost = entry.formula(step)
+        total = total + Cost(cost[0] * steps, cost[1] * steps)
+        step_input = step_output
+    return total
+
+
+_MERGE = {"sum": 1, "mul": 1, "ave": 2, "concat": 0, None: 0}
+
+
+@register_layer_formula("keras.layers.Bidirectional", opaque=False)
+def bidirectional(call: LayerCall) -> Cost:
+    """The merge of the two directions: sum/mul 1, ave 2 per output element, concat and None free."""
+    mode = call.layer.merge_mode
+    if mode not in _MERGE:
+        call.report_untracked(f"Bidirectional(merge_mode={mode!r})")
+        return Cost()
+    return Cost.elementwise(_MERGE[mode] * float_elements(call.output))

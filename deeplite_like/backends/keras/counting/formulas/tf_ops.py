@@ -1,0 +1,207 @@
+"""What one executed TensorFlow operation costs, with the torch backend's conventions.
+
+``KerasFlopsProfiler`` (Keras on TensorFlow) sees every eager operation of a training step
+through an op callback - the backward pass, the optimizer's update, the loss - with its
+inputs' and outputs' shapes; ``tf_op_cost`` prices one. The rules are the torch backend's:
+
+    MatMul / BatchMatMul*             m*n*k MACs (per batch matrix), 2 FLOPs per MAC
+    Conv*BackpropInput / Filter       the forward convolution's MACs (as torch's convolution_backward)
+    elementwise math, activations     1 FLOP per float output element (Sigmoid 4, Softmax 5, ...)
+    activation gradients              as torch's *_backward (ReluGrad 1, SigmoidGrad 3, ...)
+    reductions                        1 per input element (Mean: + 1 per output element)
+    pooling gradients                 max: 1 per grad element; average: window + 1
+    FusedBatchNormGrad                training 13N + 2C, inference 7N (as torch's batch-norm backward)
+    cross-entropy with logits         the log-softmax, the picked values and the gradient made with them
+    Assign{Add,Sub}VariableOp         1 per element (an optimizer's ``p -= lr * g``: torch's ``add_``)
+    moves, reads, casts, comparisons  free (``TF_FREE``)
+
+Integer arithmetic (step counters, indices) is book-keeping: 0. An op type in neither table is
+*untracked* (``tf_op_cost`` returns ``None``). ``FREE_TF_OPS`` is also what
+``count_ops(method='graph')`` leaves out of its untracked list.
+
+Inputs and outputs are TensorFlow tensors (anything with ``.shape`` and ``.dtype``); nothing
+here imports TensorFlow.
+"""
+from __future__ import annotations
+
+import math
+from typing import Any, Callable, Sequence
+
+__all__ = ["FREE_TF_OPS", "TF_COSTS", "TF_FREE", "tf_op_cost"]
+
+#: TF op types that move, view, read, create or compare data: free. (Variable updates other
+#: than a plain assignment are priced by ``TF_COSTS``.)
+FREE_TF_OPS = frozenset({
+    "Placeholder", "Const", "Identity", "IdentityN", "NoOp", "ReadVariableOp", "VarHandleOp", "Reshape", "Shape",
+    "ShapeN", "Size", "Rank", "Cast", "Transpose", "ConcatV2", "Concat", "Pack", "Unpack", "StridedSlice", "Slice",
+    "Squeeze", "ExpandDims", "Pad", "PadV2", "MirrorPad", "GatherV2", "ResourceGather", "Fill", "ZerosLike",
+    "OnesLike", "Tile", "BroadcastTo", "Split", "SplitV", "Range", "StopGradient", "PreventGradient", "Select",
+    "SelectV2", "Where", "Equal", "NotEqual", "Greater", "GreaterEqual", "Less", "LessEqual", "LogicalAnd",
+    "LogicalOr", "LogicalNot", "ResizeNearestNeighbor", "OneHot", "Snapshot", "EnsureShape", "CheckNumerics",
+    "_Arg", "_Retval", "DepthToSpace", "SpaceToDepth", "SpaceToBatchND", "BatchToSpaceND", "ReverseV2",
+    "TensorListReserve", "TensorListFromTensor", "TensorListStack", "TensorListGetItem", "TensorListSetItem",
+    "StatelessRandomUniformV2", "StatelessRandomNormalV2", "StatelessRandomGetKeyCounter", "RandomUniform",
+    "RandomStandardNormal", "AssignVariableOp",
+})
+
+
+def _numel(shape: Any) -> int:
+    return math.prod(int(d) for d in shape) if shape is not None else 0
+
+
+def _is_float(tensor: Any) -> bool:
+    dtype = getattr(tensor, "dtype", None)
+    return dtype is not None and (dtype.is_floating or dtype.is_complex)
+
+
+def _attr(attrs: Any, key: str, default: Any = None) -> Any:
+    """An attribute from the op callback's flat ``(name, value, name, value, ...)`` tuple."""
+    items = tuple(attrs or ())
+    for i in range(0, len(items) - 1, 2):
+        if items[i] == key:
+            return items[i + 1]
+    return default
+
+
+def _out_elements(inputs: Sequence[Any], outputs: Sequence[Any]) -> int:
+    """Elements of the first output when it is floating point (of the value written, for Assign*)."""
+    target = outputs[0] if outputs else (inputs[1] if len(inputs) > 1 else None)
+    return _numel(target.shape) if target is not None and _is_float(target) else 0
+
+
+def _per_element(flops: int) -> Callable:
+    def cost(inputs, attrs, outputs):
+        return 0, flops * _out_elements(inputs, outputs)
+    return cost
+
+
+def _reduction(per_input: int, per_output: int = 0) -> Callable:
+    def cost(inputs, attrs, outputs):
+        if not _is_float(inputs[0]):
+            return 0, 0
+        n = _numel(inputs[0].shape)
+        return 0, per_input * n + per_output * max(_numel(outputs[0].shape) if outputs else 1, 1)
+    return cost
+
+
+def _matmul(inputs, attrs, outputs):
+    """(m, k) @ (k, n) with transposes or batch adjoints: m*n*k MACs (per batch matrix)."""
+    a = inputs[0].shape
+    adjoint = _attr(attrs, "transpose_a", False) or _attr(attrs, "adj_x", False)
+    k = int(a[-2] if adjoint else a[-1])
+    return _contraction(_numel(outputs[0].shape) * k, outputs)
+
+
+def _contraction(macs: int, outputs: Sequence[Any]) -> tuple[int, int]:
+    if outputs and not _is_float(outputs[0]):
+        return 0, 0
+    return macs, 2 * macs
+
+
+def _conv_backprop_input(inputs, attrs, outputs):
+    """Conv backprop to the input (also a transposed conv's forward): the forward conv's MACs."""
+    filt, grad = inputs[1], inputs[2]
+    return _contraction(_numel(grad.shape) * _numel(filt.shape[:-1]), outputs)
+
+
+def _conv_backprop_filter(inputs, attrs, outputs):
+    """Conv backprop to the filter: the forward conv's MACs (grad elements x kh*kw*cin)."""
+    return _contraction(_numel(inputs[2].shape) * _numel(outputs[0].shape[:-1]), outputs)
+
+
+def _depthwise_backprop_input(inputs, attrs, outputs):
+    return _contraction(_numel(inputs[2].shape) * _numel(inputs[1].shape[:-2]), outputs)
+
+
+def _depthwise_backprop_filter(inputs, attrs, outputs):
+    return _contraction(_numel(inputs[2].shape) * _numel(outputs[0].shape[:-2]), outputs)
+
+
+def _max_pool_grad(inputs, attrs, outputs):
+    """One add per grad_output element (as torch's max-pool backward)."""
+    return 0, _numel(inputs[2].shape)
+
+
+def _avg_pool_grad(inputs, attrs, outputs):
+    """(K + 1) per grad_output element, K the window size (as torch's avg-pool backward)."""
+    window = math.prod(int(v) for v in _attr(attrs, "ksize", (1,)))
+    return 0, (window + 1) * _numel(inputs[1].shape)
+
+
+def _batch_norm_grad(inputs, attrs, outputs):
+    """As torch's batch-norm backward: training 13N + 2C (input 9N + 2C, scale N, weight 2N, bias N); eval 7N."""
+    n, c = _numel(inputs[1].shape), _numel(inputs[2].shape)
+    return 0, (13 * n + 2 * c) if _attr(attrs, "is_training", True) else 7 * n
+
+
+def _add_n(inputs, attrs, outputs):
+    """k - 1 adds per output element for k inputs."""
+    return 0, (len(inputs) - 1) * _out_elements(inputs, outputs)
+
+
+def _sparse_cross_entropy(inputs, attrs, outputs):
+    """Log-softmax 5N + the picked values B (the loss, as torch) + its gradient, made in the same op: 2N."""
+    n, b = _numel(inputs[0].shape), _numel(inputs[1].shape)
+    return 0, 7 * n + b
+
+
+def _dense_cross_entropy(inputs, attrs, outputs):
+    """Log-softmax 5N + label products and their sum 2N + the gradient made in the same op 2N."""
+    return 0, 9 * _numel(inputs[0].shape)
+
+
+def _scatter(inputs, attrs, outputs):
+    """Scatter-add or -sub of the updates (embedding gradients): 1 per update element."""
+    return 0, _numel(inputs[2].shape) if _is_float(inputs[2]) else 0
+
+
+#: TensorFlow op type -> ``cost(inputs, attrs, outputs) -> (macs, flops)``.
+TF_COSTS: dict[str, Callable] = {
+    **{name: _per_element(1) for name in (
+        "AddV2", "Add", "Sub", "Mul", "RealDiv", "Div", "DivNoNan", "MulNoNan", "Neg", "Square", "Sqrt", "Rsqrt",
+        "Reciprocal", "Inv", "Exp", "Expm1", "Log", "Log1p", "Abs", "Sign", "Maximum", "Minimum", "Pow", "Floor",
+        "Ceil", "Round", "Rint", "Erf", "Erfc", "Tanh", "Relu", "Relu6", "FloorMod", "Mod", "FloorDiv", "BiasAdd",
+        "ReluGrad", "Relu6Grad", "AssignAddVariableOp", "AssignSubVariableOp")},
+    **{name: _per_element(2) for name in ("SquaredDifference", "ClipByValue", "LeakyRelu", "LeakyReluGrad",
+                                          "SqrtGrad", "ReciprocalGrad")},
+    **{name: _per_element(3) for name in ("SigmoidGrad", "TanhGrad", "EluGrad", "SeluGrad", "Elu", "Softplus",
+                                          "RsqrtGrad")},
+    "Sigmoid": _per_element(4), "SoftplusGrad": _per_element(5), "Softmax": _per_element(5),
+    "LogSoftmax": _per_element(5), "Selu": _per_element(5),
+    "Sum": _reduction(1), "Prod": _reduction(1), "Max": _reduction(1), "Min": _reduction(1),
+    "ArgMax": _reduction(1), "ArgMin": _reduction(1), "Mean": _reduction(1, 1), "BiasAddGrad": _reduction(1),
+    "L2Loss": _reduction(2), "EuclideanNorm": _reduction(2, 1), "AddN": _add_n,
+    "MatMul": _matmul, "BatchMatMul": _matmul, "BatchMatMulV2": _matmul, "BatchMatMulV3": _matmul,
+    "Conv2DBackpropInput": _conv_backprop_input, "Conv2DBackpropFilter": _conv_backprop_filter,
+    "Conv3DBackpropInputV2": _conv_backprop_input, "Conv3DBackpropFilterV2": _conv_backprop_filter,
+    "DepthwiseConv2dNativeBackpropInput": _depthwise_backprop_input,
+    "DepthwiseConv2dNativeBackpropFilter": _depthwise_backprop_filter,
+    "MaxPoolGrad": _max_pool_grad, "MaxPoolGradV2": _max_pool_grad, "MaxPool3DGrad": _max_pool_grad,
+    "AvgPoolGrad": _avg_pool_grad, "AvgPool3DGrad": _avg_pool_grad,
+    "FusedBatchNormGradV3": _batch_norm_grad, "FusedBatchNormGradV2": _batch_norm_grad,
+    "SparseSoftmaxCrossEntropyWithLogits": _sparse_cross_entropy,
+    "SoftmaxCrossEntropyWithLogits": _dense_cross_entropy,
+    "ResourceScatterAdd": _scatter, "ResourceScatterSub": _scatter, "UnsortedSegmentSum": _reduction(1),
+}
+
+
+#: Op types free at run time: ``FREE_TF_OPS`` and the other moves, reads and bookkeeping a
+#: training step runs (gradient shape helpers, resource management, checkpoints).
+TF_FREE = frozenset(FREE_TF_OPS | {
+    "BroadcastGradientArgs", "StridedSliceGrad", "ConcatOffset", "InvertPermutation",
+    "VarIsInitializedOp", "DestroyResourceOp", "GatherNd", "ScatterNd", "TensorScatterUpdate",
+    "Empty", "Copy", "CopyHost", "DeepCopy", "StatelessRandomUniformIntV2",
+    "RandomUniformInt", "Bitcast", "Cumsum", "IsFinite", "IsNan", "IsInf", "All", "Any", "MatrixDiag",
+    "MatrixBandPart", "LinSpace", "Unique", "TopKV2", "Relu6GradGrad", "EmptyTensorList", "SaveV2", "RestoreV2",
+})
+
+
+def tf_op_cost(op_type: str, inputs: Sequence[Any], attrs: Any, outputs: Sequence[Any]) -> tuple[int, int] | None:
+    """``(macs, flops)`` of one executed TensorFlow op; ``(0, 0)`` when free; ``None`` when unknown."""
+    if op_type in TF_FREE:
+        return 0, 0
+    cost = TF_COSTS.get(op_type)
+    if cost is None:
+        return None
+    macs, flops = cost(inputs, attrs, outputs)
+    return int(macs), int(flops)

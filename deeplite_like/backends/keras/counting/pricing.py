@@ -1,0 +1,100 @@
+"""Pricing recorded layer calls: formulas applied, costs attributed, an ``OpCount`` built.
+
+For each record, in call order:
+
+* a call that did not finish (it raised; a profile may have caught it) and the calls inside
+  it: skipped;
+* inside an opaque formula's call (``MultiHeadAttention``'s projections, ``LSTM``'s cell):
+  skipped, the enclosing formula priced it;
+* a formula: its ``Cost`` goes to the layer's path and every enclosing call's path (the real
+  call stack: ``by_module`` is nested, a shared layer counts under whichever parent called it,
+  once per call), to ``by_operator`` under the layer's class name (``ops.<Name>`` for graph
+  operations) and to ``module_ops[path]``; parts it reports as unpriceable go to ``untracked``;
+* no formula, but calls were recorded inside it: a container, its cost is its children's;
+* no formula, nothing inside, known free: 0;
+* otherwise: untracked (counted as 0, listed by class name).
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from deeplite_like.opcount import OpCount, OpStats
+
+from .errors import FormulaError
+from .recorder import CallRecord
+from .registry import FREE, CountOptions, Entry, LayerCall, lookup
+from .specs import describe, describe_call
+
+
+def operator_name(obj: Any, entry: Entry | None) -> str:
+    """``Conv2D`` for a layer, ``ops.Add`` for a functional-graph operation."""
+    if entry is not None and entry.name and entry is not FREE:
+        return entry.name
+    name = type(obj).__name__
+    is_layer = any(k.__name__ == "Layer" and k.__module__.startswith("keras") for k in type(obj).__mro__)
+    return name if is_layer else f"ops.{name}"
+
+
+def price(records: list[CallRecord], options: CountOptions) -> OpCount:
+    """An ``OpCount`` from the records of one forward pass (see the module docstring)."""
+    result = OpCount()
+    by_module, by_operator, module_ops, untracked = (result.by_module, result.by_operator, result.module_ops,
+                                                     result.untracked)
+    by_module.setdefault("", OpStats())
+    cache: dict[type, Entry | None] = {}
+    chains: list[tuple[str, ...] | None] = [None] * len(records)  # None: skipped (unfinished, or inside opaque)
+    opaque = [False] * len(records)
+    total = OpStats()
+
+    for record in records:
+        i, parent = record.index, record.parent
+        if not record.finished or (parent >= 0 and (chains[parent] is None or opaque[parent])):
+            continue
+        enclosing = chains[parent] if parent >= 0 else (() if record.path == "" else ("",))
+        chain = enclosing if record.path in enclosing else enclosing + (record.path,)
+        chains[i] = chain
+        stats = by_module.get(record.path)
+        if stats is None:
+            stats = by_module[record.path] = OpStats()
+        stats.calls += 1
+
+        entry = lookup(type(record.layer), cache)
+        if entry is FREE:
+            continue
+        if entry is None:
+            if record.children == 0:
+                name = operator_name(record.layer, None)
+                untracked[name] = untracked.get(name, 0) + 1
+            continue
+        opaque[i] = entry.opaque
+        call = LayerCall(record.layer, record.path, record.args, record.kwargs, record.outputs, options)
+        macs, flops = _apply(entry, call, record)
+        for part in call.untracked_parts:
+            untracked[part] = untracked.get(part, 0) + 1
+        for path in chain:
+            by_module[path].add(macs, flops, 0)
+        name = operator_name(record.layer, entry)
+        for table in (by_operator, module_ops.setdefault(record.path, {})):
+            op_stats = table.get(name)
+            if op_stats is None:
+                op_stats = table[name] = OpStats()
+            op_stats.add(macs, flops, 1)
+        total.add(macs, flops, 1)
+
+    result.macs, result.flops = total.macs, total.flops
+    return result
+
+
+def _apply(entry: Entry, call: LayerCall, record: CallRecord) -> tuple[int, int]:
+    try:
+        cost = entry.formula(call)
+        macs, flops = int(cost[0]), int(cost[1])
+    except Exception as exc:
+        where = f"layer {record.path!r}" if record.path else "the model"
+        raise FormulaError(
+            f"the formula {getattr(entry.formula, '__qualname__', entry.formula)!r} for {where} "
+            f"({type(record.layer).__name__}) failed on {describe_call(record)} -> {describe(record.outputs)}: "
+            f"{type(exc).__name__}: {exc}. It must return a Cost(macs, flops); fix it, or replace it with "
+            "register_layer_formula(..., override=True).") from exc
+    return macs, flops
+

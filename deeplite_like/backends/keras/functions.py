@@ -1,0 +1,156 @@
+"""The built-in ``ProfilerFunction``s of the Keras backend (the same keys as the PyTorch backend's).
+
+Each function takes the model input from a data split through the profiler's ``ForwardPass``
+(see ``inputs.py`` for how ``(args, kwargs)`` become Keras' one input structure) and leaves
+the model as it found it. Runs use ``training=False`` by default (``mode='train'`` for
+training-mode behaviour; moving statistics updated by it are restored), so batch-norm
+statistics are never changed by profiling.
+"""
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+from deeplite_like.backends.keras._tf import import_keras
+from deeplite_like.backends.keras.inputs import check_mode, model_inputs
+from deeplite_like.data import ForwardPass
+from deeplite_like.functions import ProfilerFunction
+from deeplite_like.metrics import (ExecutionTime, Flops, LayerwiseSummary, Macs, MemoryFootprint, ModelSize,
+                                   PeakActivationMemory, Throughput, TotalParams, TrainableParams)
+from deeplite_like.status import Detailed
+
+keras = import_keras()
+
+__all__ = ["ComputeComplexity", "ComputeExecutionTime", "ComputeLayerwiseSummary", "ComputeMemory", "ComputeParams",
+           "ComputeSize", "DEFAULT_FUNCTIONS", "KerasPeakActivationMemory"]
+
+
+class KerasPeakActivationMemory(PeakActivationMemory):
+    """``peak_activation_memory`` as the Keras backend measures it (same key, its own description)."""
+
+    DESCRIPTION = ("Largest total of live tensor bytes during one forward pass of one batch, inputs and outputs "
+                   "included, weights excluded. On TensorFlow: a tensor-lifetime simulation of the traced "
+                   "tf.function graph, which is what a graph-mode run holds (each op's outputs live from the op "
+                   "to their last consumer); Grappler fusions may lower the real peak. On Keras' torch backend: "
+                   "allocations of the eager forward, tracked as in the PyTorch backend.")
+
+
+def _no_backward(backward: bool) -> None:
+    if backward:
+        raise NotImplementedError("the Keras backend counts forward passes only; backward=True is supported by "
+                                  "the PyTorch backend")
+
+
+class ComputeComplexity(ProfilerFunction):
+    """MACs and FLOPs of one batch, counted per Keras layer / operation (see ``count_ops``)."""
+
+    def get_bounded_status_keys(self):
+        return Macs, Flops
+
+    def __call__(self, model: keras.Model, data_splits: Mapping[str, Any], forward_pass: ForwardPass,
+                 batch_size: int = 1, split: str | None = None, method: str = "analytic", causal_half: bool = False,
+                 mode: str = "eval", backward: bool = False) -> dict:
+        from deeplite_like.backends.keras.counting import count_ops
+
+        _no_backward(backward)
+        training = check_mode(mode)
+        inputs = model_inputs(data_splits, forward_pass, split, batch_size)
+        counted = count_ops(model, inputs, method=method, training=training, causal_half=causal_half)  # leaves it as found
+        batch = counted.batch_size or 1
+        details = {"batch_size": batch, "method": method, "untracked": dict(counted.untracked)}
+        return {Macs.NAME: Detailed(counted.macs, {**details, "per_sample": counted.macs / batch}),
+                Flops.NAME: Detailed(counted.flops, {**details, "per_sample": counted.flops / batch})}
+
+
+class ComputeParams(ProfilerFunction):
+    """Total and trainable parameters; state (moving statistics) apart; shared weights count once."""
+
+    def get_bounded_status_keys(self):
+        return TotalParams, TrainableParams
+
+    def __call__(self, model: keras.Model) -> dict:
+        from deeplite_like.backends.keras.params import parameter_stats
+
+        stats = parameter_stats(model)
+        return {TotalParams.NAME: Detailed(stats.total_params, {"non_trainable": stats.non_trainable_params,
+                                                                "buffers": stats.buffer_count,
+                                                                "keras_non_trainable": stats.keras_non_trainable}),
+                TrainableParams.NAME: stats.trainable_params}
+
+
+class ComputeSize(ProfilerFunction):
+    """Bytes of the parameters at each weight's own dtype; state is reported apart in the details."""
+
+    def get_bounded_status_keys(self):
+        return (ModelSize,)
+
+    def __call__(self, model: keras.Model) -> Detailed:
+        from deeplite_like.backends.keras.params import parameter_stats
+
+        stats = parameter_stats(model)
+        return Detailed(stats.param_bytes, {"buffer_bytes": stats.buffer_bytes, "by_dtype": dict(stats.by_dtype)})
+
+
+class ComputeMemory(ProfilerFunction):
+    """Peak live activation bytes of one forward, and the footprint: parameters + state + peak."""
+
+    def get_bounded_status_keys(self):
+        return KerasPeakActivationMemory, MemoryFootprint
+
+    def __call__(self, model: keras.Model, data_splits: Mapping[str, Any], forward_pass: ForwardPass,
+                 batch_size: int = 1, split: str | None = None, mode: str = "eval") -> dict:
+        from deeplite_like.backends.keras.memory import peak_activation_memory
+        from deeplite_like.backends.keras.params import parameter_stats
+
+        training = check_mode(mode)
+        inputs = model_inputs(data_splits, forward_pass, split, batch_size)
+        memory = peak_activation_memory(model, inputs, training=training)
+        stats = parameter_stats(model)
+        peak = int(memory.peak_bytes)
+        footprint = stats.param_bytes + stats.buffer_bytes + peak
+        return {KerasPeakActivationMemory.NAME: Detailed(peak, {
+                    "batch_size": memory.batch_size, "per_sample": peak / memory.batch_size,
+                    "input_bytes": memory.input_bytes, "output_bytes": memory.output_bytes,
+                    "peak_at": memory.peak_at, "method": memory.method, "opaque_ops": list(memory.opaque_ops)}),
+                MemoryFootprint.NAME: Detailed(footprint, {"batch_size": memory.batch_size,
+                                                           "param_bytes": stats.param_bytes,
+                                                           "buffer_bytes": stats.buffer_bytes,
+                                                           "peak_activation_bytes": peak})}
+
+
+class ComputeExecutionTime(ProfilerFunction):
+    """Median time of one compiled forward of one batch and the throughput it implies."""
+
+    def get_bounded_status_keys(self):
+        return ExecutionTime, Throughput
+
+    def __call__(self, model: keras.Model, data_splits: Mapping[str, Any], forward_pass: ForwardPass,
+                 batch_size: int = 1, split: str | None = None, device: Any = None, min_run_time: float = 0.2,
+                 num_threads: int | None = None) -> dict:
+        from deeplite_like.backends.keras.timing import measure_execution_time
+
+        inputs = model_inputs(data_splits, forward_pass, split, batch_size)
+        timing = measure_execution_time(model, inputs, device=device, min_run_time=min_run_time,
+                                        num_threads=num_threads)
+        details = {"batch_size": timing.batch_size, "iqr_s": timing.iqr_s, "per_sample_s": timing.per_sample_s,
+                   "measurements": timing.times, "num_threads": timing.num_threads, "device": timing.device,
+                   "compiled": timing.compiled}
+        return {ExecutionTime.NAME: Detailed(timing.median_s, details),
+                Throughput.NAME: Detailed(timing.throughput, {"batch_size": timing.batch_size})}
+
+
+class ComputeLayerwiseSummary(ProfilerFunction):
+    """One row per layer: type, input and output shapes, params, MACs, FLOPs, output bytes, share."""
+
+    def get_bounded_status_keys(self):
+        return (LayerwiseSummary,)
+
+    def __call__(self, model: keras.Model, data_splits: Mapping[str, Any], forward_pass: ForwardPass,
+                 batch_size: int = 1, split: str | None = None, causal_half: bool = False, mode: str = "eval"):
+        from deeplite_like.backends.keras.layers import layerwise_summary
+
+        inputs = model_inputs(data_splits, forward_pass, split, batch_size)
+        return layerwise_summary(model, inputs, training=check_mode(mode), causal_half=causal_half)
+
+
+DEFAULT_FUNCTIONS = (ComputeComplexity, ComputeParams, ComputeSize, ComputeMemory, ComputeExecutionTime,
+                     ComputeLayerwiseSummary)

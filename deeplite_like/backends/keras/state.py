@@ -1,0 +1,57 @@
+"""Leave the user's Keras model as it was found: the one guard around every run of the model.
+
+Profiling calls the model with ``training=False`` by default, traces it in a ``tf.function``
+that is never stored on the model (``predict_on_batch`` is not used: it would cache a
+``predict_function`` on the model), and reads its weights; none of that changes the model
+or its compiled state (tested in ``tests/keras/test_profiler.py`` and
+``tests/keras/test_count_safety.py``). ``preserved_model_state`` is the guard around every
+run anyway: it snapshots what a run could touch and puts it back in ``finally`` (also when
+the run raises):
+
+* every layer's ``trainable`` flag (and so each variable's ``trainable``);
+* every layer's list of added losses (activity regularisers add to it on each call);
+* with ``restore_values=True``, the values of every non-trainable variable: batch-norm
+  moving statistics and dropout seed states (they advance in training mode), RNN states
+  (stateful RNNs advance in any mode). Values are copied and compared with ``keras.ops`` on
+  the backend's own tensors (no round trip through NumPy) and written back only where the
+  run changed them.
+
+Not restored: trainable weights changed by the body (an optimizer step); a measurement must
+not do that.
+
+Keras is imported on first use (the counting engine, whose package imports no framework,
+uses this guard too).
+"""
+from __future__ import annotations
+
+import contextlib
+from typing import Any, Iterator
+
+from deeplite_like.backends.keras._tf import import_keras
+
+__all__ = ["preserved_model_state"]
+
+
+@contextlib.contextmanager
+def preserved_model_state(model: Any, restore_values: bool = False) -> Iterator[Any]:
+    """Snapshot ``model``'s flags and losses (and state values), yield the model, restore on exit."""
+    keras = import_keras()
+    if not isinstance(model, keras.layers.Layer):
+        raise TypeError(f"preserved_model_state expects a Keras model or layer, got {type(model).__name__}")
+    ops = keras.ops
+    layers = list(model._flatten_layers(include_self=True, recursive=True))
+    flags = [(layer, layer.trainable) for layer in layers]
+    losses = [(layer, list(layer._losses)) for layer in layers if isinstance(getattr(layer, "_losses", None), list)]
+    values = [(v, ops.copy(v.value)) for v in model.non_trainable_variables] if restore_values else []
+    try:
+        yield model
+    finally:
+        for layer, trainable in flags:
+            if layer.trainable != trainable:
+                layer.trainable = trainable
+        for layer, kept in losses:
+            layer._losses[:] = kept
+        for variable, before in values:
+            now = variable.value
+            if tuple(now.shape) != tuple(before.shape) or not bool(ops.all(ops.equal(now, before))):
+                variable.assign(before)

@@ -1,0 +1,197 @@
+"""Wall-clock execution time of a Keras model's forward pass, on a compiled call.
+
+**TensorFlow backend:** the forward is compiled once with ``tf.function`` (graph mode, as
+``model.predict`` runs it). ``model.predict_on_batch`` is not used because it would cache a
+``predict_function`` on the user's model. **torch backend:** the forward runs under
+``torch.no_grad()`` and is timed by the PyTorch backend (``torch.utils.benchmark``).
+
+On TensorFlow the loop is ``timeit`` from the standard library (it turns the garbage
+collector off while a block runs); ``tf.experimental`` has no benchmark timer that returns
+statistics. After ``warmup`` untimed calls (the first one traces the graph), blocks of
+``number_per_run`` back-to-back calls are timed until at least ``min_run_time`` seconds and
+``min_blocks`` blocks have been measured; a block's time divided by its calls is one
+measurement. On a GPU the device is synchronised at the end of each block.
+
+Threads: TensorFlow fixes its intra-op thread pool when its runtime starts, which happened
+before a model existed, so ``num_threads`` cannot be changed here: it is reported (the
+configured ``tf.config.threading`` value, or the number of CPUs this process may use when it
+is 0, TensorFlow's default) and a different request is an error saying how to set it.
+"""
+from __future__ import annotations
+
+import math
+import os
+import timeit
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from deeplite_like.backends.keras._tf import import_keras, import_tensorflow
+from deeplite_like.backends.keras.inputs import naming_failures, require_batch_size
+from deeplite_like.backends.keras.state import preserved_model_state
+from deeplite_like.backends.keras.tensors import to_backend
+
+keras = import_keras()
+
+__all__ = ["TimingStats", "measure_execution_time"]
+
+
+@dataclass(frozen=True)
+class TimingStats:
+    """Forward-pass time of one batch, in seconds (fields as in the PyTorch backend).
+
+    ``median_s``, ``iqr_s`` (75th - 25th percentile), ``mean_s``, ``min_s`` are over ``times``
+    measurements; each is the mean of ``number_per_run`` back-to-back calls.
+    ``per_sample_s`` = ``median_s / batch_size``; ``throughput`` = ``batch_size / median_s``
+    in samples per second. ``compiled`` says how the forward was run.
+    """
+
+    median_s: float
+    iqr_s: float
+    mean_s: float
+    min_s: float
+    times: int
+    number_per_run: int
+    batch_size: int
+    per_sample_s: float
+    throughput: float
+    num_threads: int
+    device: str
+    raw_s: tuple[float, ...]
+    compiled: str = "tf.function"
+
+
+def _available_cpus() -> int:
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
+def _tf_threads(num_threads: int | None) -> int:
+    tf = import_tensorflow()
+
+    configured = tf.config.threading.get_intra_op_parallelism_threads()
+    effective = configured or _available_cpus()
+    if num_threads is not None and int(num_threads) != effective:
+        raise ValueError(
+            f"TensorFlow runs with {effective} intra-op threads here and cannot change them once its runtime "
+            f"started; call tf.config.threading.set_intra_op_parallelism_threads({int(num_threads)}) at the very "
+            f"start of your program, before building the model, then omit num_threads")
+    return effective
+
+
+def _percentile(values: list[float], q: float) -> float:
+    """Linear-interpolated percentile (NumPy's default), ``q`` in [0, 100]."""
+    ordered = sorted(values)
+    position = (len(ordered) - 1) * q / 100
+    low, high = math.floor(position), math.ceil(position)
+    return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
+
+
+def _blocks(call: Callable[[], Any], sync: Callable[[], None], min_run_time: float,
+            min_blocks: int) -> tuple[list[float], int]:
+    """Per-call times of timed blocks, and the block size (calls per block)."""
+    def block() -> None:
+        for _ in range(number):
+            call()
+        sync()
+
+    number = 1
+    single = timeit.Timer(block).timeit(number=1)
+    # Blocks of about a tenth of the budget (at least 1 ms): timer overhead stays negligible.
+    target = max(min_run_time / 10, 1e-3)
+    number = max(1, int(target / max(single, 1e-9)))
+    timer = timeit.Timer(block)
+    times: list[float] = []
+    spent = 0.0
+    while spent < min_run_time or len(times) < min_blocks:
+        elapsed = timer.timeit(number=1)
+        times.append(elapsed / number)
+        spent += elapsed
+    return times, number
+
+
+def _tensorflow_forward(model: keras.layers.Layer, inputs: Any, training: bool,
+                        device: str | None) -> tuple[Callable[[], Any], Callable[[], None], str]:
+    tf = import_tensorflow()
+
+    from deeplite_like.device import Device
+
+    compiled = tf.function(lambda x: model(x, training=training), autograph=False)
+    target = None
+    if device is not None:
+        parsed = Device.parse(device)
+        target = "/CPU:0" if parsed.kind == "cpu" else f"/GPU:{parsed.index or 0}"
+        if parsed.kind == "meta":
+            raise ValueError("a Keras model cannot be timed on the meta device")
+        if parsed.kind == "cuda" and not tf.config.list_logical_devices("GPU"):
+            raise ValueError(f"device {device!r} asked for, but TensorFlow sees no GPU here")
+        with tf.device(target):
+            inputs = tf.nest.map_structure(tf.identity, inputs)
+
+    def call() -> Any:
+        if target is None:
+            return compiled(inputs)
+        with tf.device(target):
+            return compiled(inputs)
+
+    sync_devices = getattr(tf.test.experimental, "sync_devices", None)
+    gpus = bool(tf.config.list_logical_devices("GPU"))
+
+    def sync() -> None:
+        if gpus and sync_devices is not None:
+            sync_devices()
+
+    out = call()  # placement of the first result names the device actually used
+    where = tf.nest.flatten(out)[0].device if tf.nest.flatten(out) else (target or "")
+    return call, sync, where.rsplit("device:", 1)[-1].lower() or "cpu:0"
+
+
+def measure_execution_time(model: keras.layers.Layer, inputs: Any, device: Any = None, warmup: int = 3,
+                           min_run_time: float = 0.5, num_threads: int | None = None,
+                           batch_size: int | None = None, training: bool = False,
+                           min_blocks: int = 5) -> TimingStats:
+    """Time ``model(inputs, training=training)`` compiled (see the module docstring), seconds per batch.
+
+    ``inputs`` is the model's input structure; ``batch_size`` defaults to the leading dimension
+    of its first tensor. ``device`` (``'cpu'``, ``'gpu'``, ``'cuda:N'``) places the timed calls;
+    ``None`` lets the framework place them. The model is left as found.
+    """
+    if not isinstance(model, keras.layers.Layer):
+        raise TypeError(f"measure_execution_time expects a Keras model, got {type(model).__name__}")
+    if warmup < 1:
+        raise ValueError(f"warmup must be >= 1 (the first call compiles the graph), got {warmup}")
+    if min_run_time <= 0:
+        raise ValueError(f"min_run_time must be > 0 seconds, got {min_run_time}")
+    if min_blocks < 2:
+        raise ValueError(f"min_blocks must be >= 2 to give a spread, got {min_blocks}")
+    inputs = to_backend(inputs)
+    batch_size = require_batch_size(inputs, batch_size)
+    backend = keras.config.backend()
+    if backend == "torch":
+        return _torch_timing(model, inputs, device, warmup, min_run_time, num_threads, batch_size, training)
+    if backend != "tensorflow":
+        raise NotImplementedError(f"execution time is measured on Keras' tensorflow and torch backends; this "
+                                  f"Keras runs on {backend!r}")
+    threads = _tf_threads(num_threads)
+    with preserved_model_state(model, restore_values=training), naming_failures(model, inputs):
+        call, sync, where = _tensorflow_forward(model, inputs, training, device)
+        for _ in range(warmup - 1):  # _tensorflow_forward made the first call
+            call()
+        sync()
+        times, number = _blocks(call, sync, min_run_time, min_blocks)
+    median = _percentile(times, 50)
+    return TimingStats(median_s=median, iqr_s=_percentile(times, 75) - _percentile(times, 25),
+                       mean_s=sum(times) / len(times), min_s=min(times), times=len(times), number_per_run=number,
+                       batch_size=batch_size, per_sample_s=median / batch_size, throughput=batch_size / median,
+                       num_threads=threads, device=where, raw_s=tuple(times), compiled="tf.function")
+
+
+def _torch_timing(model: keras.layers.Layer, inputs: Any, device: Any, warmup: int, min_run_time: float,
+                  num_threads: int | None, batch_size: int, training: bool) -> TimingStats:
+    from deeplite_like.backends.torch.timing import measure_execution_time as torch_timing
+
+    with preserved_model_state(model, restore_values=training), naming_failures(model, inputs):
+        stats = torch_timing(model, (inputs,), {"training": training}, device=device, warmup=warmup,
+                             min_run_time=min_run_time, num_threads=num_threads, batch_size=batch_size)
+    return TimingStats(median_s=stats.median_s, iqr_s=stats.iqr_s, mean_s=stats.mean_s, min_s=stats.min_s,
+                       times=stats.times, number_per_run=stats.number_per_run, batch_size=stats.batch_size,
+                       per_sample_s=stats.per_sample_s, throughput=stats.throughput, num_threads=stats.num_threads,
+                       device=stats.device, raw_s=stats.raw_s, compiled="torch.no_grad eager")

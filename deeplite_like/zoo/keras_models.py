@@ -1,0 +1,74 @@
+"""The Keras 3 models of the zoo: the same networks as their PyTorch twins, channels-last.
+
+Each factory takes ``seed`` and gives every layer its own seeded initializer, so two builds
+with one seed have identical weights and no global RNG (Python, NumPy, Keras, TensorFlow) is
+touched. The parameter and MAC counts equal the PyTorch twin's (derived in ``docs/zoo.rst``,
+asserted in ``tests/keras/test_cross_backend.py``).
+
+This module imports Keras; ``deeplite_like.zoo`` imports it only when a model is built.
+"""
+from __future__ import annotations
+
+from deeplite_like.backends.keras._tf import import_keras
+
+keras = import_keras()
+
+__all__ = ["lenet5", "small_cnn"]
+
+
+class _Seeds:
+    """Distinct, reproducible initializer seeds: ``seed * 1000 + i`` for the ``i``-th request."""
+
+    def __init__(self, seed: int) -> None:
+        self.base = int(seed) * 1000
+        self.count = 0
+
+    def __call__(self) -> dict:
+        self.count += 2
+        return {"kernel_initializer": keras.initializers.GlorotUniform(seed=self.base + self.count - 1),
+                "bias_initializer": keras.initializers.RandomUniform(-0.05, 0.05, seed=self.base + self.count)}
+
+
+def lenet5(num_classes: int = 10, in_channels: int = 1, seed: int = 0) -> keras.Sequential:
+    """LeNet-5 on 32x32x``in_channels`` images, channels-last: the zoo's ``lenet5`` in Keras.
+
+    conv 6@5x5 -> ReLU -> max pool 2 -> conv 16@5x5 -> ReLU -> max pool 2 -> flatten ->
+    fc 120 -> ReLU -> fc 84 -> ReLU -> fc ``num_classes`` (61,706 parameters at the defaults,
+    as the PyTorch model).
+    """
+    init = _Seeds(seed)
+    layers = keras.layers
+    return keras.Sequential([
+        keras.Input((32, 32, in_channels)),
+        layers.Conv2D(6, 5, name="conv1", **init()),  # 32x32 -> 28x28
+        layers.ReLU(name="relu1"),
+        layers.MaxPooling2D(2, name="pool1"),  # -> 14x14
+        layers.Conv2D(16, 5, name="conv2", **init()),  # -> 10x10
+        layers.ReLU(name="relu2"),
+        layers.MaxPooling2D(2, name="pool2"),  # -> 5x5
+        layers.Flatten(name="flatten"),
+        layers.Dense(120, name="fc1", **init()),
+        layers.ReLU(name="relu3"),
+        layers.Dense(84, name="fc2", **init()),
+        layers.ReLU(name="relu4"),
+        layers.Dense(num_classes, name="fc3", **init()),
+    ], name="lenet5_keras")
+
+
+def small_cnn(num_classes: int = 10, in_channels: int = 3, width: int = 8, image_size: int = 16,
+              seed: int = 0) -> keras.Sequential:
+    """Conv2D(``width``, 3x3, same) -> ReLU -> MaxPool 2 -> Flatten -> Dense(``num_classes``), channels-last.
+
+    The smallest CNN with every layer kind the cross-backend example compares; its PyTorch
+    twin is written beside it in ``examples/cross_backend_compare.py``.
+    """
+    init = _Seeds(seed)
+    layers = keras.layers
+    return keras.Sequential([
+        keras.Input((image_size, image_size, in_channels)),
+        layers.Conv2D(width, 3, padding="same", name="conv", **init()),
+        layers.ReLU(name="relu"),
+        layers.MaxPooling2D(2, name="pool"),
+        layers.Flatten(name="flatten"),
+        layers.Dense(num_classes, name="fc", **init()),
+    ], name="small_cnn_keras")
