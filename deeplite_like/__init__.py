@@ -18,3 +18,16 @@ __all__ = [
     "Comparative", "ComputeEvalMetric", "DataError", "Detailed", "Device", "ExternalProfilerFunction", "ForwardPass",
     "Inputs", "Metric", "OpCount", "OpStats", "Profiler", "ProfilerFunction", "StatusKey", "compare", "profiler_for",
 ]
+
+# Profiles (deeplite_like.profiling): resolved on first use, so `import deeplite_like` stays light.
+_LAZY = {"get_model_profile": "deeplite_like.profiling", "FlopsProfiler": "deeplite_like.profiling",
+         "ModelProfile": "deeplite_like.profiling"}
+
+
+def __getattr__(name: str):
+    if name in _LAZY:
+        import importlib
+        value = getattr(importlib.import_module(_LAZY[name]), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'deeplite_like' has no attribute {name!r}")

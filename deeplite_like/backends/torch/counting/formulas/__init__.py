@@ -32,6 +32,7 @@ from . import (  # noqa: F401  (imported for their registrations)
     loss,
     matmul,
     norm,
+    optim,
     pooling,
     reduction,
     rnn,

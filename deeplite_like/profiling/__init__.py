@@ -1,0 +1,20 @@
+"""Model profiles, DeepSpeed-style: a per-module tree, aggregated top-k per depth, a training-step profiler.
+
+Framework-free: the result objects (``ModelProfile``, ``ModuleNode``, ``PhaseStats``) and their
+views (detailed tree text, aggregated table, summary, dict/JSON, HTML, ``save``). The backends
+measure (``deeplite_like.backends.torch.profile``, ``deeplite_like.backends.keras.profile``):
+
+* ``get_model_profile(model, ...)`` profiles one call of a model (``forward``, ``generate``...);
+* ``FlopsProfiler(model)`` profiles what runs between ``start_profile()`` and ``stop_profile()``
+  in a training loop: forward, backward and optimizer step, each measured.
+"""
+from deeplite_like.profiling.aggregate import aggregate, aggregated_report
+from deeplite_like.profiling.api import get_model_profile
+from deeplite_like.profiling.build import ModuleRecord, build_profile
+from deeplite_like.profiling.flops_profiler import FlopsProfiler
+from deeplite_like.profiling.result import PHASES, ModelProfile, ModuleNode, PhaseStats
+
+__all__ = [
+    "PHASES", "FlopsProfiler", "ModelProfile", "ModuleNode", "ModuleRecord", "PhaseStats", "aggregate",
+    "aggregated_report", "build_profile", "get_model_profile",
+]

@@ -1,0 +1,58 @@
+"""``get_model_profile``: the detailed profile of one call of a model, DeepSpeed-style, any backend."""
+from __future__ import annotations
+
+import os
+from typing import Any, Iterable, Mapping, Sequence
+
+from deeplite_like.profiling.backends import profile_module
+from deeplite_like.profiling.result import ModelProfile
+
+
+def get_model_profile(model: Any, input_shape: Sequence[int] | None = None, args: Sequence[Any] | None = None,
+                      kwargs: Mapping[str, Any] | None = None, print_profile: bool = True, detailed: bool = True,
+                      module_depth: int = -1, top_modules: int = 3, warm_up: int = 1, as_string: bool = True,
+                      output_file: str | os.PathLike | None = None, ignore_modules: Iterable[Any] | None = None,
+                      func_name: str = "forward", backward: bool = False, meta: bool = False, *,
+                      module_latency: bool = True, loss_fn: Any = None) -> ModelProfile:
+    """Profile one call of ``model``: totals, phases and the per-module tree (a ``ModelProfile``).
+
+    The backend is picked from the model's type (a torch module or a Keras model). The model is
+    left as found (mode, parameters, buffers, gradients, hooks).
+
+    Args:
+        model: the model.
+        input_shape: the shape of one floating-point input tensor, batch dimension included
+            (``(8, 3, 224, 224)``). Only for models that take one float tensor: a model that takes
+            integer ids or several inputs gets them through ``args``/``kwargs``.
+        args, kwargs: the inputs of the call (instead of ``input_shape``).
+        print_profile: print the report (or write it to ``output_file``).
+        detailed: include the module tree in the printed report.
+        module_depth: deepest depth shown in the tree and the aggregated view (-1: all).
+        top_modules: how many module types per depth the aggregated view ranks.
+        warm_up: calls before the timed ones (not counted).
+        as_string: write figures with SI prefixes (``1.23 GFLOPs``) rather than raw numbers.
+        output_file: write the report there (``.json``: JSON, ``.html``: HTML, else text).
+        ignore_modules: module types (classes, or class names) whose cost is excluded from the
+            totals and listed as excluded.
+        func_name: the entry point to profile (``"forward"``; ``"generate"`` for a text model).
+        backward: also run and count the backward pass of the output (summed, or ``loss_fn(out)``).
+        meta: count without running real arithmetic (torch: on the meta device); no latency.
+        module_latency: time each module's forward (on CUDA with a synchronisation around each).
+        loss_fn: ``loss_fn(output) -> scalar`` for ``backward=True``.
+
+    Returns:
+        The ``ModelProfile``: ``.params``, ``.macs``, ``.flops``, ``.forward_latency_s``,
+        ``.forward_flops_per_s``, ``.phases``, ``.root`` (the tree), ``.aggregated()``,
+        ``.to_dict()``, ``.to_text()``, ``.save(path)``. (DeepSpeed returns a tuple
+        ``(flops, macs, params)``; read them from the result here.)
+    """
+    if not isinstance(warm_up, int) or warm_up < 0:
+        raise ValueError(f"warm_up must be a non-negative int, got {warm_up!r}")
+    profile = profile_module(model).build_model_profile(
+        model, input_shape=input_shape, args=args, kwargs=kwargs, warm_up=warm_up, ignore_modules=ignore_modules,
+        func_name=func_name, backward=backward, meta=meta, module_latency=module_latency, loss_fn=loss_fn)
+    if output_file is not None:
+        profile.save(output_file, module_depth, top_modules, detailed, as_string)
+    elif print_profile:
+        print(profile.to_text(module_depth, top_modules, detailed, as_string))
+    return profile

@@ -1,0 +1,307 @@
+"""``ModelProfile``: what one profile measured - totals, phases and the module tree (no framework).
+
+Raw values in base units: counts as ints (params, MACs, FLOPs, calls), durations in seconds
+(floats), rates in FLOP/s. Renderings (``to_text``, ``to_dict``, ``save``) live in the sibling
+modules and are reached through the methods here.
+
+Figures of a ``ModuleNode`` include its children's (as ``print(model)`` nests them); the
+operators listed on a node (``ops``) are those that ran directly inside it, not inside a child,
+so ``node.gap`` (the node minus the sum of its children) is visible and explained.
+"""
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterator
+
+from deeplite_like.opcount import OpStats
+
+#: Phases a profile may hold, in the order they are shown.
+PHASES = ("forward", "backward", "optimizer", "other")
+
+PHASE_DESCRIPTIONS = {
+    "forward": "operators run inside a call of the model or one of its modules",
+    "backward": "operators run by autograd (loss.backward(), torch.autograd.grad, tape.gradient)",
+    "optimizer": "operators run inside optimizer.step() (or apply_gradients)",
+    "other": "everything else between start and stop: the loss function, gradient clipping, ...",
+}
+
+
+@dataclass
+class PhaseStats:
+    """One phase's totals: MACs, FLOPs, operator calls, and its wall time in seconds (or None)."""
+
+    macs: int = 0
+    flops: int = 0
+    calls: int = 0
+    latency_s: float | None = None
+
+    @property
+    def flops_per_s(self) -> float | None:
+        """Achieved FLOP/s of the phase (FLOPs / latency), None when it was not timed."""
+        return self.flops / self.latency_s if self.latency_s else None
+
+    def as_dict(self) -> dict:
+        return {"macs": self.macs, "flops": self.flops, "calls": self.calls, "latency_s": self.latency_s,
+                "flops_per_s": self.flops_per_s}
+
+
+@dataclass
+class ModuleNode:
+    """One module (torch) or layer (Keras) of the tree.
+
+    Attributes:
+        name: qualified name (``"features.0"``; ``""`` for the root).
+        type: the class name (``Linear``, ``Dense``).
+        extra_repr: the constructor summary ``print(model)`` shows (may be empty).
+        depth: 0 for the root, 1 for its children, ...
+        params: parameters of the module and its children, each tensor counted once.
+        macs, flops: every counted phase, children included, excluded modules removed.
+        phases: phase name -> ``OpStats`` of this module (children included).
+        calls: how many times the module was called.
+        latency_s: forward wall time summed over its calls (None: module timing was off).
+        ops: operator name -> ``OpStats`` of the operators run directly in it (every phase).
+        excluded: listed in ``ignore_modules``: its cost is not in its parents nor the totals.
+        children: direct submodules, in registration order.
+    """
+
+    name: str
+    type: str
+    extra_repr: str = ""
+    depth: int = 0
+    params: int = 0
+    macs: int = 0
+    flops: int = 0
+    phases: dict[str, OpStats] = field(default_factory=dict)
+    calls: int = 0
+    latency_s: float | None = None
+    ops: dict[str, OpStats] = field(default_factory=dict)
+    excluded: bool = False
+    children: list["ModuleNode"] = field(default_factory=list)
+
+    @property
+    def local_name(self) -> str:
+        """The last component of the qualified name (``"0"`` for ``"features.0"``)."""
+        return self.name.rsplit(".", 1)[-1].rsplit("/", 1)[-1]
+
+    def walk(self) -> Iterator["ModuleNode"]:
+        """This node and every node below it, depth first, in registration order."""
+        yield self
+        for child in self.children:
+            yield from child.walk()
+
+    def phase(self, name: str) -> OpStats:
+        """This module's ``OpStats`` in one phase (zeros when nothing ran)."""
+        return self.phases.get(name) or OpStats()
+
+    @property
+    def gap(self) -> OpStats:
+        """This node minus the sum of its counted children: the cost of operators run directly in it.
+
+        Equal to the sum of ``ops`` unless a module shared with another parent ran from here.
+        """
+        kids = [c for c in self.children if not c.excluded]
+        return OpStats(self.macs - sum(c.macs for c in kids), self.flops - sum(c.flops for c in kids),
+                       sum(s.calls for s in self.ops.values()))
+
+    @property
+    def flops_per_s(self) -> float | None:
+        """Forward FLOPs / forward latency (None when the module was not timed)."""
+        return self.phase("forward").flops / self.latency_s if self.latency_s else None
+
+    def as_dict(self, children: bool = True) -> dict:
+        data = {
+            "name": self.name, "type": self.type, "extra_repr": self.extra_repr, "depth": self.depth,
+            "params": self.params, "macs": self.macs, "flops": self.flops, "calls": self.calls,
+            "latency_s": self.latency_s, "flops_per_s": self.flops_per_s, "excluded": self.excluded,
+            "phases": {k: v.as_dict() for k, v in self.phases.items()},
+            "ops": {k: v.as_dict() for k, v in self.ops.items()},
+            "gap": self.gap.as_dict(),
+        }
+        if children:
+            data["children"] = [child.as_dict() for child in self.children]
+        return data
+
+
+@dataclass
+class ModelProfile:
+    """Totals, phases and the module tree of one profile of one model.
+
+    Attributes:
+        model: the model's class name.
+        backend: ``"torch"`` or ``"keras"``.
+        root: the module tree (``root.name == ""``).
+        params, trainable_params: parameters per device (elements).
+        macs, flops: everything counted (all phases), excluded modules removed, per device.
+        phases: phase name -> ``PhaseStats`` (``forward``, ``backward``, ``optimizer``, ``other``).
+        duration_s: wall time of everything profiled (the window between start and stop of a
+            ``FlopsProfiler``; forward, plus backward when asked, for ``get_model_profile``).
+        batch_size: the batch that ran, when known.
+        by_operator: operator name -> ``OpStats`` over the whole profile (excluded modules removed).
+        outside: operator name -> ``OpStats`` of operators not in the module tree: run outside any
+            module call (torch), or counted per operator only (Keras: backward, optimizer, rest).
+        excluded: the outermost excluded nodes (``ignore_modules``), with their own figures.
+        untracked: operator name -> calls, for operators with no formula (counted as 0).
+        module_latency: whether per-module forward latency was measured.
+        device: where the model ran (``"cpu"``, ``"cuda:0"``, ``"meta"``), if known.
+        model_parallel_size, world_size: parallel layout (figures are per device; the whole
+            model's params and FLOPs are ``model_parallel_size`` times them).
+        step: the training step profiled, when given.
+        notes: lines shown under the report (what was measured and how).
+    """
+
+    model: str
+    backend: str
+    root: ModuleNode
+    params: int = 0
+    trainable_params: int = 0
+    macs: int = 0
+    flops: int = 0
+    phases: dict[str, PhaseStats] = field(default_factory=dict)
+    duration_s: float | None = None
+    batch_size: int | None = None
+    by_operator: dict[str, OpStats] = field(default_factory=dict)
+    outside: dict[str, OpStats] = field(default_factory=dict)
+    excluded: list[ModuleNode] = field(default_factory=list)
+    untracked: dict[str, int] = field(default_factory=dict)
+    module_latency: bool = False
+    device: str | None = None
+    model_parallel_size: int = 1
+    world_size: int | None = None
+    step: int | None = None
+    notes: list[str] = field(default_factory=list)
+
+    # -- figures --------------------------------------------------------------------------
+    def phase(self, name: str) -> PhaseStats:
+        """One phase's totals (zeros and no latency when it did not run)."""
+        return self.phases.get(name) or PhaseStats()
+
+    @property
+    def forward_latency_s(self) -> float | None:
+        """Wall time of the model's forward calls, in seconds (None when not timed)."""
+        return self.phase("forward").latency_s
+
+    @property
+    def forward_flops_per_s(self) -> float | None:
+        """Achieved forward FLOP/s per device: forward FLOPs / forward latency."""
+        return self.phase("forward").flops_per_s
+
+    @property
+    def flops_per_s(self) -> float | None:
+        """Achieved FLOP/s per device over everything profiled: FLOPs / ``duration_s``."""
+        return self.flops / self.duration_s if self.duration_s else None
+
+    @property
+    def data_parallel_size(self) -> int | None:
+        """``world_size / model_parallel_size`` when the world size is known."""
+        return self.world_size // self.model_parallel_size if self.world_size else None
+
+    @property
+    def model_params(self) -> int:
+        """Parameters of the whole model: per device x model-parallel size."""
+        return self.params * self.model_parallel_size
+
+    @property
+    def model_flops(self) -> int:
+        """FLOPs of the whole model: per device x model-parallel size."""
+        return self.flops * self.model_parallel_size
+
+    @property
+    def model_macs(self) -> int:
+        """MACs of the whole model: per device x model-parallel size."""
+        return self.macs * self.model_parallel_size
+
+    @property
+    def max_depth(self) -> int:
+        return max(node.depth for node in self.root.walk())
+
+    def modules(self) -> Iterator[ModuleNode]:
+        """Every node of the tree, depth first."""
+        return self.root.walk()
+
+    def module(self, name: str) -> ModuleNode:
+        """The node of qualified name ``name`` (``""`` is the root)."""
+        for node in self.root.walk():
+            if node.name == name:
+                return node
+        names = [n.name for n in self.root.walk()][:12]
+        raise KeyError(f"no module named {name!r} in the profile of {self.model}; modules are {names}"
+                       + (" ..." if len(names) == 12 else ""))
+
+    # -- views ----------------------------------------------------------------------------
+    def aggregated(self, module_depth: int = -1, top_modules: int = 3) -> list[dict]:
+        """Top-k module types per depth, as data (see ``profiling.aggregate.aggregate``)."""
+        from deeplite_like.profiling.aggregate import aggregate
+        return aggregate(self, module_depth, top_modules)
+
+    def aggregated_table(self, module_depth: int = -1, top_modules: int = 3, as_string: bool = True):
+        """The aggregated view as a ``TableReport`` (text, dict, CSV, Markdown, HTML)."""
+        from deeplite_like.profiling.aggregate import aggregated_report
+        return aggregated_report(self, module_depth, top_modules, as_string)
+
+    def tree_text(self, module_depth: int = -1, as_string: bool = True) -> str:
+        """The detailed view: the module tree with each module's figures and direct operators."""
+        from deeplite_like.profiling.tree import render_tree
+        return render_tree(self, module_depth, as_string)
+
+    def summary_text(self, as_string: bool = True) -> str:
+        """Totals, phases, latency and achieved FLOP/s, per device and for the whole model."""
+        from deeplite_like.profiling.summary import render_summary
+        return render_summary(self, as_string)
+
+    def to_text(self, module_depth: int = -1, top_modules: int = 3, detailed: bool = True,
+                as_string: bool = True) -> str:
+        """The full report: summary, aggregated top-k per depth, and (``detailed``) the tree."""
+        from deeplite_like.profiling.summary import render_report
+        return render_report(self, module_depth, top_modules, detailed, as_string)
+
+    def __str__(self) -> str:
+        return self.to_text()
+
+    def to_dict(self, module_depth: int = -1, top_modules: int = 3) -> dict:
+        """Every view as JSON types: totals, phases, tree, aggregated top-k, operators, notes."""
+        return {
+            "model": self.model, "backend": self.backend, "device": self.device, "step": self.step,
+            "batch_size": self.batch_size,
+            "params": self.params, "trainable_params": self.trainable_params, "macs": self.macs,
+            "flops": self.flops, "duration_s": self.duration_s, "flops_per_s": self.flops_per_s,
+            "forward_latency_s": self.forward_latency_s, "forward_flops_per_s": self.forward_flops_per_s,
+            "parallel": {"model_parallel_size": self.model_parallel_size, "world_size": self.world_size,
+                         "data_parallel_size": self.data_parallel_size, "model_params": self.model_params,
+                         "model_macs": self.model_macs, "model_flops": self.model_flops},
+            "phases": {k: v.as_dict() for k, v in self.phases.items()},
+            "module_latency": self.module_latency,
+            "excluded": [node.as_dict(children=False) for node in self.excluded],
+            "outside": {k: v.as_dict() for k, v in self.outside.items()},
+            "by_operator": {k: v.as_dict() for k, v in self.by_operator.items()},
+            "untracked": dict(self.untracked),
+            "aggregated": self.aggregated(module_depth, top_modules),
+            "tree": self.root.as_dict(),
+            "notes": list(self.notes),
+        }
+
+    def to_json(self, indent: int | None = 2, **view: int) -> str:
+        return json.dumps(self.to_dict(**view), indent=indent)
+
+    def _repr_html_(self) -> str:
+        import html
+        return (f'<div class="deeplite-like-profile"><pre>{html.escape(self.summary_text())}</pre>'
+                f"{self.aggregated_table()._repr_html_()}"
+                f"<details><summary>module tree</summary><pre>{html.escape(self.tree_text())}</pre></details></div>")
+
+    def save(self, output_file: str | os.PathLike, module_depth: int = -1, top_modules: int = 3,
+             detailed: bool = True, as_string: bool = True) -> Path:
+        """Write the report: ``.json`` as JSON, ``.html``/``.htm`` as HTML, anything else as text."""
+        path = Path(output_file)
+        suffix = path.suffix.lower()
+        if suffix == ".json":
+            text = self.to_json(module_depth=module_depth, top_modules=top_modules)
+        elif suffix in (".html", ".htm"):
+            text = self._repr_html_()
+        else:
+            text = self.to_text(module_depth, top_modules, detailed, as_string)
+        with open(path, "w", encoding="utf-8") as handle:
+            handle.write(text if text.endswith("\n") else text + "\n")
+        return path
