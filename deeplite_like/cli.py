@@ -1,54 +1,75 @@
-"""Command line: ``deeplite-like demo`` (also ``python -m deeplite_like demo``)."""
+"""Command line: ``deeplite-like`` (also ``python -m deeplite_like``).
+
+::
+
+    deeplite-like profile MODEL [--input-shape 1,3,224,224 | --inputs FILE] [--format html -o report.html]
+    deeplite-like compare MODEL_A MODEL_B [MODEL_C ...]
+    deeplite-like demo
+
+Each subcommand lives in ``deeplite_like.commands``. Errors are one line plus a hint on
+standard error; exit code 2 for a usage error, 1 for a failure while profiling (see
+``deeplite_like.commands.errors``); ``--verbose`` adds the traceback.
+"""
 from __future__ import annotations
 
 import argparse
 import sys
-from typing import Sequence
+import traceback
+from typing import IO, Sequence
+
+from deeplite_like.commands.errors import EXIT_FAILURE, CommandError
+
+PROG = "deeplite-like"
 
 
 def _demo(args: argparse.Namespace) -> int:
     """Profile every bundled teacher/student pair and print their compare reports."""
-    try:
-        import torch  # noqa: F401
-    except ImportError:
-        print("deeplite-like demo: the bundled models need PyTorch; install it with "
-              "pip install 'deeplite-like[torch]'", file=sys.stderr)
-        return 1
-    from deeplite_like import compare
-    from deeplite_like.backends.torch import TorchProfiler
-    from deeplite_like.zoo import ZOO, get
+    from deeplite_like.commands.demo import run
 
-    options = dict(batch_size=args.batch_size, min_run_time=args.min_run_time)
-    pairs = [(name, entry.student) for name, entry in ZOO.items() if entry.student and entry.framework == "torch"]
-    singles = [name for name, entry in ZOO.items() if not entry.student and not entry.teacher]
-    for name in singles:
-        entry = get(name)
-        profiler = TorchProfiler(entry.build(), entry.synthetic_splits(batch_size=args.batch_size), name=name)
-        print(profiler.compute_network_status(**options), end="\n\n")
-    for teacher_name, student_name in pairs:
-        profilers = []
-        for name in (teacher_name, student_name):
-            entry = get(name)
-            profilers.append(TorchProfiler(entry.build(), entry.synthetic_splits(batch_size=args.batch_size),
-                                           name=name))
-        print(compare(profilers, **options), end="\n\n")
-    return 0
+    return run(args)
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="deeplite-like", description="Profile and compare deep-learning models.")
-    commands = parser.add_subparsers(dest="command", required=True)
-    demo = commands.add_parser("demo", help="profile and compare the bundled example models")
-    demo.add_argument("--batch-size", type=int, default=1, help="samples per batch (default 1)")
-    demo.add_argument("--min-run-time", type=float, default=0.2,
-                      help="seconds of timed runs per model, after warm-up (default 0.2)")
-    demo.set_defaults(run=_demo)
+    from deeplite_like import __version__
+    from deeplite_like.commands import compare, demo, profile
+
+    parser = argparse.ArgumentParser(prog=PROG, description="Profile and compare deep-learning models: MACs, "
+                                     "FLOPs, parameters, size, memory and latency, per model and per layer.")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    profile.add_parser(commands)
+    compare.add_parser(commands)
+    demo.add_parser(commands)
+    commands.choices["demo"].set_defaults(run=_demo)
     return parser
 
 
+def report_error(error: BaseException, verbose: bool, stderr: IO[str]) -> int:
+    """Print ``error`` as one line plus a hint (and the traceback when ``verbose``); return the exit code."""
+    if verbose:
+        traceback.print_exception(type(error), error, error.__traceback__, file=stderr)
+    if isinstance(error, CommandError):
+        print(f"{PROG}: error: {error.message}", file=stderr)
+        if error.hint:
+            print(f"  hint: {error.hint}", file=stderr)
+        return error.exit_code
+    print(f"{PROG}: error: unexpected {type(error).__name__}: {error}", file=stderr)
+    if not verbose:
+        print("  hint: run again with --verbose for the traceback, and report it if it looks like a bug",
+              file=stderr)
+    return EXIT_FAILURE
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    return args.run(args)
+    """Run the command line with ``argv`` (default: ``sys.argv[1:]``); return the exit code."""
+    args = build_parser().parse_args(argv)  # usage errors exit here with code 2
+    try:
+        return args.run(args)
+    except KeyboardInterrupt:
+        print(f"\n{PROG}: interrupted", file=sys.stderr)
+        return 130
+    except Exception as error:  # every error becomes one line and an exit code; --verbose shows the rest
+        return report_error(error, getattr(args, "verbose", False), sys.stderr)
 
 
 if __name__ == "__main__":

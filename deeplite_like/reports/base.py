@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import abc
 import csv
-import html
 import io
 import json
 import os
@@ -47,7 +46,7 @@ class Report(abc.ABC):
 
     #: File extension -> method name used by :meth:`save`.
     FORMATS = {".json": "to_json", ".csv": "to_csv", ".md": "to_markdown", ".markdown": "to_markdown",
-               ".txt": "to_text", ".html": "_repr_html_", ".htm": "_repr_html_"}
+               ".txt": "to_text", ".html": "to_html", ".htm": "to_html"}
 
     @property
     @abc.abstractmethod
@@ -129,13 +128,22 @@ class Report(abc.ABC):
         return "\n".join(lines) + "\n"
 
     def _repr_html_(self) -> str:
-        """An HTML table for notebooks; every name and value is escaped."""
-        parts = ['<div class="deeplite-like-report">', self.to_table().get_html_string()]
-        notes = self._notes()
-        if notes:
-            parts.append("<ul>" + "".join(f"<li>{html.escape(note)}</li>" for note in notes) + "</ul>")
-        parts.append("</div>")
-        return "\n".join(parts)
+        """Rich HTML for notebooks (table, charts, notes; every name and value escaped).
+
+        Drawn by ``deeplite_like.reports.html.fragment``.
+        """
+        from deeplite_like.reports.html import fragment
+
+        return fragment(self)
+
+    def to_html(self, title: str | None = None) -> str:
+        """One self-contained HTML page: the table, its charts and notes (no network needed).
+
+        Drawn by ``deeplite_like.reports.html.to_html``, which also puts several reports on one page.
+        """
+        from deeplite_like.reports.html import to_html
+
+        return to_html(self, title=title)
 
     def save(self, path: str | os.PathLike) -> Path:
         """Write the report in the format named by the extension (.json .csv .md .txt .html)."""

@@ -137,7 +137,7 @@ def test_html_escapes_names_and_values():
 
 
 @pytest.mark.parametrize("suffix, method", [(".json", "to_json"), (".csv", "to_csv"), (".md", "to_markdown"),
-                                            (".txt", "to_text"), (".html", "_repr_html_")])
+                                            (".txt", "to_text"), (".html", "to_html")])
 def test_save_picks_the_format_from_the_extension(tmp_path, suffix, method):
     report = StatusReport("resnet", "torch", statuses())
     path = report.save(tmp_path / f"report{suffix}")

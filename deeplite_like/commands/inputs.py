@@ -1,0 +1,130 @@
+"""Model inputs on the command line: ``--input-shape`` (repeatable) or ``--inputs FILE``.
+
+Shapes include the batch axis (``1,3,224,224``); tensors made from shapes are drawn from a
+fixed seed (standard normal), so two runs see the same inputs. A PyTorch model gets torch
+tensors in the dtype of its first floating-point parameter; a Keras model gets float32 numpy
+arrays. ``--inputs`` reads real inputs: a ``.pt`` file (a tensor, a tuple / list of tensors, or a
+dict of keyword tensors; read with ``torch.load(weights_only=True)``), a ``.npy`` array or a
+``.npz`` archive (``arr_0, arr_1, ...`` positional, other names keyword).
+"""
+from __future__ import annotations
+
+import pickle
+import re
+from pathlib import Path
+from typing import Any
+
+from deeplite_like.commands.errors import UsageError
+from deeplite_like.commands.loading import LoadedModel
+
+SEED = 0
+_SHAPE = re.compile(r"^\s*\d+(\s*[,x]\s*\d+)*\s*$")
+
+
+def parse_shape(text: str) -> tuple[int, ...]:
+    """``'1,3,224,224'`` or ``'1x3x224x224'`` -> ``(1, 3, 224, 224)``; every size must be >= 1."""
+    if not _SHAPE.match(text or ""):
+        raise UsageError(f"bad input shape {text!r}: expected positive integers separated by commas, "
+                         "batch axis first", "e.g. --input-shape 1,3,224,224")
+    shape = tuple(int(part) for part in re.split(r"[,x]", text.replace(" ", "")))
+    if any(size < 1 for size in shape):
+        raise UsageError(f"bad input shape {text!r}: every size must be at least 1", "e.g. --input-shape 1,3,224,224")
+    return shape
+
+
+def resolve_inputs(loaded: LoadedModel, shapes: list[tuple[int, ...]] | None,
+                   inputs_file: str | None) -> tuple[tuple, dict]:
+    """The ``(args, kwargs)`` to profile ``loaded`` with: the file, the shapes, or the spec's default."""
+    if inputs_file is not None:
+        return _read_inputs(Path(inputs_file), loaded.framework)
+    if shapes:
+        return tuple(_random(shape, loaded) for shape in shapes), {}
+    if loaded.example is not None:
+        return loaded.example
+    if loaded.input_shapes:
+        return tuple(_random(shape, loaded) for shape in loaded.input_shapes), {}
+    raise UsageError(f"{loaded.spec!r}: the input shape of this model is not known",
+                     "pass --input-shape (batch axis first, e.g. --input-shape 1,3,224,224; repeat it for "
+                     "several inputs) or --inputs FILE")
+
+
+def _random(shape: tuple[int, ...], loaded: LoadedModel) -> Any:
+    if loaded.framework == "torch":
+        import torch
+
+        dtype = next((p.dtype for p in loaded.model.parameters() if p.is_floating_point()), torch.float32)
+        generator = torch.Generator().manual_seed(SEED)
+        return torch.randn(shape, generator=generator, dtype=torch.float32).to(dtype)
+    import numpy as np
+
+    return np.random.default_rng(SEED).standard_normal(shape, dtype=np.float32)
+
+
+def _read_inputs(path: Path, framework: str) -> tuple[tuple, dict]:
+    if not path.is_file():
+        raise UsageError(f"--inputs: no such file {str(path)!r}", "save inputs with torch.save(x, 'x.pt') or "
+                         "numpy.save('x.npy', x)")
+    suffix = path.suffix.lower()
+    if suffix in (".npy", ".npz"):
+        args, kwargs = _read_numpy(path)
+    elif suffix in (".pt", ".pth"):
+        args, kwargs = _read_torch(path)
+    else:
+        raise UsageError(f"--inputs {str(path)!r}: unknown input file type {suffix!r}",
+                         "use a .pt file (torch.save) or a .npy / .npz file (numpy.save / numpy.savez)")
+    return _convert(args, kwargs, framework)
+
+
+def _read_numpy(path: Path) -> tuple[tuple, dict]:
+    import numpy as np
+
+    try:
+        data = np.load(path, allow_pickle=False)
+    except ValueError as exc:  # numpy refuses object arrays without pickle
+        raise UsageError(f"--inputs {str(path)!r} cannot be read without unpickling code: {exc}",
+                         "save plain numeric arrays") from None
+    if isinstance(data, np.ndarray):
+        return (data,), {}
+    with data:
+        names = list(data.files)
+        positional = sorted((n for n in names if re.fullmatch(r"arr_\d+", n)), key=lambda n: int(n[4:]))
+        return tuple(data[n] for n in positional), {n: data[n] for n in names if n not in positional}
+
+
+def _read_torch(path: Path) -> tuple[tuple, dict]:
+    try:
+        import torch
+    except ImportError:
+        raise UsageError(f"--inputs {str(path)!r} is a PyTorch file, and torch is not installed here",
+                         "install it with: pip install 'deeplite-like[torch]', or save the inputs with numpy") from None
+    try:
+        data = torch.load(str(path), map_location="cpu", weights_only=True)
+    except pickle.UnpicklingError:
+        raise UsageError(f"--inputs {str(path)!r} holds pickled Python objects; loading it would run code from "
+                         "the file, so deeplite-like refuses to", "save tensors only: torch.save((x, mask), path)") \
+            from None
+    except (RuntimeError, EOFError, OSError) as exc:
+        raise UsageError(f"cannot read --inputs {str(path)!r} as a PyTorch file: {exc}", "save it with torch.save")\
+            from None
+    if isinstance(data, torch.Tensor):
+        return (data,), {}
+    if isinstance(data, (tuple, list)) and all(isinstance(x, torch.Tensor) for x in data):
+        return tuple(data), {}
+    if isinstance(data, dict) and all(isinstance(k, str) and isinstance(v, torch.Tensor) for k, v in data.items()):
+        return (), dict(data)
+    raise UsageError(f"--inputs {str(path)!r} holds a {type(data).__name__} that is not a tensor, a tuple of "
+                     "tensors or a dict of named tensors", "torch.save(x, path) or torch.save({'input_ids': ids}, path)")
+
+
+def _convert(args: tuple, kwargs: dict, framework: str) -> tuple[tuple, dict]:
+    """Numpy arrays to torch tensors for a torch model; torch tensors to numpy for a Keras model."""
+    def convert(value: Any) -> Any:
+        if framework == "torch" and type(value).__module__ == "numpy":
+            import torch
+
+            return torch.from_numpy(value)
+        if framework != "torch" and type(value).__module__.startswith("torch"):
+            return value.numpy()
+        return value
+
+    return tuple(convert(a) for a in args), {k: convert(v) for k, v in kwargs.items()}

@@ -1,0 +1,97 @@
+"""Command-line options shared by ``profile``, ``compare`` and ``demo``, and their parsing."""
+from __future__ import annotations
+
+import argparse
+
+from deeplite_like.commands.output import FORMATS, LayerView
+from deeplite_like.commands.run import RunOptions
+
+
+def positive_int(text: str) -> int:
+    """An argparse type: an int >= 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {value}")
+    return value
+
+
+def non_negative_int(text: str) -> int:
+    """An argparse type: an int >= 0."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 0, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 0, got {value}")
+    return value
+
+
+def positive_float(text: str) -> float:
+    """An argparse type: a float > 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds > 0, got {text!r}") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds > 0, got {value}")
+    return value
+
+
+def metric_list(text: str) -> tuple[str, ...]:
+    """An argparse type: ``'macs,flops'`` -> ``('macs', 'flops')``."""
+    names = tuple(part.strip() for part in text.split(",") if part.strip())
+    if not names:
+        raise argparse.ArgumentTypeError("expected metric names separated by commas, e.g. macs,flops,params")
+    return names
+
+
+def add_common_options(parser: argparse.ArgumentParser) -> None:
+    """Options every command takes: output, format, progress, verbosity."""
+    out = parser.add_argument_group("output")
+    out.add_argument("--format", choices=FORMATS, default=None,
+                     help="table (default), json, csv, markdown or html; default: from --output's extension")
+    out.add_argument("--output", "-o", metavar="FILE", default=None,
+                     help="write the report to FILE instead of standard output")
+    out.add_argument("--depth", type=non_negative_int, metavar="N", default=None,
+                     help="per-layer table: modules at most N levels deep (the model is level 0)")
+    out.add_argument("--top", type=positive_int, metavar="K", default=None,
+                     help="per-layer table: the K leaf modules with the most MACs")
+    out.add_argument("--no-progress", action="store_true",
+                     help="never draw a progress bar (it is drawn only on a terminal anyway)")
+    out.add_argument("--verbose", "-v", action="store_true", help="on an error, show the full traceback")
+
+
+def add_measure_options(parser: argparse.ArgumentParser, model_options: bool = True) -> None:
+    """Options saying what to measure and on which inputs."""
+    group = parser.add_argument_group("measurement")
+    if model_options:
+        group.add_argument("--input-shape", action="append", metavar="SHAPE", default=None,
+                           help="input shape, batch axis first (1,3,224,224); repeat it for several inputs")
+        group.add_argument("--inputs", metavar="FILE", default=None,
+                           help="real inputs: a .pt file (tensor, tuple or dict of tensors) or .npy / .npz")
+        group.add_argument("--model-args", metavar="JSON", default=None,
+                           help='arguments of a factory: a JSON object of keywords, e.g. \'{"num_classes": 10}\'')
+        group.add_argument("--weights", metavar="FILE", default=None,
+                           help="a PyTorch state_dict file to load into the model a factory builds")
+    group.add_argument("--batch-size", type=positive_int, metavar="N", default=None,
+                       help="samples per batch (inputs are resized by taking real samples); default: the inputs'")
+    group.add_argument("--device", choices=("cpu", "cuda", "meta"), default="cpu",
+                       help="where to run; meta counts without running (no memory, no timing)")
+    group.add_argument("--backward", action="store_true", help="count the backward pass too (a training step)")
+    group.add_argument("--metrics", type=metric_list, metavar="LIST", default=None,
+                       help="comma-separated metrics: macs, flops, params, size, memory, time, layers or any "
+                            "status key (default: all)")
+    group.add_argument("--min-run-time", type=positive_float, metavar="SECONDS", default=0.2,
+                       help="seconds of timed runs per model, after warm-up (default 0.2)")
+
+
+def run_options(args: argparse.Namespace) -> RunOptions:
+    return RunOptions(batch_size=args.batch_size, device=args.device, backward=args.backward,
+                      metrics=args.metrics, min_run_time=args.min_run_time)
+
+
+def layer_view(args: argparse.Namespace) -> LayerView:
+    return LayerView(depth=args.depth, top=args.top)

@@ -1,0 +1,38 @@
+"""``deeplite-like profile MODEL``: one model's metrics and per-layer table."""
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import IO
+
+from deeplite_like.commands.inputs import parse_shape, resolve_inputs
+from deeplite_like.commands.loading import FORMS_HINT, load_model, parse_model_args
+from deeplite_like.commands.options import add_common_options, add_measure_options, layer_view, run_options
+from deeplite_like.commands.output import render_profile, resolve_format, write
+from deeplite_like.commands.progress import Progress
+from deeplite_like.commands.run import execute, prepare
+
+
+def add_parser(commands: argparse._SubParsersAction) -> None:
+    parser = commands.add_parser("profile", help="profile one model", description="Profile one model: MACs, FLOPs, "
+                                 "parameters, size, memory, latency, and where they go per layer.",
+                                 epilog=FORMS_HINT)
+    parser.add_argument("model", metavar="MODEL", help="what to profile (see below)")
+    add_measure_options(parser)
+    add_common_options(parser)
+    parser.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace, stdout: IO[str] | None = None, stderr: IO[str] | None = None) -> int:
+    stdout, stderr = stdout or sys.stdout, stderr or sys.stderr
+    fmt = resolve_format(args.format, args.output)
+    shapes = [parse_shape(text) for text in args.input_shape or []]
+    model_args = parse_model_args(args.model_args)
+    loaded = load_model(args.model, model_args, args.weights)
+    prepared = prepare(loaded, resolve_inputs(loaded, shapes, args.inputs), run_options(args))
+    with Progress(prepared.steps, stream=stderr, enabled=False if args.no_progress else None) as progress:
+        result = execute(prepared, progress)
+    written = write(render_profile(result, fmt, layer_view(args), args.output), args.output, stdout)
+    if written:
+        print(f"wrote {', '.join(written)}", file=stderr)
+    return 0

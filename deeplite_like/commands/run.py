@@ -1,0 +1,254 @@
+"""Profiling one loaded model for the command line: pick the metrics, run them with progress.
+
+The result is the same objects the Python API returns: the profiler's status keys (for a
+``StatusReport`` or a ``CompareReport``) and its per-layer ``TableReport``.
+"""
+from __future__ import annotations
+
+import difflib
+import inspect
+from dataclasses import dataclass, field
+from typing import Any
+
+from deeplite_like.commands.errors import ProfilingFailed, UsageError
+from deeplite_like.commands.loading import LoadedModel
+from deeplite_like.commands.progress import Progress
+from deeplite_like.reports import StatusReport, TableReport
+from deeplite_like.status import Metric, StatusKey
+
+LAYERS_KEY = "layerwise_summary"
+LATENCY_COLUMN = "latency_s"
+TIMING_KEYS = ("execution_time", "throughput")
+
+#: Short names accepted by ``--metrics`` besides the status keys themselves.
+ALIASES = {
+    "params": ("total_params", "trainable_params"),
+    "size": ("model_size",),
+    "memory": ("peak_activation_memory", "memory_footprint"),
+    "time": ("execution_time", "throughput"),
+    "latency": ("execution_time",),
+    "layers": (LAYERS_KEY,),
+}
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    """What to measure and how (the command-line options, parsed).
+
+    Attributes:
+        batch_size: samples per batch (``None``: the inputs' own batch size).
+        device: ``'cpu'``, ``'cuda'`` or ``'meta'`` (count without running: no timing).
+        backward: count the backward pass too (MACs and FLOPs of a training step).
+        metrics: status keys or aliases to compute (``None``: every metric the backend has).
+        min_run_time: seconds of timed runs per model, after warm-up.
+    """
+
+    batch_size: int | None = None
+    device: str = "cpu"
+    backward: bool = False
+    metrics: tuple[str, ...] | None = None
+    min_run_time: float = 0.2
+
+
+@dataclass
+class ModelResult:
+    """One profiled model: its computed status keys, its per-layer table, and notes."""
+
+    name: str
+    spec: str
+    backend: str
+    statuses: dict[str, StatusKey]
+    layers: TableReport | None = None
+    notes: list[str] = field(default_factory=list)
+
+    def status_report(self, short_print: bool = True) -> StatusReport:
+        return StatusReport(self.name, self.backend, self.statuses, short_print=short_print)
+
+
+def expand_metrics(names: tuple[str, ...], known: tuple[str, ...]) -> list[str]:
+    """Status keys named by ``--metrics`` (aliases expanded, order kept, repeats dropped)."""
+    keys: list[str] = []
+    for name in names:
+        expanded = ALIASES.get(name, (name,))
+        for key in expanded:
+            if key not in known:
+                choices = sorted(set(known) | set(ALIASES))
+                close = difflib.get_close_matches(name, choices, n=1)
+                raise UsageError(f"--metrics: unknown metric {name!r}" + (f" (did you mean {close[0]!r}?)" if close else ""),
+                                 f"known metrics: {', '.join(choices)}")
+            if key not in keys:
+                keys.append(key)
+    return keys
+
+
+@dataclass
+class PreparedRun:
+    """A model's profiler with only the asked-for functions registered, and its arguments."""
+
+    loaded: LoadedModel
+    profiler: Any
+    wanted: list[str]
+    call_kwargs: dict[str, Any]
+    inputs: tuple[tuple, dict]
+    layer_times: bool = False
+
+    @property
+    def steps(self) -> int:
+        """Progress steps: one per registered profiler function, and one for the per-layer times."""
+        return len(self.profiler.functions) + int(self.layer_times)
+
+
+def prepare(loaded: LoadedModel, inputs: tuple[tuple, dict], options: RunOptions) -> PreparedRun:
+    """Place the model, build its profiler and keep the functions computing what ``options`` asks."""
+    args, kwargs = _place(loaded, inputs, options.device)
+    profiler = _profiler(loaded, args, kwargs)
+    wanted = _select(profiler, loaded, options)
+    call_kwargs = {"batch_size": options.batch_size, "backward": options.backward,
+                   "meta": options.device == "meta", "min_run_time": options.min_run_time}
+    accepted = {name for function in profiler.functions for name in inspect.signature(function).parameters}
+    call_kwargs = {k: v for k, v in call_kwargs.items() if k in accepted}
+    # Per-layer forward times: for a torch model's per-layer table, when latency is asked for.
+    layer_times = (loaded.framework == "torch" and LAYERS_KEY in wanted and "execution_time" in wanted
+                   and options.device != "meta")
+    return PreparedRun(loaded, profiler, wanted, call_kwargs, (args, kwargs), layer_times)
+
+
+def execute(run: PreparedRun, progress: Progress | None = None) -> ModelResult:
+    """Compute every registered function of ``run`` (one progress step each) and collect the result."""
+    loaded, profiler = run.loaded, run.profiler
+    for function in profiler.functions:
+        keys = [key.NAME for key in function.get_bounded_status_keys()]
+        what = ", ".join(_friendly(profiler, k) for k in keys)
+        if progress is not None:
+            progress.start(f"{loaded.name}: {what}")
+        try:
+            profiler.compute_status(keys[0], **run.call_kwargs)
+        except Exception as exc:
+            raise ProfilingFailed(f"profiling {loaded.name!r} failed while computing {what}: "
+                                  f"{type(exc).__name__}: {_first_line(exc)}", _failure_hint(exc, *run.inputs)) \
+                from exc
+        if progress is not None:
+            progress.advance()
+    statuses = {key: profiler.get_status(key) for key in run.wanted}
+    layers = statuses.pop(LAYERS_KEY, None)
+    table = layers.value if layers is not None else None
+    if table is not None and run.layer_times:
+        if progress is not None:
+            progress.start(f"{loaded.name}: time per layer")
+        try:
+            table = with_layer_times(table, loaded.model, *run.inputs)
+        except Exception as exc:
+            raise ProfilingFailed(f"profiling {loaded.name!r} failed while timing each layer: {type(exc).__name__}: "
+                                  f"{_first_line(exc)}", _failure_hint(exc, *run.inputs)) from exc
+        if progress is not None:
+            progress.advance()
+    notes = list(loaded.notes) + [f"not computed: {reason}" for reason in loaded.limits.values()]
+    return ModelResult(loaded.name, loaded.spec, profiler.backend_name, statuses, table, notes)
+
+
+def with_layer_times(table: TableReport, model: Any, args: tuple, kwargs: dict) -> TableReport:
+    """The per-layer table with a ``latency_s`` column: median forward seconds per module."""
+    from deeplite_like.commands.torch_layer_times import module_forward_times
+
+    times = module_forward_times(model, args, kwargs)
+    rows = [{**row, LATENCY_COLUMN: times.get(str(row["module"]))} for row in table.rows]
+    formatters = {**table.formatters, LATENCY_COLUMN: _format_seconds}
+    headers = {**table.headers, LATENCY_COLUMN: "Time"}
+    notes = [*table.notes, "Time: median forward wall time per module over 5 runs (children included; hooks add "
+                           "a few microseconds per module call)"]
+    return TableReport(table.title, [*table.columns, LATENCY_COLUMN], rows, formatters=formatters, headers=headers,
+                       notes=notes)
+
+
+def _format_seconds(value: Any) -> str:
+    from deeplite_like.units import format_number, scaled
+
+    if value is None:
+        return ""
+    number, unit = scaled(float(value), "seconds", "s")
+    return f"{format_number(number)} {unit}"
+
+
+def profile_loaded(loaded: LoadedModel, inputs: tuple[tuple, dict], options: RunOptions,
+                   progress: Progress | None = None) -> ModelResult:
+    """``prepare`` then ``execute``: profile ``loaded`` on ``inputs`` with ``options``."""
+    run = prepare(loaded, inputs, options)
+    if progress is not None:
+        progress.total = (progress.total or 0) + run.steps
+    return execute(run, progress)
+
+
+# ------------------------------------------------------------------------------ helpers
+def _place(loaded: LoadedModel, inputs: tuple[tuple, dict], device: str) -> tuple[tuple, dict]:
+    """Move a torch model and its inputs to ``cuda`` when asked (the model is the command's own copy)."""
+    if device != "cuda":
+        return inputs
+    if loaded.framework != "torch":
+        raise UsageError(f"--device cuda is supported for PyTorch models; {loaded.spec!r} is a {loaded.framework} "
+                         "model", "drop --device")
+    import torch
+    from torch.utils._pytree import tree_map
+
+    if not torch.cuda.is_available():
+        raise UsageError("--device cuda: this torch sees no CUDA device", "use --device cpu, or install a CUDA build "
+                         "of torch on a machine with a GPU")
+    loaded.model.to("cuda")
+    return tree_map(lambda x: x.to("cuda") if isinstance(x, torch.Tensor) else x, inputs)
+
+
+def _as_is(batch: Any) -> Any:
+    return batch
+
+
+def _profiler(loaded: LoadedModel, args: tuple, kwargs: dict) -> Any:
+    from deeplite_like import ForwardPass, Inputs, profiler_for
+
+    try:
+        if len(args) == 1 and not kwargs:
+            return profiler_for(loaded.model, {"test": [args[0]]}, name=loaded.name)
+        return profiler_for(loaded.model, {"test": [Inputs(args, kwargs)]}, name=loaded.name,
+                            forward_pass=ForwardPass(extract=_as_is))
+    except ImportError as exc:
+        raise UsageError(f"{loaded.spec!r}: {exc}", "install the extra named above") from None
+
+
+def _select(profiler: Any, loaded: LoadedModel, options: RunOptions) -> list[str]:
+    """Unregister the functions computing nothing asked for; return the keys to report."""
+    known = tuple(profiler.status_keys)
+    explicit = options.metrics is not None
+    wanted = expand_metrics(options.metrics, known) if explicit else list(known)
+    refused = dict(loaded.limits)
+    if options.device == "meta":
+        refused.update({key: "the meta device runs no arithmetic, so nothing can be timed" for key in TIMING_KEYS})
+    for key, reason in refused.items():
+        if key in wanted:
+            if explicit:
+                raise UsageError(f"--metrics {key}: {reason}", "leave it out of --metrics")
+            wanted.remove(key)
+    for function in profiler.functions:
+        if not any(key.NAME in wanted for key in function.get_bounded_status_keys()):
+            profiler.unregister_profiler_function(function)
+    return wanted
+
+
+def _friendly(profiler: Any, key: str) -> str:
+    status = profiler.get_status(key)
+    if isinstance(status, Metric):
+        return status.friendly_name().lower()
+    return key.replace("_", " ")
+
+
+def _failure_hint(exc: BaseException, args: tuple, kwargs: dict) -> str:
+    from deeplite_like.data import describe
+
+    text = str(exc).lower()
+    shown = describe(args) + (f", {describe(kwargs)}" if kwargs else "")
+    if any(word in text for word in ("shape", "size", "mat1", "dimension", "expected input", "channels")):
+        return f"the model got inputs {shown}; pass --input-shape or --inputs that fit it (--verbose shows the traceback)"
+    return f"the model got inputs {shown}; --verbose shows the traceback, and --metrics can leave a metric out"
+
+
+def _first_line(exc: BaseException, limit: int = 300) -> str:
+    text = str(exc).strip()
+    line = text.splitlines()[0] if text else ""
+    return line if len(line) <= limit else line[:limit] + "..."

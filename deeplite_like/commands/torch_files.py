@@ -1,0 +1,204 @@
+"""PyTorch models from files and from torchvision, loaded without running untrusted code.
+
+* A TorchScript archive (``torch.jit.save``) is loaded with ``torch.jit.load``: its code is
+  TorchScript, run by TorchScript's interpreter, not Python.
+* A ``torch.export`` archive (``.pt2``) is loaded with ``torch.export.load``; its sample
+  inputs, when saved, become the default inputs.
+* Anything else is read with ``torch.load(weights_only=True)``, which unpickles only tensors
+  and plain containers. A pickled module (``torch.save(model)``) needs its classes' code to
+  run and is refused, with what to do instead; a ``state_dict`` is weights without a model,
+  and the error says how to pair it with a factory (``--weights``).
+
+Imports torch; ``deeplite_like.commands.loading`` imports this module only for these forms.
+"""
+from __future__ import annotations
+
+import difflib
+import pickle
+import re
+import warnings
+import zipfile
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from deeplite_like.commands.errors import UsageError
+from deeplite_like.commands.loading import LoadedModel, require_framework
+
+_UNSUPPORTED_GLOBAL = re.compile(r"Unsupported global: GLOBAL ([\w.]+)")
+_WEIGHTS_UNPICKLER = re.compile(r"WeightsUnpickler error:\s*([^\n]+(?:\n(?!\n)[^\n]*)*)")
+_STATE_DICT_KEYS = ("state_dict", "model_state_dict", "model", "module", "net", "weights")
+SAVE_HINT = ("save the model in a form that loads without running Python code: TorchScript "
+             "(torch.jit.script(model).save('model.pt')) or torch.export "
+             "(torch.export.save(torch.export.export(model, (x,)), 'model.pt2')); or save "
+             "model.state_dict() and pass it with --weights FILE to the model's factory "
+             "(deeplite-like profile models.py:build --weights FILE)")
+
+
+def _torch(spec: str) -> Any:
+    require_framework("torch", spec)
+    import torch
+
+    return torch
+
+
+def _archive_members(path: Path) -> list[str]:
+    if not zipfile.is_zipfile(path):
+        return []
+    with zipfile.ZipFile(path) as archive:
+        return archive.namelist()
+
+
+def load_torch_file(spec: str, path: Path) -> LoadedModel:
+    """A TorchScript, ``torch.export`` or pickled PyTorch file (the last one only if it is safe)."""
+    torch = _torch(spec)
+    members = _archive_members(path)
+    name = path.stem
+    if any("/code/" in m for m in members) or any(m.endswith("/constants.pkl") for m in members):
+        with warnings.catch_warnings():  # torch.jit.load's deprecation notice is not the user's concern here
+            warnings.filterwarnings("ignore", message=r".*torch\.jit\.load.*deprecated", category=DeprecationWarning)
+            try:
+                model = torch.jit.load(str(path), map_location="cpu")
+            except RuntimeError as exc:
+                raise UsageError(f"{spec!r} looks like a TorchScript archive but cannot be loaded: "
+                                 f"{_first_line(exc)}", "re-save it with torch.jit.save") from None
+        loaded = LoadedModel(spec, name, "torch", model.eval())
+        loaded.limits["layerwise_summary"] = "a TorchScript module takes no forward hooks, so it has no per-layer table"
+        return loaded
+    if any(m.endswith("/archive_format") for m in members) or path.suffix.lower() == ".pt2":
+        return _load_exported(spec, path, torch)
+    return _refuse_pickle(spec, path, torch)
+
+
+def _load_exported(spec: str, path: Path, torch: Any) -> LoadedModel:
+    try:
+        program = torch.export.load(str(path))
+    except Exception as exc:  # torch raises RuntimeError, KeyError or ValueError on a bad archive
+        raise UsageError(f"{spec!r} is not a torch.export archive that this torch can read: "
+                         f"{type(exc).__name__}: {_first_line(exc)}",
+                         "save it with torch.export.save(torch.export.export(model, (x,)), 'model.pt2')") from None
+    model = program.module(check_guards=False)  # guards as a pre-hook, not a `_guards_fn` row per layer
+    # torch.export's module() replaces train()/eval() on the instance by methods that raise: the
+    # graph was traced in one mode and does not read the `training` flags. Removing the
+    # instance attributes gives back nn.Module's methods, so profiling can set and restore the
+    # flags as it does for every model; they change nothing in this graph.
+    for method in ("train", "eval"):
+        if method in vars(model):
+            delattr(model, method)
+    example = None
+    sample = getattr(program, "example_inputs", None)
+    if sample is not None:
+        args, kwargs = sample
+        example = (tuple(args), dict(kwargs))
+    loaded = LoadedModel(spec, path.stem, "torch", model, example=example)
+    loaded.notes.append("torch.export specialises shapes: the program runs only on inputs like those it was "
+                        "exported with, unless it was exported with dynamic_shapes")
+    return loaded
+
+
+def _refuse_pickle(spec: str, path: Path, torch: Any) -> LoadedModel:
+    """Read ``path`` with ``weights_only=True``; every outcome is an explained ``UsageError``."""
+    try:
+        content = torch.load(str(path), map_location="cpu", weights_only=True)
+    except pickle.UnpicklingError as exc:
+        match = _UNSUPPORTED_GLOBAL.search(str(exc))
+        if match is None:  # not a pickle the safe loader can follow at all (garbage, another format)
+            detail = _WEIGHTS_UNPICKLER.search(str(exc))
+            raise UsageError(f"cannot read {spec!r} as a PyTorch file: it is not a file torch.save wrote, or it "
+                             "holds objects that weights-only loading refuses"
+                             + (f" ({detail.group(1).strip()})" if detail else ""), SAVE_HINT) from None
+        raise UsageError(f"{spec!r} is a pickled Python object (it needs the Python class {match.group(1)}), such "
+                         "as torch.save(model) writes; loading it would run arbitrary code from the file "
+                         "(weights_only=False), so deeplite-like refuses to", SAVE_HINT) from None
+    except (RuntimeError, EOFError, ValueError, OSError) as exc:
+        raise UsageError(f"cannot read {spec!r} as a PyTorch file: {_first_line(exc)}", SAVE_HINT) from None
+    state_dict, where = _find_state_dict(content)
+    if state_dict is not None:
+        tensors = [k for k, v in state_dict.items() if isinstance(v, torch.Tensor)]
+        example = ", ".join(repr(k) for k in tensors[:3])
+        raise UsageError(f"{spec!r} holds a state_dict{where} (weights only, {len(tensors)} tensors such as "
+                         f"{example}), not a model: the code that builds the model is not in the file",
+                         "pass the file with --weights to the model's factory, e.g. "
+                         f"deeplite-like profile models.py:build --weights {path}")
+    raise UsageError(f"{spec!r} holds a {type(content).__name__}, not a model", SAVE_HINT)
+
+
+def _find_state_dict(content: Any) -> tuple[Mapping | None, str]:
+    """The ``state_dict`` in a loaded file: the file itself, or under a checkpoint key."""
+    if _is_state_dict(content):
+        return content, ""
+    if isinstance(content, Mapping):
+        for key in _STATE_DICT_KEYS:
+            if _is_state_dict(content.get(key)):
+                return content[key], f" under the key {key!r}"
+    return None, ""
+
+
+def _is_state_dict(value: Any) -> bool:
+    import torch
+
+    return (isinstance(value, Mapping) and bool(value) and all(isinstance(k, str) for k in value)
+            and any(isinstance(v, torch.Tensor) for v in value.values()))
+
+
+def load_state_dict_into(loaded: LoadedModel, weights: str) -> None:
+    """Load the ``state_dict`` in the file ``weights`` into ``loaded.model`` (strict key match)."""
+    torch = _torch(loaded.spec)
+    path = Path(weights)
+    if not path.is_file():
+        raise UsageError(f"--weights: no such file {weights!r}", "give the path of a saved state_dict")
+    try:
+        content = torch.load(str(path), map_location="cpu", weights_only=True)
+    except pickle.UnpicklingError:
+        raise UsageError(f"--weights {weights!r} is a pickled Python object, not plain weights; loading it "
+                         "would run arbitrary code, so deeplite-like refuses to",
+                         "save model.state_dict() instead of the model") from None
+    except (RuntimeError, EOFError, ValueError, OSError) as exc:
+        raise UsageError(f"cannot read --weights {weights!r} as a PyTorch file: {_first_line(exc)}",
+                         "save it with torch.save(model.state_dict(), path)") from None
+    state_dict, _ = _find_state_dict(content)
+    if state_dict is None:
+        raise UsageError(f"--weights {weights!r} holds a {type(content).__name__}, not a state_dict",
+                         "save it with torch.save(model.state_dict(), path)")
+    try:
+        loaded.model.load_state_dict(state_dict)
+    except RuntimeError as exc:
+        raise UsageError(f"--weights {weights!r} does not fit {loaded.spec!r}: {_first_line(exc, 300)}",
+                         "pass the factory and --model-args that built the saved model") from None
+    loaded.notes.append(f"weights loaded from {path.name}")
+
+
+def load_torchvision(spec: str, name: str, model_args: tuple[tuple, dict]) -> LoadedModel:
+    """``torchvision.models.get_model(name, weights=None, **kwargs)``: random weights, nothing downloaded."""
+    _torch(spec)
+    try:
+        import torchvision
+    except ImportError:
+        raise UsageError(f"{spec!r} needs torchvision, which is not installed here",
+                         "install it with: pip install torchvision (the release built for your torch)") from None
+    args, kwargs = model_args
+    if args:
+        raise UsageError(f"{spec!r}: torchvision models take keyword --model-args only (a JSON object)",
+                         'e.g. --model-args \'{"num_classes": 10}\'')
+    if "weights" in kwargs:
+        raise UsageError(f"{spec!r}: weights are never downloaded; the model is built with random weights",
+                         "drop 'weights' from --model-args")
+    available = torchvision.models.list_models()
+    if name not in available:
+        close = difflib.get_close_matches(name, available, n=3)
+        raise UsageError(f"{spec!r}: torchvision has no model named {name!r}",
+                         f"did you mean {', '.join(close)}?" if close else
+                         "see torchvision.models.list_models() for the names")
+    try:
+        model = torchvision.models.get_model(name, weights=None, **kwargs)
+    except TypeError as exc:
+        raise UsageError(f"{spec!r}: {exc}", "fix --model-args") from None
+    size = 299 if name == "inception_v3" else 224
+    loaded = LoadedModel(spec, name, "torch", model.eval(), input_shapes=[(1, 3, size, size)])
+    loaded.notes.append(f"random weights (nothing downloaded); default input 1x3x{size}x{size}")
+    return loaded
+
+
+def _first_line(exc: BaseException, limit: int = 200) -> str:
+    text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    return text if len(text) <= limit else text[:limit] + "..."

@@ -1,0 +1,348 @@
+"""Rich HTML for reports: one self-contained file (``to_html``) or a notebook fragment (``fragment``).
+
+A document holds, per report, its table and the charts that say the same thing at a glance:
+
+* a ``StatusReport``: the summary table;
+* a ``CompareReport``: the compare table and a ratio chart (each metric of each model against
+  the reference, log scale, green where better, red where worse);
+* a per-layer ``TableReport`` (columns ``module`` and ``macs``): bar charts of where the MACs,
+  the parameters, the output memory and (when the table has a ``*_s`` column) the time go, over
+  the leaf modules, and the table itself, sortable by clicking a column header.
+
+Everything is inline: CSS in a ``<style>``, charts as SVG drawn in Python
+(``deeplite_like.reports.charts``), a few lines of JavaScript for sorting. The file loads
+nothing from the network and reads the same without JavaScript (only sorting needs it).
+"""
+from __future__ import annotations
+
+import html
+import re
+from collections.abc import Sequence
+
+from deeplite_like.changes import is_number
+from deeplite_like.reports.base import Report
+from deeplite_like.reports.charts import Bar, RatioBar, bar_chart, ratio_chart
+from deeplite_like.reports.compare import CompareReport
+from deeplite_like.reports.status import StatusReport
+from deeplite_like.reports.table import TableReport
+from deeplite_like.units import format_bytes, format_number, scaled
+
+__all__ = ["document", "fragment", "is_layer_table", "layer_charts", "report_section", "to_html"]
+
+TOP_BARS = 12  # bars per per-layer chart; the rest are summed into one "other" bar
+
+CSS = """
+.deeplite-like-report { font-family: system-ui, -apple-system, 'Segoe UI', Roboto, sans-serif; color: #1f2933;
+  line-height: 1.4; }
+.deeplite-like-report h1 { font-size: 1.6em; margin: 0 0 .2em; }
+.deeplite-like-report h2 { font-size: 1.25em; margin: 1.6em 0 .5em; border-bottom: 1px solid #d9e2ec;
+  padding-bottom: .2em; }
+.deeplite-like-report .subtitle { color: #52606d; margin: 0 0 1em; }
+.deeplite-like-report nav a { margin-right: 1em; color: #2f5f98; text-decoration: none; }
+.deeplite-like-report table { border-collapse: collapse; margin: .5em 0; font-size: .9em; }
+.deeplite-like-report caption { text-align: left; font-weight: 600; padding: .3em 0; }
+.deeplite-like-report th, .deeplite-like-report td { padding: .25em .7em; border-bottom: 1px solid #e4e7eb;
+  text-align: left; white-space: nowrap; }
+.deeplite-like-report th { background: #f0f4f8; position: sticky; top: 0; }
+.deeplite-like-report td.num, .deeplite-like-report th.num { text-align: right; font-variant-numeric: tabular-nums; }
+.deeplite-like-report tbody tr:nth-child(even) { background: #f9fafb; }
+.deeplite-like-report table.sortable th { cursor: pointer; user-select: none; }
+.deeplite-like-report table.sortable th:hover { background: #d9e2ec; }
+.deeplite-like-report th[aria-sort=descending]::after { content: " \\25BC"; font-size: .8em; }
+.deeplite-like-report th[aria-sort=ascending]::after { content: " \\25B2"; font-size: .8em; }
+.deeplite-like-report td.better { color: #2e7d32; } .deeplite-like-report td.worse { color: #c62828; }
+.deeplite-like-report .charts { display: flex; flex-wrap: wrap; align-items: flex-start; gap: 1em 2em;
+  margin: .5em 0 1em; }
+.deeplite-like-report .chart { max-width: 100%; height: auto; }
+.deeplite-like-report ul.notes { color: #52606d; font-size: .85em; margin: .3em 0 1em; padding-left: 1.2em; }
+.deeplite-like-report .scroll { max-height: 36em; overflow: auto; display: inline-block; max-width: 100%; }
+.deeplite-like-report details > summary { cursor: pointer; color: #2f5f98; margin: .5em 0; }
+"""
+
+# Sorting: click (or Enter on) a header; numbers sort by their raw value (data-value), largest
+# first; text alphabetically; a second click reverses. Ties keep the table's order.
+SORT_JS = """
+(function () {
+  function keyOf(cell) {
+    var raw = cell.getAttribute('data-value');
+    if (raw !== null && raw !== '' && !isNaN(Number(raw))) return {num: true, v: Number(raw)};
+    return {num: false, v: cell.textContent.trim().toLowerCase()};
+  }
+  function sortBy(th) {
+    var table = th.closest('table'), body = table.tBodies[0], col = th.cellIndex;
+    var rows = Array.prototype.slice.call(body.rows);
+    var numeric = th.classList.contains('num');
+    var current = th.getAttribute('aria-sort');
+    var dir = current ? (current === 'descending' ? 'ascending' : 'descending') : (numeric ? 'descending' : 'ascending');
+    var sign = dir === 'ascending' ? 1 : -1;
+    var keyed = rows.map(function (row, i) { return {row: row, i: i, k: keyOf(row.cells[col])}; });
+    keyed.sort(function (a, b) {
+      if (a.k.v === b.k.v) return a.i - b.i;
+      if (a.k.num !== b.k.num) return a.k.num ? -1 : 1;
+      return (a.k.v < b.k.v ? -1 : 1) * sign;
+    });
+    keyed.forEach(function (item) { body.appendChild(item.row); });
+    Array.prototype.forEach.call(th.parentNode.cells, function (other) { other.removeAttribute('aria-sort'); });
+    th.setAttribute('aria-sort', dir);
+  }
+  Array.prototype.forEach.call(document.querySelectorAll('table.sortable th'), function (th) {
+    if (th.dataset.sortable) return;
+    th.dataset.sortable = '1';
+    th.tabIndex = 0;
+    th.addEventListener('click', function () { sortBy(th); });
+    th.addEventListener('keydown', function (e) {
+      if (e.key === 'Enter' || e.key === ' ') { e.preventDefault(); sortBy(th); }
+    });
+  });
+})();
+"""
+
+# Per-layer columns charted: column -> (title, unit kind, base unit, additive over leaves).
+LAYER_CHART_COLUMNS = {
+    "macs": ("Where the MACs go", "count", "MACs", True),
+    "params": ("Where the parameters are", "count", "params", True),
+    "activation_bytes": ("Output memory per module", "bytes", "B", False),
+}
+_TIME_COLUMN = re.compile(r"(^|_)(time|latency|duration)(_s)?$|_s$")
+
+
+def _e(text: object) -> str:
+    return html.escape(str(text), quote=True)
+
+
+def _format(value: float, kind: str, unit: str) -> str:
+    if kind == "bytes":
+        return format_bytes(int(value))
+    number, label = scaled(value, kind, unit if unit != "params" else "")
+    if kind == "count" and label == unit.replace("params", "") and float(number).is_integer():
+        number = int(number)  # 650 parameters, not 650.0
+    return f"{format_number(number)} {label}".rstrip()
+
+
+# ------------------------------------------------------------------------------ tables
+def _depth(name: str) -> int:
+    return 0 if name == "" else name.count(".") + 1
+
+
+def qualified_names(rows: Sequence[dict]) -> list[str]:
+    """The rows' qualified module names (``""`` the model, ``"layer1.0.conv1"``).
+
+    A per-layer table keys its rows by qualified name; one that shows indented short names
+    instead (``"(model)"``, ``"  layer1"``, ``"    conv1"``, two spaces per level) has them
+    rebuilt from the indentation.
+    """
+    names = [str(row["module"]) for row in rows]
+    if not any(name == "(model)" or name.startswith(" ") for name in names):
+        return names
+    result: list[str] = []
+    stack: list[str] = []
+    for name in names:
+        if name == "(model)":
+            result.append("")
+            stack = []
+            continue
+        depth = max(1, (len(name) - len(name.lstrip(" "))) // 2)
+        stack = stack[:depth - 1] + [name.strip()]
+        result.append(".".join(stack))
+    return result
+
+
+def is_layer_table(report: Report) -> bool:
+    """A per-layer summary: a ``TableReport`` whose rows are keyed by qualified module name."""
+    return isinstance(report, TableReport) and "module" in report.columns and "macs" in report.columns
+
+
+NUM = ' class="num"'
+
+
+def _table(report: Report, sortable: bool, caption: bool = True) -> str:
+    header = report._header()
+    rows = report._display_rows()
+    right = report._right_aligned()
+    raw = report.rows if isinstance(report, TableReport) else None
+    columns = report.columns if isinstance(report, TableReport) else None
+    names = qualified_names(raw) if raw is not None and columns is not None and "module" in columns else None
+    verdicts = _compare_verdicts(report)
+    parts = [f'<table class="{"sortable" if sortable else "static"}">',
+             f"<caption>{_e(report.title)}</caption>" if caption else "", "<thead><tr>"]
+    parts += [f'<th scope="col"{NUM if i in right else ""}>{_e(name)}</th>' for i, name in enumerate(header)]
+    parts.append("</tr></thead><tbody>")
+    for r, row in enumerate(rows):
+        cells = []
+        for c, text in enumerate(row):
+            attributes = []
+            classes = ["num"] if c in right else []
+            if verdicts and (r, c) in verdicts:
+                classes.append(verdicts[(r, c)])
+            if classes:
+                attributes.append(f'class="{" ".join(classes)}"')
+            if raw is not None and columns is not None:
+                value = raw[r][columns[c]]
+                if is_number(value):
+                    attributes.append(f'data-value="{float(value)!r}"')
+                if columns[c] == "module" and names is not None:
+                    attributes.append(f'style="padding-left: {0.7 + 1.2 * _depth(names[r]):.1f}em" '
+                                      f'title="{_e(names[r])}"')
+            cells.append(f"<td{' ' + ' '.join(attributes) if attributes else ''}>{_e(text)}</td>")
+        parts.append("<tr>" + "".join(cells) + "</tr>")
+    parts.append("</tbody></table>")
+    return "".join(parts)
+
+
+def _compare_verdicts(report: Report) -> dict[tuple[int, int], str]:
+    """``(row, column) -> 'better' | 'worse'`` for the change cells of a compare table."""
+    if not isinstance(report, CompareReport):
+        return {}
+    marks = {}
+    for r, row in enumerate(report.rows):
+        for i, change in enumerate(row.changes):
+            if change.verdict in ("better", "worse"):
+                marks[(r, 4 + 2 * i)] = change.verdict
+    return marks
+
+
+def _notes(report: Report) -> str:
+    notes = report._notes()
+    if not notes:
+        return ""
+    return '<ul class="notes">' + "".join(f"<li>{_e(note)}</li>" for note in notes) + "</ul>"
+
+
+# ------------------------------------------------------------------------------ charts
+def _leaves(names: Sequence[str]) -> list[int]:
+    """Indices of rows with no descendant among the rows (the root counts only when alone)."""
+    leaves = []
+    for index, name in enumerate(names):
+        prefix = name + "."
+        if name == "" and len(names) > 1:
+            continue
+        if not any(other.startswith(prefix) for other in names if other != name):
+            leaves.append(index)
+    return leaves
+
+
+def _time_columns(report: TableReport) -> list[str]:
+    return [c for c in report.columns if c not in LAYER_CHART_COLUMNS and _TIME_COLUMN.search(c)
+            and any(is_number(row[c]) for row in report.rows)]
+
+
+def layer_charts(report: TableReport, top: int = TOP_BARS) -> list[str]:
+    """SVG bar charts of where MACs, parameters, output memory and time go, over leaf modules."""
+    names = qualified_names(report.rows)
+    leaves = _leaves(names)
+    root = next((row for row, name in zip(report.rows, names) if name == ""), None)
+    specs = {c: spec for c, spec in LAYER_CHART_COLUMNS.items() if c in report.columns}
+    for column in _time_columns(report):
+        specs[column] = ("Where the time goes", "seconds", "s", True)
+    charts = []
+    for column, (title, kind, unit, additive) in specs.items():
+        values = [(names[i], float(report.rows[i][column])) for i in leaves if is_number(report.rows[i][column])]
+        if not any(v > 0 for _, v in values):
+            continue
+        total = float(root[column]) if additive and root is not None and is_number(root[column]) else \
+            (sum(v for _, v in values) if additive else 0.0)
+        values.sort(key=lambda item: -item[1])
+        nonzero = [item for item in values if item[1] > 0]
+        shown, rest = nonzero[:top], nonzero[top:]
+
+        def text(value: float) -> str:
+            share = f" ({format_number(100 * value / total, 3)} %)" if additive and total > 0 else ""
+            return _format(value, kind, unit) + share
+
+        bars = [Bar(name or "(model)", value, text(value)) for name, value in shown]
+        if rest and additive:  # a sum of outputs of different modules would mean nothing
+            rest_value = sum(v for _, v in rest)
+            bars.append(Bar(f"{len(rest)} other modules", rest_value, text(rest_value), tone="rest"))
+        if additive and root is not None:
+            outside = total - sum(v for _, v in values)
+            if outside > 0.5e-9 * max(total, 1):
+                bars.append(Bar("(outside leaf modules)", outside, text(outside), tone="rest",
+                                tooltip="run directly in a parent module's forward, not inside any leaf module"))
+        zero = len(values) - len(nonzero)
+        subtitle = (f"{len(values)} leaf modules" + (f", top {len(shown)}" if rest else "")
+                    + (f", {zero} at 0 not shown" if zero else "")
+                    + (f"; total {_format(total, kind, unit)}" if additive and total > 0 else ""))
+        charts.append(bar_chart(f"{title}: {report.title.split(': ', 1)[-1]}", bars, subtitle=subtitle))
+    return charts
+
+
+def compare_chart(report: CompareReport) -> str:
+    """A ratio chart of every ratio-compared metric of every model against the reference."""
+    bars = []
+    several = len(report.names) > 2
+    for row in report.rows:
+        if row.comparative not in ("lower is better", "higher is better"):
+            continue
+        for name, change in zip(report.names[1:], row.changes):
+            if change.ratio is None or not change.ratio > 0:
+                continue
+            bars.append(RatioBar(name if several else row.name, float(change.ratio), change.text, change.verdict,
+                                 group=row.name if several else ""))
+    if not bars:
+        return ""
+    others = ", ".join(report.names[1:])
+    return ratio_chart(f"{others} against {report.reference}", bars,
+                       subtitle="ratio to the reference, log scale; green is better, red is worse")
+
+
+# ------------------------------------------------------------------------------ assembly
+def _charts_block(charts: Sequence[str]) -> str:
+    charts = [c for c in charts if c]
+    return '<div class="charts">' + "\n".join(charts) + "</div>" if charts else ""
+
+
+def report_section(report: Report, anchor: str = "", heading: bool = True, collapse_table: bool = False) -> str:
+    """One report as an HTML ``<section>``: heading, charts, table, notes."""
+    parts = [f'<section id="{_e(anchor)}">' if anchor else "<section>"]
+    if heading:
+        parts.append(f"<h2>{_e(report.title)}</h2>")
+    if isinstance(report, CompareReport):
+        parts += [f'<div class="scroll">{_table(report, sortable=False, caption=not heading)}</div>',
+                  _charts_block([compare_chart(report)])]
+    elif is_layer_table(report):
+        table = f'<div class="scroll">{_table(report, sortable=True, caption=not heading)}</div>'
+        if collapse_table:
+            table = f"<details><summary>per-layer table ({len(report.rows)} rows, sortable)</summary>{table}</details>"
+        parts += [_charts_block(layer_charts(report)), table]
+    else:
+        parts.append(_table(report, sortable=isinstance(report, TableReport), caption=not heading))
+    parts.append(_notes(report))
+    parts.append("</section>")
+    return "\n".join(p for p in parts if p)
+
+
+def document(title: str, sections: Sequence[str], subtitle: str = "", nav: Sequence[tuple[str, str]] = ()) -> str:
+    """A complete, self-contained HTML page around ``sections`` (HTML strings)."""
+    from deeplite_like import __version__
+
+    links = " ".join(f'<a href="#{_e(anchor)}">{_e(label)}</a>' for anchor, label in nav)
+    return "\n".join([
+        "<!DOCTYPE html>", '<html lang="en">', "<head>", '<meta charset="utf-8">',
+        '<meta name="viewport" content="width=device-width, initial-scale=1">',
+        f"<title>{_e(title)}</title>", f"<style>body {{ margin: 2em; background: #fff; }}{CSS}</style>", "</head>",
+        '<body><div class="deeplite-like-report">', f"<h1>{_e(title)}</h1>",
+        f'<p class="subtitle">{_e(subtitle + " - " if subtitle else "")}deeplite-like {_e(__version__)}; '
+        "a self-contained page: no script or style is loaded from elsewhere</p>",
+        f"<nav>{links}</nav>" if len(nav) > 1 else "",
+        *sections,
+        f"</div><script>{SORT_JS}</script>", "</body>", "</html>", ""])
+
+
+def to_html(*reports: Report, title: str | None = None, subtitle: str = "") -> str:
+    """One self-contained HTML page showing ``reports`` in order (tables, charts, notes)."""
+    if not reports:
+        raise ValueError("to_html needs at least one report")
+    for report in reports:
+        if not isinstance(report, Report):
+            raise TypeError(f"to_html renders Report objects, got {type(report).__name__}")
+    anchors = [f"section-{index + 1}" for index in range(len(reports))]
+    sections = [report_section(report, anchor) for report, anchor in zip(reports, anchors)]
+    nav = [(anchor, report.title) for anchor, report in zip(anchors, reports)]
+    return document(title or reports[0].title, sections, subtitle=subtitle, nav=nav)
+
+
+def fragment(report: Report) -> str:
+    """The report as an HTML ``<div>`` for notebooks: scoped style, charts, table, notes, sorting."""
+    body = report_section(report, heading=False)
+    return (f'<div class="deeplite-like-report"><style>{CSS}</style>\n{body}\n'
+            f"<script>{SORT_JS}</script></div>")

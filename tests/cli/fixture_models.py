@@ -1,0 +1,50 @@
+"""Small models named by the command-line tests as ``tests.cli.fixture_models:NAME``.
+
+Costs used by the tests (batch 2, ``tiny`` = Linear(4, 3)):
+    MACs  = batch * in * out = 2 * 4 * 3 = 24
+    FLOPs = 2 * MACs + bias adds (batch * out = 6) = 54
+"""
+import torch
+from torch import nn
+
+
+def tiny() -> nn.Module:
+    """Linear(4, 3), weights from seed 0."""
+    torch.manual_seed(0)
+    return nn.Linear(4, 3)
+
+
+def tiny_with_example():
+    """``(model, example)``: the factory also says what the model takes (a batch of 2)."""
+    return tiny(), torch.ones(2, 4)
+
+
+def mlp(hidden: int = 5, depth: int = 1) -> nn.Module:
+    """Linear(4, hidden) -> ReLU -> ... -> Linear(hidden, 2)."""
+    layers = [nn.Linear(4, hidden), nn.ReLU()]
+    for _ in range(depth - 1):
+        layers += [nn.Linear(hidden, hidden), nn.ReLU()]
+    return nn.Sequential(*layers, nn.Linear(hidden, 2))
+
+
+class TwoInputs(nn.Module):
+    """``forward(x, y) = fc(x) + y``: needs two inputs."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(4, 3)
+
+    def forward(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        return self.fc(x) + y
+
+
+def broken() -> nn.Module:
+    raise RuntimeError("the factory itself is broken")
+
+
+def not_a_model() -> str:
+    return "a string"
+
+
+INSTANCE = nn.Linear(4, 3)
+NUMBER = 42
