@@ -124,3 +124,16 @@ def test_layerwise_summary_rows(lenet):
     assert rows["features"]["macs"] == 357_600 and rows[""]["macs"] == LENET_MACS
     assert rows[""]["params"] == LENET_PARAMS and len(rows) == 15  # root + 2 Sequentials + 12 layers
     assert "(model)" in str(summary) and '"module": "features.0"' in summary.to_json()
+
+
+def test_exported_and_scripted_models_profile():
+    model = torch.nn.Sequential(torch.nn.Linear(4, 3), torch.nn.ReLU())
+    x = torch.randn(2, 4)
+    exported = torch.export.export(model, (x,)).module()
+    scripted = torch.jit.script(model)
+    for candidate in (exported, scripted):
+        profiler = TorchProfiler.from_inputs(candidate, x)
+        # Linear(4, 3) at batch 2: 2*4*3 = 24 MACs
+        assert profiler.compute_status("macs", batch_size=2) == 24
+        assert profiler.compute_status("peak_activation_memory", batch_size=2) > 0
+        assert profiler.compute_status("execution_time", batch_size=2, min_run_time=0.01) > 0

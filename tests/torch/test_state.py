@@ -100,3 +100,11 @@ def test_model_device():
         model_device(split)
     with pytest.raises(TypeError, match="expects a torch.nn.Module"):
         model_device(object())
+
+
+def test_torchscript_module_is_restored_without_error():
+    scripted = torch.jit.script(nn.Sequential(nn.Linear(3, 2), nn.ReLU()))
+    scripted.train()
+    with preserved_model_state(scripted):
+        scripted.eval()
+    assert scripted.training

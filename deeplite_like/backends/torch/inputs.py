@@ -51,7 +51,10 @@ def inference_mode_of(model: torch.nn.Module, mode: str = "eval") -> Iterator[No
         raise ValueError(f"mode must be 'eval' or 'train', got {mode!r}")
     flags = [(m, m.training) for m in model.modules()]
     try:
-        model.train(mode == "train")
+        try:
+            model.train(mode == "train")
+        except NotImplementedError:  # torch.export modules have no train()/eval(): run them as exported
+            pass
         yield
     finally:
         for module, training in flags:

@@ -186,6 +186,8 @@ def preserved_model_state(model: nn.Module, restore_buffer_values: bool = False)
             for attr, saved in (("_parameters", snap.parameters), ("_buffers", snap.buffers),
                                 ("_modules", snap.modules)):
                 current = getattr(m, attr)
+                if not isinstance(current, dict):  # a ScriptModule's C++-backed view: Python cannot rebind it
+                    continue
                 if current.keys() != saved.keys() or any(current[k] is not v for k, v in saved.items()):
                     current.clear()
                     current.update(saved)
