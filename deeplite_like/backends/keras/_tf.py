@@ -22,7 +22,10 @@ Asking for the logs
     ``quiet=False`` to the helpers has the same effect.
 
 Caveat: while a call is silenced (the import: about 2 s once per process; a profile: well
-under a second), native output from other threads of the process is captured too.
+under a second), native output from other threads of the process is captured too. File
+descriptors are process-wide, so silenced blocks are serialised by a lock (re-entrant: a
+block may nest in the same thread): two threads cannot save and restore them in the wrong
+order and leave the process's output redirected.
 """
 from __future__ import annotations
 
@@ -31,6 +34,7 @@ import importlib
 import os
 import sys
 import tempfile
+import threading
 from types import ModuleType
 from typing import Iterator
 
@@ -42,6 +46,10 @@ def _should_silence(quiet: bool | None) -> bool:
     if quiet is not None:
         return quiet
     return USER_LOG_LEVEL_VARIABLE not in os.environ
+
+
+#: Held while file descriptors 1 and 2 are redirected (see the module docstring).
+_REDIRECTING = threading.RLock()
 
 
 class CapturedOutput:
@@ -62,6 +70,11 @@ def native_output_silenced(quiet: bool | None = None) -> Iterator[CapturedOutput
     if not _should_silence(quiet):
         yield captured
         return
+    with _REDIRECTING:
+        yield from _redirected(captured)
+
+
+def _redirected(captured: CapturedOutput) -> Iterator[CapturedOutput]:
     for stream in (sys.stdout, sys.stderr):
         with contextlib.suppress(AttributeError, ValueError, OSError):
             stream.flush()  # what Python buffered so far belongs before the redirect
@@ -88,8 +101,8 @@ def native_output_silenced(quiet: bool | None = None) -> Iterator[CapturedOutput
 
 def _import_quietly(name: str, quiet: bool | None, extra: str) -> ModuleType:
     module = sys.modules.get(name)
-    if module is not None:
-        return module
+    if module is not None and not getattr(getattr(module, "__spec__", None), "_initializing", False):
+        return module  # imported (a module another thread is still importing is waited for below)
     with native_output_silenced(quiet) as captured:
         try:
             return importlib.import_module(name)

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from deeplite_like.backends.keras._tf import import_keras
+from deeplite_like.backends.keras.counting.recorder import named_layers
 from deeplite_like.backends.keras.tensors import dtype_bytes
 
 keras = import_keras()
@@ -40,7 +41,11 @@ _STATE_SUFFIXES = ("scale", "zero_point")
 
 @dataclass(frozen=True)
 class WeightInfo:
-    """One weight: its path, kind (``'parameter'`` or ``'state'``), trainable now, elements, bytes."""
+    """One weight: its path, kind (``'parameter'`` or ``'state'``), trainable now, elements, bytes.
+
+    ``layer`` is the qualified name of the layer that created it (``counting.recorder.
+    named_layers``, as ``OpCount.by_module``; ``""``: the model itself).
+    """
 
     path: str
     kind: str
@@ -116,6 +121,7 @@ def _classified(model: keras.layers.Layer) -> list[tuple[Any, WeightInfo]]:
         for variable in getattr(layer, "_non_trainable_variables", ()):
             owner.setdefault(id(variable), layer)
     trainable_now = {id(v) for v in model.trainable_weights}  # Keras' own answer (frozen layers excluded)
+    paths = {id(obj): path for path, obj in named_layers(model)}
     rows: list[tuple[Any, WeightInfo]] = []
     seen: set[int] = set()
     for variable in model.weights:
@@ -136,7 +142,7 @@ def _classified(model: keras.layers.Layer) -> list[tuple[Any, WeightInfo]]:
         trainable = kind == "parameter" and id(variable) in trainable_now
         rows.append((variable, WeightInfo(path=variable.path, kind=kind, trainable=trainable, elements=elements,
                                           nbytes=elements * dtype_bytes(dtype), dtype=dtype,
-                                          layer=layer.name if layer is not None else "")))
+                                          layer=paths.get(id(layer), layer.name) if layer is not None else "")))
     return rows
 
 

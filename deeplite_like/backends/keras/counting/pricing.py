@@ -22,7 +22,7 @@ from deeplite_like.opcount import OpCount, OpStats
 
 from .errors import FormulaError
 from .recorder import CallRecord
-from .registry import FREE, CountOptions, Entry, LayerCall, lookup
+from .registry import FREE, CountOptions, Entry, LayerCall, is_keras_layer, lookup
 from .specs import describe, describe_call
 
 
@@ -31,8 +31,7 @@ def operator_name(obj: Any, entry: Entry | None) -> str:
     if entry is not None and entry.name and entry is not FREE:
         return entry.name
     name = type(obj).__name__
-    is_layer = any(k.__name__ == "Layer" and k.__module__.startswith("keras") for k in type(obj).__mro__)
-    return name if is_layer else f"ops.{name}"
+    return name if is_keras_layer(obj) else f"ops.{name}"
 
 
 def price(records: list[CallRecord], options: CountOptions) -> OpCount:

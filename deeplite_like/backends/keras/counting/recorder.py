@@ -23,8 +23,9 @@ How: wrapping ``call`` on the instance, for the duration - model-scoped and thre
     (``keras.layers.Layer``) is never touched: other models are unaffected, and calls made
     by other threads - even of this model's layers - pass straight through (only the thread
     that entered the recorder is recorded), so recorders in several threads cannot see each
-    other's calls nor restore in the wrong order. Attributes are set with
-    ``object.__setattr__`` to bypass Keras' attribute tracking (and
+    other's calls nor restore in the wrong order (a forward split over threads, such as a
+    distribution strategy's replicas, is recorded only in the entering thread). Attributes
+    are set with ``object.__setattr__`` to bypass Keras' attribute tracking (and
     ``torch.nn.Module.__setattr__`` on the torch backend).
 
     ``Layer.__call__`` checks the first input against the layer's ``input_spec``
@@ -44,6 +45,7 @@ import threading
 from dataclasses import dataclass
 from typing import Any, Callable
 
+__all__ = ["CallRecord", "LayerRecorder", "named_layers"]
 
 
 @dataclass
@@ -140,7 +142,8 @@ class LayerRecorder:
         self._thread: int | None = None  # the recording thread while entered
         self._stack: list[int] = []
         self._saved: list[tuple[Any, str, bool, Any]] = []  # (layer, attribute, had it on the instance, its value)
-        self._failures: dict[int, tuple[BaseException, CallRecord]] = {}
+        self._failures: dict[int, tuple[BaseException, CallRecord]] = {}  # id(exception) -> where it came from
+        self._failure_order: list[int] = []
 
     @property
     def layers(self) -> list[tuple[str, Any]]:
@@ -221,14 +224,26 @@ class LayerRecorder:
     def _failed(self, exc: BaseException, make: Callable[[], CallRecord]) -> None:
         if id(exc) not in self._failures:  # the first record to see it is the innermost
             self._failures[id(exc)] = (exc, make())
+            self._failure_order.append(id(exc))
+
+    def _handled(self, mark: int) -> None:
+        """A call returned normally: the failures seen inside it were caught there; forget them.
+
+        (Keeping a caught exception would keep its traceback's frames, and their tensors, alive.)
+        """
+        while len(self._failure_order) > mark:
+            self._failures.pop(self._failure_order.pop(), None)
 
     def _run(self, layer: Any, path: str, original: Callable, args: tuple, kwargs: dict) -> Any:
+        mark = len(self._failure_order)
         if not self._keep:
             try:
-                return original(*args, **kwargs)
+                outputs = original(*args, **kwargs)
             except BaseException as exc:
                 self._failed(exc, lambda: self._record(layer, path, args, kwargs, -1))
                 raise
+            self._handled(mark)
+            return outputs
         if self._is_symbolic((args, kwargs)):
             return original(*args, **kwargs)
         record = self._record(layer, path, args, kwargs, len(self.records))
@@ -249,6 +264,7 @@ class LayerRecorder:
                 record.end_mark = self._marker()
         record.outputs = self._to_specs(outputs)
         record.finished = True
+        self._handled(mark)
         return outputs
 
     def failed_record(self, exc: BaseException) -> CallRecord | None:

@@ -146,6 +146,11 @@ class LayerCall:
         self.untracked_parts.append(what)
 
 
+def is_keras_layer(obj: Any) -> bool:
+    """``obj`` is a Keras layer (not a functional-graph operation), told without importing Keras."""
+    return any(k.__name__ == "Layer" and k.__module__.startswith("keras") for k in type(obj).__mro__)
+
+
 def specs_in(tree: Any) -> Iterator[TensorSpec]:
     """Every ``TensorSpec`` in nested tuples, lists and dicts, in order."""
     if isinstance(tree, TensorSpec):

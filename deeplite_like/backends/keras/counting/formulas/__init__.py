@@ -17,6 +17,11 @@ family's conventions, which are the torch backend's (``conventions.py``):
     reshaping       UpSampling, Resizing, Rescaling, Normalization, Masking; free shape layers
     regularization  Dropout family and noise layers (training only)
     ops             operation nodes of functional models (``x + y``, ``keras.ops.relu``)
+
+Beside the layer table, ``tf_ops.py`` prices single *TensorFlow operations* with the same
+conventions (``MatMul``, ``ReluGrad``, ``AssignSubVariableOp``...): the training-step
+profiles use it for what runs outside the layers (backward, optimizer), and ``graph.py``
+shares its list of free TF ops. It registers nothing and is not imported here.
 """
 from __future__ import annotations
 

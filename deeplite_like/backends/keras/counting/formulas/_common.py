@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 from typing import Any, Iterable
 
-from ..registry import Cost, LayerCall, TensorSpec
+from ..registry import Cost, LayerCall, TensorSpec, is_keras_layer
 from . import conventions as c
 
 #: Keras activation functions by ``__name__`` -> FLOPs per output element (default arguments).
@@ -59,11 +59,6 @@ def activation_name(fn: Any) -> str | None:
     return None
 
 
-def _is_layer(obj: Any) -> bool:
-    return any(f"{k.__module__}.{k.__qualname__}".startswith("keras") and k.__name__ == "Layer"
-               for k in type(obj).__mro__)
-
-
 def activation_cost(call: LayerCall, fn: Any, elements: int) -> Cost:
     """A fused ``activation=`` over ``elements`` outputs.
 
@@ -71,7 +66,7 @@ def activation_cost(call: LayerCall, fn: Any, elements: int) -> Cost:
     this are transparent), so it costs 0 here. A function that is not a Keras built-in is
     reported as untracked.
     """
-    if fn is None or _is_layer(fn):
+    if fn is None or is_keras_layer(fn):
         return Cost()
     name = activation_name(fn)
     if name is None:
