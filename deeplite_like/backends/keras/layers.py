@@ -40,7 +40,8 @@ def layerwise_summary(model: keras.layers.Layer, inputs: Any, training: bool = F
 
     ``input_shapes`` are the tensors the layer's ``call`` received (a mask Keras passes
     included), ``activation_bytes`` the size of its output tensors (first call); ``macs_share``
-    is the layer's MACs over the whole model's, in percent. Rows are indented by depth;
+    is the layer's MACs over the whole model's, in percent. ``module`` is the qualified layer
+    name as in the torch backend (``""`` for the model, shown as ``(model)``);
     ``max_depth`` hides deeper layers (their cost stays in their parents). The counts are
     ``count_ops``' analytic ones: its ``method='graph'`` has no per-layer breakdown. A failing
     forward raises its own exception, with a note naming the layer that failed.
@@ -73,7 +74,7 @@ def layerwise_summary(model: keras.layers.Layer, inputs: Any, training: bool = F
             continue
         macs = stats.macs if stats else 0
         rows.append({
-            "module": "  " * depth + (name.rsplit(".", 1)[-1] if name else "(model)"),
+            "module": name,
             "type": type(layer).__name__,
             "input_shapes": shapes_text((record.args, record.kwargs)) if record else "",
             "output_shapes": shapes_text(record.outputs) if record else "",
@@ -83,13 +84,12 @@ def layerwise_summary(model: keras.layers.Layer, inputs: Any, training: bool = F
             "activation_bytes": spec_bytes(record.outputs) if record else 0,
             "macs_share": 100.0 * macs / total_macs if total_macs else 0.0,
             "calls": stats.calls if stats else calls.get(name, 0),
-            "name": name,
         })
     notes = [f"batch size {batch}; MACs and FLOPs of a layer include its sublayers'" if batch else
              "MACs and FLOPs of a layer include its sublayers'"]
     if counted.untracked:
         notes.append("untracked (counted 0): " + ", ".join(f"{k} x{v}" for k, v in counted.untracked.items()))
-    formatters = {"params": lambda v: f"{v:,}", "macs": lambda v: f"{v:,}", "flops": lambda v: f"{v:,}",
+    formatters = {"module": lambda v: v or "(model)", "params": lambda v: f"{v:,}", "macs": lambda v: f"{v:,}", "flops": lambda v: f"{v:,}",
                   "activation_bytes": format_bytes, "macs_share": lambda v: f"{format_number(v, 3)} %"}
     return TableReport(f"Per-layer summary: {type(model).__name__} {model.name!r}", COLUMNS, rows,
                        formatters=formatters, headers=HEADERS, notes=notes)
