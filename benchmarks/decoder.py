@@ -24,6 +24,8 @@ class DecoderConfig:
 
 
 LLAMA_7B = DecoderConfig()
+#: A small decoder that runs on a CPU in tens of milliseconds: the real-tensor transformer benchmark.
+DECODER_SMALL = DecoderConfig(vocab_size=8000, d_model=512, n_layers=8, n_heads=8, d_ff=1376)
 
 
 class RMSNorm(nn.Module):

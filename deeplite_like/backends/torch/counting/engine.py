@@ -18,7 +18,7 @@ from deeplite_like.opcount import OpCount
 
 from ..errors import BackwardError, ForwardError, UntrackedOpWarning
 from . import formulas as _formulas  # noqa: F401  (importing the package fills the formula table)
-from .recorder import CountingMode, _describe_args
+from .recorder import CountingMode, _describe_args, counting_mode
 from .registry import CountOptions
 
 LossFn = Callable[[Any], torch.Tensor]
@@ -68,7 +68,7 @@ def count_ops(model: torch.nn.Module, *args: Any, backward: bool = False, meta: 
     on_meta = meta or any(tensor.is_meta for _, _, tensor, _, _ in slots)
     if backward:
         _check_differentiable(model, args, kwargs)
-    mode = CountingMode(CountOptions(causal_half=causal_half), track_backward=backward)
+    mode = counting_mode(CountOptions(causal_half=causal_half), track_backward=backward, meta=on_meta)
     mode.result.batch_size = _batch_size(args, kwargs)
 
     with contextlib.ExitStack() as cleanup:  # unwinds in reverse: the mode exits first
@@ -177,6 +177,8 @@ def _check_differentiable(model: torch.nn.Module, args: tuple, kwargs: dict) -> 
 
 def _batch_size(args: tuple, kwargs: dict) -> int | None:
     """The first dimension of the first tensor argument, if it has one."""
+    if args and isinstance(args[0], torch.Tensor):  # the usual call, without a pytree walk
+        return int(args[0].shape[0]) if args[0].dim() > 0 else None
     for tensor in _tensors_in((args, kwargs)):
         return int(tensor.shape[0]) if tensor.dim() > 0 else None
     return None

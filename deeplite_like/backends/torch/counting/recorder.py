@@ -1,4 +1,4 @@
-"""The counting pass itself: a ``TorchDispatchMode`` that prices every aten op, plus module hooks.
+"""The counting pass itself: a ``TorchDispatchMode`` that prices every aten op, plus module calls.
 
 ``CountingMode`` sees each operator once, below autograd and after composite ops are
 decomposed, however it was called (modules, ``torch.nn.functional``, ``torch.*``, tensor
@@ -6,13 +6,28 @@ methods, Python operators). It knows no particular op: it asks the formula table
 (``registry.lookup`` / ``registry.is_free``) once per op overload and caches the answer.
 
 Attribution
-    Forward: per-module pre/post hooks (registered on the model's own modules by
-    ``attach``, removed by ``detach``) keep a stack of frames. A frame holds a *context*: the
-    ``OpStats`` of the module and of every module that encloses this call, and the module's own
-    ``module_ops`` dict. An op adds its cost to each of those (a handful of integer adds), so
-    ``by_module`` is nested by construction and follows the real call stack.
+    Forward: ``attach`` wraps the ``forward`` of each of the model's modules (an entry in the
+    instance's ``__dict__``, removed by ``detach``). The wrapper looks up the mode counting in
+    *this thread* (a thread-local): other threads running the same modules go straight to the
+    original ``forward``, and two threads may count the same model at once. A module call
+    opens a *context*: the ``OpStats`` of the module and of every module that encloses this
+    call, and the module's own ``module_ops`` dict. An op adds its cost to a per-context
+    accumulator (three integer adds); the accumulators are spread over the enclosing modules,
+    the operator table and the phase when the phase ends, so ``by_module`` is nested by
+    construction and follows the real call stack.
 
-    Backward: no module hook runs in backward, so each forward context is also filed under the
+    We chose wrappers over ``register_forward_pre_hook``/``register_forward_hook`` for speed
+    and scope: a module with hooks leaves ``nn.Module.__call__``'s fast path, registering,
+    running and removing two hooks (``with_kwargs``, ``always_call``) per module per count
+    cost more than the wrappers do, and hooks fire for every thread that calls the module. A
+    module's own hooks (the user's) run outside the wrapped ``forward``: operators they run
+    count toward the enclosing module. A module whose class makes ``forward`` a data
+    descriptor (a ``property``) cannot be wrapped: it gets the two hooks, which check the
+    thread. TorchScript modules take neither: their operators count toward the enclosing
+    module. ``nn.TransformerEncoderLayer`` runs one fused kernel unless it sees a hook; it
+    gets a no-op hook so that its children run, and are attributed, as with hooks.
+
+    Backward: no module code runs in backward, so each forward context is also filed under the
     autograd *sequence number* at which it began (``torch.autograd._get_sequence_nr()``, a
     thread-local counter that every autograd node takes its number from when it is created).
     In backward, the node being executed (``torch._C._current_autograd_node()``) tells, by its
@@ -30,12 +45,21 @@ Leaving the model as found
     once; ``restore_mutated`` writes the copies back. Buffers are not left to this: batch norm
     writes its running statistics through ``native_batch_norm``, whose schema does not declare
     the write, so the engine copies buffers up front (``engine._restored_tensors``).
+
+Speed
+    Per-op facts (name, written arguments, the C++ callable) are cached for the process by op
+    identity, the formula look-up once per count. ``counting_mode`` leaves out torch's
+    dynamo-disabling wrapper of ``__torch_dispatch__`` while TorchDynamo is not loaded. On the
+    meta device, ``_MetaOutputs`` replays the outputs of repeated ops instead of running their
+    (often Python) meta kernels. ``benchmarks/bench_torch_count.py`` measures the result
+    (``docs/benchmarks.rst``).
 """
 from __future__ import annotations
 
 import bisect
 import sys
-from typing import Any, NamedTuple
+import threading
+from typing import Any, Callable
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
@@ -52,39 +76,248 @@ _get_sequence_nr = getattr(torch.autograd, "_get_sequence_nr", None)
 _current_autograd_node = getattr(torch._C, "_current_autograd_node", None)
 
 
-class _Context(NamedTuple):
-    """Where an op's cost goes: every enclosing module's stats, and the innermost's op table."""
+# Keyed by ``id(op)``: ``OpOverload.__hash__`` is a Python method, too slow for once per op call.
+# The entry holds the op, so the id cannot be reused while the entry lives.
+_OP_INFO: dict[int, tuple[str, tuple, Callable, int, Any]] = {}
+_NEW, _IN_PLACE = 1, 2  # ops ``_MetaOutputs`` may replay: returning new tensors; writing ``self`` only
 
-    names: tuple[str, ...]
-    stats: tuple[OpStats, ...]
-    ops: dict[str, OpStats]
+
+def _op_info(func: Any) -> tuple[str, tuple, Callable, int, Any]:
+    """``(name, written, run, replay, op)`` of an op: its name, the ``(index, name)`` of each
+    argument its schema declares written (``Tensor(a!)``), what to call to run it, whether
+    ``_MetaOutputs`` may replay it (0, ``_NEW`` or ``_IN_PLACE``), and the op itself."""
+    info = _OP_INFO.get(id(func))
+    if info is None or info[4] is not func:
+        schema = getattr(func, "_schema", None)
+        arguments = schema.arguments if schema is not None else ()
+        written = tuple((i, arg.name) for i, arg in enumerate(arguments)
+                        if arg.alias_info is not None and arg.alias_info.is_write)
+        returns = schema.returns if schema is not None else ()
+        replay = 0
+        if returns and all(isinstance(r.type, torch._C.TensorType) for r in returns):
+            if not written and all(r.alias_info is None for r in returns):
+                replay = _NEW
+            elif (len(returns) == 1 and [i for i, _ in written] == [0] and returns[0].alias_info is not None
+                  and returns[0].alias_info.before_set == arguments[0].alias_info.before_set):
+                replay = _IN_PLACE
+        # A plain OpOverload's __call__ only forwards to its C++ ``_op``: call that directly.
+        run = func._op if type(func) is torch._ops.OpOverload else func
+        info = _OP_INFO[id(func)] = (op_name(func), written, run, replay, func)
+    return info
+
+
+class _MetaOutputs:
+    """Replays the outputs of repeated ops on meta tensors, per count.
+
+    Many meta kernels are Python decompositions (``native_batch_norm``: about 1 ms a call; the
+    per-step ``sigmoid_``/``tanh``/``addmm`` of a decomposed LSTM: tens of us each), so counting
+    on meta was mostly torch computing shapes. On meta, what an op returns depends only on its
+    arguments' metadata, so the second call with the same op, shapes, strides, dtypes and
+    scalars does not run the kernel: an op returning new tensors gets fresh ``empty_strided``
+    tensors of the recorded metadata; an in-place op on ``self`` whose first call left the
+    metadata of ``self`` unchanged returns ``self`` (its version counter was already bumped
+    above the dispatch mode). Only when every tensor argument is a plain strided, non-complex
+    meta tensor; anything else runs the kernel.
+    """
+
+    _SCALARS = frozenset((int, float, bool, str, type(None), torch.dtype, torch.device, torch.layout,
+                          torch.memory_format))
+
+    def __init__(self) -> None:
+        self._outputs: dict[tuple, Any] = {}
+        self._empty = torch.ops.aten.empty_strided.default._op
+        self._meta = torch.device("meta")
+
+    def run(self, func: Any, run: Callable, replay: int, args: tuple, kwargs: dict) -> Any:
+        key = self._key(args)
+        if key is not None and kwargs:
+            extra = self._key(tuple(kwargs.values()))
+            key = None if extra is None else (key, tuple(kwargs), extra)
+        if key is None:
+            return run(*args, **kwargs)
+        key = (id(func), torch.get_default_dtype(), key)  # (factory ops read the default dtype)
+        spec = self._outputs.get(key)
+        if spec is None:  # first call: run the kernel, record its outputs
+            if replay == _IN_PLACE:
+                before = self._key(args[:1])
+                out = run(*args, **kwargs)
+                self._outputs[key] = out is args[0] and self._key(args[:1]) == before
+            else:
+                out = run(*args, **kwargs)
+                self._outputs[key] = self._spec(out)
+            return out
+        if spec is False:
+            return run(*args, **kwargs)
+        if spec is True:
+            return args[0]
+        many, shapes = spec
+        empty, meta = self._empty, self._meta
+        outs = tuple(None if s is None else empty(s[0], s[1], dtype=s[2], device=meta) for s in shapes)
+        return outs if many else outs[0]
+
+    def _key(self, values: tuple) -> tuple | None:
+        """The arguments' metadata as a hashable tuple, or None when they cannot be replayed."""
+        key = []
+        for value in values:
+            cls = type(value)
+            if cls in self._SCALARS:
+                key.append((cls, value))  # (the type: 1, 1.0 and True are equal keys)
+            elif isinstance(value, torch.Tensor):
+                if not (value.is_meta and value.layout == torch.strided) or value.dtype.is_complex \
+                        or value.is_nested:
+                    return None
+                key.append((value.dtype, value.shape, value.stride(), value.storage_offset()))
+            elif cls is list or cls is tuple or cls is torch.Size:
+                inner = self._key(value)
+                if inner is None:
+                    return None
+                key.append((cls, inner))
+            else:
+                return None
+        return tuple(key)
+
+    @staticmethod
+    def _spec(out: Any) -> tuple[bool, tuple] | bool:
+        """``(is a tuple, (shape, stride, dtype) per output)`` to make outputs like ``out``; False
+        when they are not all plain meta tensors (or ``None``) that ``empty_strided`` makes."""
+        outs = out if isinstance(out, tuple) else (out,)
+        for t in outs:
+            if t is not None and (type(t) is not torch.Tensor or not t.is_meta or t.layout != torch.strided
+                                  or t.storage_offset()):
+                return False
+        return isinstance(out, tuple), tuple(None if t is None else (tuple(t.shape), t.stride(), t.dtype)
+                                             for t in outs)
+
+
+class _Context:
+    """Where an op's cost goes: every enclosing module's stats, and the innermost's op table.
+
+    ``pending`` accumulates ``[macs, flops, calls]`` per operator name until ``_flush``
+    spreads it over ``stats``, ``ops``, ``by_operator`` and the phase.
+    """
+
+    __slots__ = ("names", "stats", "ops", "pending")
+
+    def __init__(self, names: tuple[str, ...], stats: tuple[OpStats, ...], ops: dict[str, OpStats]):
+        self.names = names
+        self.stats = stats
+        self.ops = ops
+        self.pending: dict[str, list[int]] = {}
 
 
 class _Frame:
-    """One module call in progress."""
+    """A module call that raised: what ``ForwardError`` reports (``CountingMode.failures``)."""
 
-    __slots__ = ("module", "name", "ctx", "exc", "args", "kwargs", "formula", "ghost")
+    __slots__ = ("module", "name", "args", "kwargs")
 
-    def __init__(self, module, name, ctx, exc, args, kwargs, formula=None, ghost=False):
+    def __init__(self, module: torch.nn.Module, name: str, args: tuple, kwargs: dict):
         self.module = module
         self.name = name
-        self.ctx = ctx
-        self.exc = exc  # the exception being handled when the call began (usually None)
         self.args = args
         self.kwargs = kwargs
-        self.formula = formula
-        self.ghost = ghost  # inside a module priced by a module formula: not accounted
+
+
+# -- forward wrappers -------------------------------------------------------------------------
+# One wrapper per module, shared by every count in progress (in any thread): installed by the
+# first ``attach`` that needs it, removed by the last ``detach``. It calls the original forward
+# directly unless this thread's counting mode knows the module.
+_local = threading.local()  # .mode: the CountingMode attached in this thread, if any
+_lock = threading.Lock()
+_wrapped: dict[int, list] = {}  # id(module) -> [module, wrapper, instance forward before or _ABSENT, users]
+_ABSENT = object()
+_wrappable: dict[type, bool] = {}  # class -> forward is not a data descriptor
+
+# Modules that skip their children's forwards (one fused kernel) unless they see a forward hook
+# on themselves or a child: torch's own contract, so that hooks see every submodule. The
+# wrappers are not hooks, so each of these gets a no-op pre-hook for the count: the unfused
+# path runs and its children are attributed (the fused path counts the same in total).
+_FUSED_UNLESS_HOOKED: tuple[type, ...] = (torch.nn.TransformerEncoderLayer,)
+
+
+def _keep_unfused(module: torch.nn.Module, args: tuple) -> None:
+    return None
+
+
+def _can_wrap(cls: type) -> bool:
+    """False when the class makes ``forward`` a data descriptor: an instance attribute cannot shadow it."""
+    known = _wrappable.get(cls)
+    if known is None:
+        for klass in cls.__mro__:
+            if "forward" in klass.__dict__:
+                attribute = klass.__dict__["forward"]
+                known = not (hasattr(type(attribute), "__set__") or hasattr(type(attribute), "__delete__"))
+                break
+        else:
+            known = True
+        _wrappable[cls] = known
+    return known
+
+
+def _make_wrapper(module: torch.nn.Module, forward: Callable) -> Callable:
+    def counted_forward(*args: Any, **kwargs: Any) -> Any:
+        mode = getattr(_local, "mode", None)
+        if mode is None:
+            return forward(*args, **kwargs)
+        return mode._call(module, forward, args, kwargs)
+
+    counted_forward.__wrapped__ = forward  # inspect.signature(module.forward) still tells the truth
+    return counted_forward
+
+
+def _wrap(modules: list[torch.nn.Module], wrapped: list[torch.nn.Module]) -> None:
+    """Wrap each module's forward (or count one more user of its wrapper); append it to ``wrapped``."""
+    with _lock:
+        for module in modules:
+            entry = _wrapped.get(id(module))
+            if entry is None:
+                wrapper = _make_wrapper(module, module.forward)
+                _wrapped[id(module)] = [module, wrapper, module.__dict__.get("forward", _ABSENT), 1]
+                module.__dict__["forward"] = wrapper
+            else:
+                entry[3] += 1
+            wrapped.append(module)
+
+
+def _unwrap(modules: list[torch.nn.Module]) -> None:
+    """Undo ``_wrap``: the last user of a wrapper puts back what the instance had before."""
+    with _lock:
+        for module in modules:
+            entry = _wrapped.get(id(module))
+            if entry is None or entry[0] is not module:
+                continue
+            entry[3] -= 1
+            if entry[3]:
+                continue
+            del _wrapped[id(module)]
+            if module.__dict__.get("forward") is entry[1]:  # else the forward replaced it: leave that
+                if entry[2] is _ABSENT:
+                    del module.__dict__["forward"]
+                else:
+                    module.__dict__["forward"] = entry[2]
 
 
 class CountingMode(TorchDispatchMode):
     """Counts MACs/FLOPs of every operator run under it into ``self.result`` (an ``OpCount``).
 
-    Use ``attach(list(model.named_modules()))`` before running the model and ``detach()``
-    after (in ``finally``); ``set_phase`` before each phase (``forward``, ``loss``,
-    ``backward``); ``finish()`` for the result.
+    Make one with ``counting_mode(...)``. Use ``attach(list(model.named_modules()))`` before
+    running the model and ``detach()`` after (in ``finally``), in the thread that runs the
+    model; ``set_phase`` before each phase (``forward``, ``loss``, ``backward``); ``finish()``
+    for the result.
     """
 
-    def __init__(self, options: CountOptions, track_backward: bool = False):
+    _dynamo_safe = False  # True in the ``_dynamo_safe(cls)`` subclasses
+
+    @classmethod
+    def _should_skip_dynamo(cls) -> bool:
+        # torch wraps every mode's __torch_dispatch__ in torch._dynamo.disable unless this says
+        # False. The wrapper costs about 1 us per op, and its first call imports torch._dynamo
+        # (over a second). It only matters when an eval-frame callback is set, i.e. torch.compile
+        # code is running, which needs torch._dynamo loaded: then ``counting_mode`` makes, and a
+        # running mode switches to, a ``_dynamo_safe`` subclass, which has the wrapper. This
+        # holds for subclasses of CountingMode too.
+        return False
+
+    def __init__(self, options: CountOptions, track_backward: bool = False, meta: bool = False):
         super().__init__()
         self.options = options
         self.result = OpCount()
@@ -92,16 +325,24 @@ class CountingMode(TorchDispatchMode):
         self.result.by_module[""] = root_stats
         self._root = _Context(("",), (root_stats,), self.result.module_ops.setdefault("", {}))
         self._ctx = self._root
-        self._stack: list[_Frame] = [_Frame(None, "", self._root, None, (), {})]
+        self._pending: list[_Context] = []  # contexts with a non-empty ``pending``
         self._opaque = 0  # > 0 inside a module that has a module formula
         self._phase = OpStats()
         self._in_backward = False
-        self._op_cache: dict[Any, tuple[str, Any, tuple]] = {}
+        self._op_cache: dict[int, tuple[str, Any, tuple, Callable, int]] = {}  # id(op) -> _classify
+        self._meta = _MetaOutputs() if meta else None
+        self._to_watch: list[torch.Tensor] = []  # given to ``watch``, addresses not read yet
         self._watched: dict[int, list[torch.Tensor]] = {}  # storage address -> model tensors on it
         self._mutated: list[tuple[torch.Tensor, torch.Tensor]] = []  # (model tensor, copy before)
         self._module_formula_cache: dict[type, Any] = {}
-        self._names: dict[int, str] = {}
+        self._names: dict[int, str] = {}  # id(module) -> qualified name, for the attached modules
+        self._rows: dict[str, tuple[OpStats, dict, Any]] = {}  # name -> by_module row, module_ops row, formula
+        self._modules: list[torch.nn.Module] = []
         self._handles: list = []
+        self._attached = False
+        self._thread = 0
+        self._hooked: list[tuple] = []  # calls in progress of modules on hooks: (module, name, _open(), exc)
+        self._previous_mode: Any = None
         self.failures: dict[BaseException, _Frame] = {}
         # Backward attribution: sorted sequence numbers at which each forward context began.
         self._track_backward = track_backward and _get_sequence_nr is not None
@@ -113,95 +354,165 @@ class CountingMode(TorchDispatchMode):
     # -- phases ---------------------------------------------------------------------------
     def set_phase(self, phase: str) -> None:
         """Count what follows under ``phase`` (``forward``, ``loss`` or ``backward``)."""
+        self._flush()
         self._phase = self.result.phases.setdefault(phase, OpStats())
         self._in_backward = phase == "backward" and _current_autograd_node is not None
 
-    # -- module hooks ---------------------------------------------------------------------
+    # -- module calls ---------------------------------------------------------------------
     def attach(self, named_modules: list[tuple[str, torch.nn.Module]]) -> None:
-        """Hook every module (``model.named_modules()``: first qualified names, the root is ``""``).
+        """Wrap every module's forward (``model.named_modules()``: first qualified names, the root is ``""``).
 
-        TorchScript modules take no hooks: their ops count toward the enclosing module.
+        Counting follows this thread's calls only. A module whose class makes ``forward`` a data
+        descriptor (a ``property``) cannot be wrapped: it gets a pre-hook and a forward hook
+        instead. TorchScript modules take neither: their ops count toward the enclosing module.
         """
+        self._thread = threading.get_ident()
+        modules = []
         for name, module in named_modules:
             if isinstance(module, torch.jit.ScriptModule):
                 continue
             self._names[id(module)] = name
-            self._handles.append(module.register_forward_pre_hook(self._enter, with_kwargs=True, prepend=True))
-            self._handles.append(module.register_forward_hook(self._exit, with_kwargs=True, always_call=True))
+            if _can_wrap(type(module)):
+                modules.append(module)
+            else:
+                self._handles.append(module.register_forward_pre_hook(self._hook_enter, with_kwargs=True,
+                                                                      prepend=True))
+                self._handles.append(module.register_forward_hook(self._hook_exit, with_kwargs=True,
+                                                                  always_call=True))
+            if isinstance(module, _FUSED_UNLESS_HOOKED):
+                self._handles.append(module.register_forward_pre_hook(_keep_unfused))
+        self._previous_mode = getattr(_local, "mode", None)
+        self._attached = True
+        _local.mode = self
+        _wrap(modules, self._modules)
 
     def detach(self) -> None:
-        """Remove every hook ``attach`` added (safe to call twice)."""
+        """Remove what ``attach`` added (safe to call twice)."""
         while self._handles:
             self._handles.pop().remove()
+        modules, self._modules = self._modules, []
+        _unwrap(modules)
+        if self._attached:
+            self._attached = False
+            _local.mode = self._previous_mode
 
-    def _enter(self, module: torch.nn.Module, args: tuple, kwargs: dict) -> None:
-        if self._in_backward:  # a re-run forward (checkpointing) is attributed by its node
-            return None
-        parent = self._stack[-1]
-        exc = sys.exc_info()[1]
+    def _call(self, module: torch.nn.Module, forward: Callable, args: tuple, kwargs: dict) -> Any:
+        """Run one module call (``forward(*args, **kwargs)``) as a context of its own."""
+        name = self._names.get(id(module))
+        if name is None or self._in_backward:  # not this model's module; a re-run forward in backward
+            return forward(*args, **kwargs)
+        row = None if self._opaque or self._track_backward else self._rows.get(name)
+        if row is not None and row[2] is None:  # the usual call, ``_open``/``_close`` inlined
+            stats, ops, _ = row
+            stats.calls += 1
+            parent = self._ctx
+            if name in parent.names:  # re-entered (recursion): do not count the module twice
+                self._ctx = _Context(parent.names, parent.stats, ops)
+            else:
+                self._ctx = _Context(parent.names + (name,), parent.stats + (stats,), ops)
+            try:
+                return forward(*args, **kwargs)
+            except BaseException as exc:
+                self._failed(exc, module, name, args, kwargs)
+                raise
+            finally:
+                self._ctx = parent
+        opened = self._open(module, name)
+        try:
+            output = forward(*args, **kwargs)
+        except BaseException as exc:
+            self._failed(exc, module, name, args, kwargs)
+            raise
+        finally:
+            if opened is not None:
+                self._close(opened)
+        if opened is not None and opened[2] is not None:
+            self._price_module(opened[2], name, module, args, kwargs, output, opened[1])
+        return output
+
+    def _open(self, module: torch.nn.Module, name: str) -> tuple[_Context, _Context, Any] | None:
+        """Enter a module call: ``(parent context, its context, module formula)``, or None inside a
+        module priced whole (its inner modules are not accounted, only located on failure)."""
         if self._opaque:
-            self._stack.append(_Frame(module, self._names[id(module)], parent.ctx, exc, args, kwargs, ghost=True))
             return None
-        name = self._names[id(module)]
-        by_module = self.result.by_module
-        stats = by_module.get(name)
-        if stats is None:
-            stats = by_module[name] = OpStats()
+        row = self._rows.get(name)
+        if row is None:
+            row = self._row(module, name)
+        stats, ops, formula = row
         stats.calls += 1
-        ops = self.result.module_ops.setdefault(name, {})
-        ctx = parent.ctx
-        if name in ctx.names:  # re-entered (recursion): do not count the module twice
-            ctx = _Context(ctx.names, ctx.stats, ops)
+        parent = self._ctx
+        if name in parent.names:  # re-entered (recursion): do not count the module twice
+            ctx = _Context(parent.names, parent.stats, ops)
         else:
-            ctx = _Context(ctx.names + (name,), ctx.stats + (stats,), ops)
-        formula = self._module_formula(type(module))
-        self._stack.append(_Frame(module, name, ctx, exc, args, kwargs, formula))
+            ctx = _Context(parent.names + (name,), parent.stats + (stats,), ops)
         self._ctx = ctx
+        if self._track_backward:
+            self._mark_context()
         if formula is not None:
             self._opaque += 1
-        self._mark_context()
+        return parent, ctx, formula
+
+    def _row(self, module: torch.nn.Module, name: str) -> tuple[OpStats, dict, Any]:
+        """At a module's first call: its rows in ``by_module`` and ``module_ops``, and its module formula."""
+        result = self.result
+        row = self._rows[name] = (result.by_module.setdefault(name, OpStats()),
+                                  result.module_ops.setdefault(name, {}), self._module_formula(type(module)))
+        return row
+
+    def _close(self, opened: tuple[_Context, _Context, Any]) -> None:
+        parent, _, formula = opened
+        if formula is not None:
+            self._opaque -= 1
+        self._ctx = parent
+        if self._track_backward:
+            self._mark_context()
+
+    def _hook_enter(self, module: torch.nn.Module, args: tuple, kwargs: dict) -> None:
+        """``_call`` split in two, for a module that cannot be wrapped: the pre-hook half."""
+        if threading.get_ident() != self._thread or self._in_backward:
+            return None
+        name = self._names[id(module)]
+        self._hooked.append((module, name, self._open(module, name), sys.exc_info()[1]))
         return None
 
-    def _exit(self, module: torch.nn.Module, args: tuple, kwargs: dict, output: Any) -> None:
-        if self._in_backward:
+    def _hook_exit(self, module: torch.nn.Module, args: tuple, kwargs: dict, output: Any) -> None:
+        if threading.get_ident() != self._thread or self._in_backward:
             return None
-        frame = self._stack[-1]
-        if frame.module is not module or len(self._stack) == 1:
+        if not self._hooked or self._hooked[-1][0] is not module:
             return None  # our pre-hook did not run for this call (an earlier pre-hook raised)
-        self._stack.pop()
-        exc = sys.exc_info()[1]
-        failed = exc is not None and exc is not frame.exc
-        if failed and exc not in self.failures:
-            self.failures[exc] = frame  # the first frame to see an exception is the innermost
-        if frame.ghost:
-            return None
-        self._ctx = self._stack[-1].ctx
-        self._mark_context()
-        if frame.formula is not None:
-            self._opaque -= 1
-            if not failed:
-                self._price_module(frame, module, args, kwargs, output)
+        _, name, opened, exc_before = self._hooked.pop()
+        exc = sys.exc_info()[1]  # (always_call: this hook also runs when the forward raised)
+        failed = exc is not None and exc is not exc_before
+        if failed:
+            self._failed(exc, module, name, args, kwargs)
+        if opened is not None:
+            self._close(opened)
+            if opened[2] is not None and not failed:
+                self._price_module(opened[2], name, module, args, kwargs, output, opened[1])
         return None
 
     def _module_formula(self, cls: type) -> Any:
-        try:
-            return self._module_formula_cache[cls]
-        except KeyError:
-            fn = self._module_formula_cache[cls] = lookup_module_formula(cls)
-            return fn
+        formula = self._module_formula_cache.get(cls, _ABSENT)
+        if formula is _ABSENT:
+            formula = self._module_formula_cache[cls] = lookup_module_formula(cls)
+        return formula
 
-    def _price_module(self, frame: _Frame, module: torch.nn.Module, args: tuple, kwargs: dict, output: Any) -> None:
-        name = module_op_name(type(module))
+    def _failed(self, exc: BaseException, module: torch.nn.Module, name: str, args: tuple, kwargs: dict) -> None:
+        if exc not in self.failures:  # the first frame to see an exception is the innermost
+            self.failures[exc] = _Frame(module, name, args, kwargs)
+
+    def _price_module(self, formula: Callable, name: str, module: torch.nn.Module, args: tuple, kwargs: dict,
+                      output: Any, ctx: _Context) -> None:
         try:
-            macs, flops = frame.formula(module, args, kwargs, output)
+            macs, flops = formula(module, args, kwargs, output)
             macs, flops = int(macs), int(flops)
         except Exception as exc:
-            error = FormulaError(f"the module formula {getattr(frame.formula, '__qualname__', frame.formula)!r} "
-                                 f"for {type(module).__name__} (module {frame.name or '<root>'!r}) failed: "
+            error = FormulaError(f"the module formula {getattr(formula, '__qualname__', formula)!r} "
+                                 f"for {type(module).__name__} (module {name or '<root>'!r}) failed: "
                                  f"{type(exc).__name__}: {exc}. It must return a Cost(macs, flops).")
-            self.failures[error] = frame
+            self.failures[error] = _Frame(module, name, args, kwargs)
             raise error from exc
-        self._add(name, macs, flops, frame.ctx)
+        self._add(module_op_name(type(module)), macs, flops, ctx)
 
     def _mark_context(self) -> None:
         if self._track_backward:
@@ -210,12 +521,20 @@ class CountingMode(TorchDispatchMode):
 
     # -- model tensors written by the forward ---------------------------------------------
     def watch(self, tensors: list[torch.Tensor]) -> None:
-        """Copy any of these (real, strided) tensors before an op first writes to its storage."""
-        for tensor in tensors:
+        """Copy any of these (real, strided) tensors before an op first writes to its storage.
+
+        Their storage addresses are read when the first op that writes anything runs: a forward
+        without in-place ops never pays for it.
+        """
+        self._to_watch.extend(tensors)
+
+    def _watch_now(self) -> None:
+        for tensor in self._to_watch:
             if tensor.layout == torch.strided and not tensor.is_meta:
                 address = tensor.untyped_storage().data_ptr()
                 if address:
                     self._watched.setdefault(address, []).append(tensor)
+        self._to_watch = []
 
     def restore_mutated(self) -> None:
         """Write back the values of watched tensors the run changed (call outside the mode)."""
@@ -225,6 +544,8 @@ class CountingMode(TorchDispatchMode):
                 tensor.copy_(before)
 
     def _before_write(self, written: tuple, args: tuple, kwargs: dict) -> None:
+        if self._to_watch:
+            self._watch_now()
         for index, arg_name in written:
             value = args[index] if index < len(args) else kwargs.get(arg_name)
             for tensor in value if isinstance(value, (list, tuple)) else (value,):
@@ -234,18 +555,18 @@ class CountingMode(TorchDispatchMode):
 
     # -- operators ------------------------------------------------------------------------
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        if kwargs is None:
-            kwargs = {}
-        entry = self._op_cache.get(func)
+        if not self._dynamo_safe and "torch._dynamo" in sys.modules:  # compiled code may run from now on
+            self.__class__ = _dynamo_safe(type(self))  # (see counting_mode)
+        entry = self._op_cache.get(id(func))  # (the op outlives the count: its id is not reused)
         if entry is None:
             entry = self._classify(func)
-        name, formula, written = entry
-        if written and self._watched:
+        name, formula, written, run, replay = entry
+        if kwargs is None:
+            kwargs = {}
+        if written and (self._watched or self._to_watch):
             self._before_write(written, args, kwargs)
-        out = func(*args, **kwargs)
-        if self._opaque:
-            return out
-        if formula is None:
+        out = self._meta.run(func, run, replay, args, kwargs) if replay else run(*args, **kwargs)
+        if formula is None or self._opaque:
             return out
         if formula is _UNTRACKED:
             untracked = self.result.untracked
@@ -258,34 +579,60 @@ class CountingMode(TorchDispatchMode):
             raise FormulaError(f"the formula {getattr(formula, '__qualname__', formula)!r} for {name} failed on "
                                f"{_describe_args(args, kwargs)}: {type(exc).__name__}: {exc}. Fix it, or "
                                "replace it with register_formula(..., override=True).") from exc
-        self._add(name, macs, flops, self._backward_context() if self._in_backward else self._ctx)
+        # _add, inlined: this line runs once per priced op
+        ctx = self._backward_context() if self._in_backward else self._ctx
+        acc = ctx.pending.get(name)
+        if acc is None:
+            self._add(name, macs, flops, ctx)
+        else:
+            acc[0] += macs
+            acc[1] += flops
+            acc[2] += 1
         return out
 
-    def _classify(self, func: Any) -> tuple[str, Any, tuple]:
+    def _classify(self, func: Any) -> tuple[str, Any, tuple, Callable, int]:
+        """The op's name, formula (``None``: free, ``_UNTRACKED``), written arguments, callable,
+        and how ``_MetaOutputs`` may replay it (0: never).
+
+        The formula is looked up once per count (the table may change between counts); the
+        rest never changes and is kept for the process (``_op_info``).
+        """
+        name, written, run, replay, _ = _op_info(func)
         formula = lookup(func)
         if formula is None and not is_free(func):
             formula = _UNTRACKED
-        schema = getattr(func, "_schema", None)
-        written = tuple((i, arg.name) for i, arg in enumerate(schema.arguments if schema is not None else ())
-                        if arg.alias_info is not None and arg.alias_info.is_write)
-        entry = self._op_cache[func] = (op_name(func), formula, written)
+        entry = self._op_cache[id(func)] = (name, formula, written, run, replay if self._meta is not None else 0)
         return entry
 
     def _add(self, name: str, macs: int, flops: int, ctx: _Context) -> None:
-        for stats in ctx.stats:
-            stats.macs += macs
-            stats.flops += flops
-        for table in (ctx.ops, self.result.by_operator):
-            stats = table.get(name)
-            if stats is None:
-                stats = table[name] = OpStats()
-            stats.macs += macs
-            stats.flops += flops
-            stats.calls += 1
-        phase = self._phase
-        phase.macs += macs
-        phase.flops += flops
-        phase.calls += 1
+        acc = ctx.pending.get(name)
+        if acc is None:
+            if not ctx.pending:
+                self._pending.append(ctx)
+            acc = ctx.pending[name] = [0, 0, 0]
+            # create the table rows now, so that they keep the order in which ops first ran
+            if name not in ctx.ops:
+                ctx.ops[name] = OpStats()
+            if name not in self.result.by_operator:
+                self.result.by_operator[name] = OpStats()
+        acc[0] += macs
+        acc[1] += flops
+        acc[2] += 1
+
+    def _flush(self) -> None:
+        """Spread the pending per-context sums over modules, op tables and the current phase."""
+        by_operator, phase = self.result.by_operator, self._phase
+        for ctx in self._pending:
+            for name, (macs, flops, calls) in ctx.pending.items():
+                for stats in ctx.stats:
+                    stats.macs += macs
+                    stats.flops += flops
+                for stats in (ctx.ops[name], by_operator[name], phase):
+                    stats.macs += macs
+                    stats.flops += flops
+                    stats.calls += calls
+            ctx.pending.clear()
+        self._pending.clear()
 
     def _backward_context(self) -> _Context:
         node = _current_autograd_node()
@@ -303,11 +650,39 @@ class CountingMode(TorchDispatchMode):
     # -- result ---------------------------------------------------------------------------
     def finish(self) -> OpCount:
         """Totals from the phases, empty per-module op tables dropped; returns ``self.result``."""
+        self._flush()
         result = self.result
         result.macs = sum(p.macs for p in result.phases.values())
         result.flops = sum(p.flops for p in result.phases.values())
         result.module_ops = {name: ops for name, ops in result.module_ops.items() if ops}
         return result
+
+
+_DYNAMO_SAFE: dict[type, type] = {}
+
+
+def _dynamo_safe(cls: type) -> type:
+    """A subclass of ``cls`` whose ``__torch_dispatch__`` runs with TorchDynamo disabled (torch's default)."""
+    safe = _DYNAMO_SAFE.get(cls)
+    if safe is None:
+        safe = _DYNAMO_SAFE[cls] = type(cls.__name__, (cls,), {
+            "__torch_dispatch__": torch._disable_dynamo(cls.__torch_dispatch__, recursive=True),
+            "_dynamo_safe": True, "__module__": cls.__module__, "__qualname__": cls.__qualname__,
+        })
+    return safe
+
+
+def counting_mode(options: CountOptions, track_backward: bool = False, meta: bool = False) -> CountingMode:
+    """A ``CountingMode``; TorchDynamo-safe when ``torch._dynamo`` is loaded (compiled code may run).
+
+    Without ``torch._dynamo`` loaded no compiled code can be running, and counting skips the
+    dynamo-disabling wrapper (and its import). If the forward loads it (its first
+    ``torch.compile``), the mode switches to the safe class at its next op; the op in flight
+    may be traced by dynamo, which stays correct, only slower, and warns. ``meta``:
+    the run is on the meta device; repeated ops get their outputs replayed (``_MetaOutputs``).
+    """
+    cls = _dynamo_safe(CountingMode) if "torch._dynamo" in sys.modules else CountingMode
+    return cls(options, track_backward=track_backward, meta=meta)
 
 
 def _describe_tensor(value: Any) -> str:

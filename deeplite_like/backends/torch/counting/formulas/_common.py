@@ -17,24 +17,36 @@ aten = torch.ops.aten
 #: the supported version, so a typo cannot silently leave an op uncounted).
 MISSING: list[str] = []
 
-_SCHEMAS: dict[Any, list] = {}
+class _Signature:
+    """An op's schema arguments, read once (pybind calls are slow): what ``bind`` needs."""
+
+    __slots__ = ("op", "positional", "defaults", "lists")
+
+    def __init__(self, op: Any):
+        arguments = op._schema.arguments
+        self.op = op
+        self.positional = tuple(a.name for a in arguments if not a.kwarg_only)  # in order
+        self.defaults = {a.name: a.default_value if a.has_default_value() else None for a in arguments}
+        self.lists = tuple(name for name, value in self.defaults.items() if type(value) is list)
+
+
+# id(op) -> its _Signature: ``OpOverload.__hash__`` is a slow Python method; the entry holds the
+# op, which keeps its id from being reused.
+_SIGNATURES: dict[int, _Signature] = {}
 
 
 def bind(call: OpCall) -> dict[str, Any]:
     """The call's arguments by schema name, defaults filled in (``{"self": t, "alpha": 1}``)."""
-    arguments = _SCHEMAS.get(call.op)
-    if arguments is None:
-        arguments = _SCHEMAS[call.op] = list(call.op._schema.arguments)
-    bound: dict[str, Any] = {}
-    positional = 0
-    for argument in arguments:
-        if not argument.kwarg_only and positional < len(call.args):
-            bound[argument.name] = call.args[positional]
-            positional += 1
-        elif argument.name in call.kwargs:
-            bound[argument.name] = call.kwargs[argument.name]
-        else:
-            bound[argument.name] = argument.default_value if argument.has_default_value() else None
+    signature = _SIGNATURES.get(id(call.op))
+    if signature is None or signature.op is not call.op:
+        signature = _SIGNATURES[id(call.op)] = _Signature(call.op)
+    bound = dict(signature.defaults)  # schema order; then what was passed, by position and by name
+    bound.update(zip(signature.positional, call.args))
+    if call.kwargs:
+        bound.update(call.kwargs)
+    for name in signature.lists:  # a fresh copy of a list default: the cached one must not change
+        if bound[name] is signature.defaults[name]:
+            bound[name] = list(bound[name])
     return bound
 
 
@@ -57,19 +69,20 @@ def ops(*names: str, inplace: bool = False) -> list[Any]:
 
 
 def shape(x: Any) -> tuple[int, ...]:
-    """A tensor's shape as plain ints."""
-    return tuple(int(d) for d in x.shape)
+    """A tensor's shape as plain ints (``int`` also turns symbolic sizes of fake tensors into ints)."""
+    return tuple(map(int, x.shape))
 
 
 def numel(x: Any) -> int:
     """Elements of a tensor (0 for ``None``)."""
     if x is None:
         return 0
-    return math.prod(int(d) for d in x.shape)
+    n = math.prod(x.shape)
+    return n if type(n) is int else int(n)  # (symbolic sizes of fake tensors: their int value)
 
 
 def prod(values: Iterable[Any]) -> int:
-    return math.prod(int(v) for v in values)
+    return math.prod(map(int, values))
 
 
 def first_tensor(value: Any) -> torch.Tensor | None:
