@@ -8,8 +8,10 @@ the user's model exactly as the plain implementation would.
 """
 from __future__ import annotations
 
+import subprocess
 import sys
 import threading
+from pathlib import Path
 
 import pytest
 import torch
@@ -168,6 +170,18 @@ def test_transformer_encoder_layer_children_are_attributed_on_the_unfused_path()
 
 
 # -- dynamo ------------------------------------------------------------------------------------
+def test_counting_does_not_load_dynamo_in_a_process_that_has_not():
+    # torch wraps a dispatch mode in torch._dynamo.disable, whose first call imports TorchDynamo
+    # (over a second); the counting mode leaves the wrapper out while dynamo is not loaded
+    code = ("import sys, torch\n"
+            "from deeplite_like.backends.torch import count_ops\n"
+            "r = count_ops(torch.nn.Linear(4, 2), torch.randn(3, 4))\n"
+            "print(r.macs, 'torch._dynamo' in sys.modules)\n")
+    root = Path(__file__).resolve().parents[2]
+    out = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["24", "False"]  # Linear(4, 2), batch 3: 3*4*2 = 24 MACs
+
+
 def test_counting_mode_takes_the_dynamo_safe_class_once_dynamo_is_loaded():
     import torch._dynamo  # noqa: F401  (loaded by torch.compile anyway)
 
