@@ -24,12 +24,13 @@ Keras' own ``model.summary()`` calls frozen parameters *and* state "non-trainabl
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from deeplite_like.backends.keras._tf import import_keras
 from deeplite_like.backends.keras.counting.recorder import named_layers
 from deeplite_like.backends.keras.tensors import dtype_bytes
+from deeplite_like.measurements import ParamStats as SharedParamStats
 
 keras = import_keras()
 
@@ -57,27 +58,9 @@ class WeightInfo:
 
 
 @dataclass(frozen=True)
-class ParamStats:
-    """Counts in elements, sizes in bytes (names as in the PyTorch backend's ``ParamStats``).
-
-    ``buffer_count`` / ``buffer_bytes`` are the state weights (batch-norm moving statistics).
-    ``by_dtype`` maps a dtype name to the bytes of *parameters* of that dtype (its values sum
-    to ``param_bytes``); ``buffer_by_dtype`` does the same for state.
-    """
-
-    total_params: int
-    trainable_params: int
-    non_trainable_params: int
-    param_bytes: int
-    buffer_count: int
-    buffer_bytes: int
-    by_dtype: dict[str, int] = field(default_factory=dict)
-    buffer_by_dtype: dict[str, int] = field(default_factory=dict)
-
-    @property
-    def total_bytes(self) -> int:
-        """Parameter plus state bytes: what loading the model's weights costs."""
-        return self.param_bytes + self.buffer_bytes
+class ParamStats(SharedParamStats):
+    """The shared ``ParamStats``; ``buffer_count`` / ``buffer_bytes`` are the state weights
+    (batch-norm moving statistics)."""
 
     @property
     def keras_non_trainable(self) -> int:

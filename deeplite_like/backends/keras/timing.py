@@ -22,42 +22,17 @@ from __future__ import annotations
 import math
 import os
 import timeit
-from dataclasses import dataclass
 from typing import Any, Callable
 
 from deeplite_like.backends.keras._tf import import_keras, import_tensorflow
 from deeplite_like.backends.keras.inputs import naming_failures, require_batch_size
 from deeplite_like.backends.keras.state import preserved_model_state
 from deeplite_like.backends.keras.tensors import to_backend
+from deeplite_like.measurements import TimingStats
 
 keras = import_keras()
 
 __all__ = ["TimingStats", "measure_execution_time"]
-
-
-@dataclass(frozen=True)
-class TimingStats:
-    """Forward-pass time of one batch, in seconds (fields as in the PyTorch backend).
-
-    ``median_s``, ``iqr_s`` (75th - 25th percentile), ``mean_s``, ``min_s`` are over ``times``
-    measurements; each is the mean of ``number_per_run`` back-to-back calls.
-    ``per_sample_s`` = ``median_s / batch_size``; ``throughput`` = ``batch_size / median_s``
-    in samples per second. ``compiled`` says how the forward was run.
-    """
-
-    median_s: float
-    iqr_s: float
-    mean_s: float
-    min_s: float
-    times: int
-    number_per_run: int
-    batch_size: int
-    per_sample_s: float
-    throughput: float
-    num_threads: int
-    device: str
-    raw_s: tuple[float, ...]
-    compiled: str = "tf.function"
 
 
 def _available_cpus() -> int:

@@ -24,40 +24,17 @@ Works on meta-device models: only shapes, dtypes and storage identities are read
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass, field
 
 import torch
 from torch import nn
 from torch.utils import _pytree as pytree
 
+from deeplite_like.measurements import ParamStats
+
 __all__ = ["ParamStats", "parameter_stats", "tensor_span"]
 
 # state_dict entries that are quantization metadata or opaque extra state, not weights.
 _EXTRA_BUFFER_NAMES = ("scale", "zero_point", "_extra_state")
-
-
-@dataclass(frozen=True)
-class ParamStats:
-    """Counts in elements, sizes in bytes.
-
-    ``by_dtype`` maps a dtype name (``'float32'``, ``'qint8'``) to the bytes of *parameters*
-    of that dtype (its values sum to ``param_bytes``); ``buffer_by_dtype`` does the same for
-    buffers. ``buffer_count`` is the number of buffer *elements* (BatchNorm2d(16): 16 + 16 + 1).
-    """
-
-    total_params: int
-    trainable_params: int
-    non_trainable_params: int
-    param_bytes: int
-    buffer_count: int
-    buffer_bytes: int
-    by_dtype: dict[str, int] = field(default_factory=dict)
-    buffer_by_dtype: dict[str, int] = field(default_factory=dict)
-
-    @property
-    def total_bytes(self) -> int:
-        """Parameter plus buffer bytes: what loading the model's state costs."""
-        return self.param_bytes + self.buffer_bytes
 
 
 def _dtype_name(dtype: torch.dtype) -> str:

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -23,32 +22,9 @@ from torch import nn
 from torch.utils import _pytree as pytree
 
 from deeplite_like.backends.torch.state import model_device, preserved_model_state
+from deeplite_like.measurements import TimingStats
 
 __all__ = ["TimingStats", "measure_execution_time"]
-
-
-@dataclass(frozen=True)
-class TimingStats:
-    """Forward-pass time of one batch, in seconds.
-
-    ``median_s``, ``iqr_s``, ``mean_s``, ``min_s`` are statistics over ``times`` measurements;
-    each measurement is the mean time of ``number_per_run`` back-to-back forwards (the block
-    size ``torch.utils.benchmark`` chose). ``per_sample_s`` = ``median_s / batch_size``;
-    ``throughput`` = ``batch_size / median_s`` in samples per second.
-    """
-
-    median_s: float
-    iqr_s: float
-    mean_s: float
-    min_s: float
-    times: int
-    number_per_run: int
-    batch_size: int
-    per_sample_s: float
-    throughput: float
-    num_threads: int
-    device: str
-    raw_s: tuple[float, ...]
 
 
 def _infer_batch_size(args: tuple, kwargs: Mapping[str, Any]) -> int:

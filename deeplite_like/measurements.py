@@ -1,0 +1,59 @@
+"""Measurement records shared by every backend (no framework imports).
+
+Backends fill these; ``Compute*`` functions turn them into status values. Keeping one
+definition means a field means the same thing whichever framework measured it.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class ParamStats:
+    """Counts in elements, sizes in bytes.
+
+    ``by_dtype`` maps a dtype name (``'float32'``, ``'qint8'``) to the bytes of *parameters*
+    of that dtype (its values sum to ``param_bytes``); ``buffer_by_dtype`` does the same for
+    buffers (PyTorch buffers; Keras state weights such as batch-norm moving statistics).
+    ``buffer_count`` is the number of buffer *elements* (BatchNorm2d(16): 16 + 16 + 1).
+    """
+
+    total_params: int
+    trainable_params: int
+    non_trainable_params: int
+    param_bytes: int
+    buffer_count: int
+    buffer_bytes: int
+    by_dtype: dict[str, int] = field(default_factory=dict)
+    buffer_by_dtype: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def total_bytes(self) -> int:
+        """Parameter plus buffer bytes: what loading the model's state costs."""
+        return self.param_bytes + self.buffer_bytes
+
+
+@dataclass(frozen=True)
+class TimingStats:
+    """Forward-pass time of one batch, in seconds.
+
+    ``median_s``, ``iqr_s`` (75th - 25th percentile), ``mean_s``, ``min_s`` are statistics over
+    ``times`` measurements; each measurement is the mean time of ``number_per_run``
+    back-to-back forwards. ``per_sample_s`` = ``median_s / batch_size``; ``throughput`` =
+    ``batch_size / median_s`` in samples per second. ``compiled`` says how the forward ran
+    (``''`` for a plain eager call).
+    """
+
+    median_s: float
+    iqr_s: float
+    mean_s: float
+    min_s: float
+    times: int
+    number_per_run: int
+    batch_size: int
+    per_sample_s: float
+    throughput: float
+    num_threads: int
+    device: str
+    raw_s: tuple[float, ...]
+    compiled: str = ""
