@@ -148,7 +148,7 @@ def execute(run: PreparedRun, progress: Progress | None = None) -> ModelResult:
 
 def with_layer_times(table: TableReport, model: Any, args: tuple, kwargs: dict) -> TableReport:
     """The per-layer table with a ``latency_s`` column: median forward seconds per module."""
-    from deeplite_like.commands.torch_layer_times import module_forward_times
+    from deeplite_like.backends.torch.layer_timing import module_forward_times
 
     times = module_forward_times(model, args, kwargs)
     rows = [{**row, LATENCY_COLUMN: times.get(str(row["module"]))} for row in table.rows]

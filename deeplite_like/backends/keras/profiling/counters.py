@@ -116,18 +116,18 @@ class TorchOpCounter:
     """Keras on torch: the torch dispatch mode counts what the layers do not (backward, optimizer, rest)."""
 
     def __init__(self, phases: Phases) -> None:
-        from deeplite_like.backends.torch.profile import PhaseCountingMode, _current_autograd_node
+        from deeplite_like.backends.torch.profiling.phases import PhaseCountingMode, current_autograd_node
 
         class KerasTorchMode(PhaseCountingMode):
             """No torch module is attached: the phase comes from autograd and the Keras-side flags."""
 
             def _current_phase(self) -> str:
-                if _current_autograd_node() is not None:
+                if current_autograd_node() is not None:
                     return "backward"
                 return phases.current() or "forward"
 
             def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-                if phases.current() is None and _current_autograd_node() is None:
+                if phases.current() is None and current_autograd_node() is None:
                     return func(*args, **(kwargs or {}))  # the forward: priced per layer, not here
                 return super().__torch_dispatch__(func, types, args, kwargs)
 

@@ -18,7 +18,8 @@ from deeplite_like.opcount import OpCount
 
 from ..errors import BackwardError, ForwardError, UntrackedOpWarning
 from . import formulas as _formulas  # noqa: F401  (importing the package fills the formula table)
-from .recorder import CountingMode, _describe_args, counting_mode
+from .describe import describe_args
+from .recorder import CountingMode, counting_mode
 from .registry import CountOptions
 
 LossFn = Callable[[Any], torch.Tensor]
@@ -131,7 +132,7 @@ def _forward_error(model: torch.nn.Module, exc: Exception, mode: CountingMode, o
                             f"{what}. {hint}")
     where = "the root module" if frame.name == "" else f"module {frame.name!r}"
     return ForwardError(f"the forward pass failed in {where} ({type(frame.module).__name__}) called with "
-                        f"{_describe_args(frame.args, frame.kwargs)}: {what}. {hint}")
+                        f"{describe_args(frame.args, frame.kwargs)}: {what}. {hint}")
 
 
 def _loss(output: Any, loss_fn: LossFn | None) -> torch.Tensor:
@@ -151,7 +152,7 @@ def _loss(output: Any, loss_fn: LossFn | None) -> torch.Tensor:
             loss = loss + tensor.sum()
     if not (isinstance(loss, torch.Tensor) and loss.numel() == 1 and loss.requires_grad):
         raise BackwardError("backward=True: the loss must be a one-element tensor that requires grad, got "
-                            f"{_describe_args((loss,), {})}; check loss_fn")
+                            f"{describe_args((loss,), {})}; check loss_fn")
     return loss
 
 

@@ -16,16 +16,10 @@ Attribution
     the operator table and the phase when the phase ends, so ``by_module`` is nested by
     construction and follows the real call stack.
 
-    We chose wrappers over ``register_forward_pre_hook``/``register_forward_hook`` for speed
-    and scope: a module with hooks leaves ``nn.Module.__call__``'s fast path, registering,
-    running and removing two hooks (``with_kwargs``, ``always_call``) per module per count
-    cost more than the wrappers do, and hooks fire for every thread that calls the module. A
-    module's own hooks (the user's) run outside the wrapped ``forward``: operators they run
-    count toward the enclosing module. A module whose class makes ``forward`` a data
-    descriptor (a ``property``) cannot be wrapped: it gets the two hooks, which check the
-    thread. TorchScript modules take neither: their operators count toward the enclosing
-    module. ``nn.TransformerEncoderLayer`` runs one fused kernel unless it sees a hook; it
-    gets a no-op hook so that its children run, and are attributed, as with hooks.
+    The wrappers and why they are not hooks: ``module_wrappers.py``. A module's own hooks (the
+    user's) run outside the wrapped ``forward``: operators they run count toward the enclosing
+    module. A module whose ``forward`` cannot be wrapped gets two hooks, which check the thread.
+    TorchScript modules take neither: their operators count toward the enclosing module.
 
     Backward: no module code runs in backward, so each forward context is also filed under the
     autograd *sequence number* at which it began (``torch.autograd._get_sequence_nr()``, a
@@ -48,10 +42,10 @@ Leaving the model as found
 
 Speed
     Per-op facts (name, written arguments, the C++ callable) are cached for the process by op
-    identity, the formula look-up once per count. ``counting_mode`` leaves out torch's
-    dynamo-disabling wrapper of ``__torch_dispatch__`` while TorchDynamo is not loaded. On the
-    meta device, ``_MetaOutputs`` replays the outputs of repeated ops instead of running their
-    (often Python) meta kernels. ``benchmarks/bench_torch_count.py`` measures the result
+    identity (``op_facts.py``), the formula look-up once per count. ``counting_mode`` leaves out
+    torch's dynamo-disabling wrapper of ``__torch_dispatch__`` while TorchDynamo is not loaded.
+    On the meta device, ``meta_replay.MetaOutputs`` replays the outputs of repeated ops instead
+    of running their (often Python) meta kernels. ``benchmarks/bench_torch_count.py`` measures the result
     (``docs/benchmarks.rst``).
 """
 from __future__ import annotations
@@ -67,126 +61,22 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from deeplite_like.opcount import OpCount, OpStats
 
 from ..errors import FormulaError
+from .describe import describe_args
+from .meta_replay import MetaOutputs
+from .module_wrappers import (FUSED_UNLESS_HOOKED, can_wrap, counting_thread, keep_unfused, unwrap_forwards,
+                              wrap_forwards)
+from .module_wrappers import _wrapped  # noqa: F401  (re-exported: tests check that no wrapper is left)
 from .modules import lookup_module_formula, module_op_name
-from .registry import CountOptions, OpCall, is_free, lookup, op_name
+from .op_facts import op_info
+from .registry import CountOptions, OpCall, is_free, lookup
+
+_local = counting_thread  # (the old name: tests read ``recorder._local.mode``)
 
 _UNTRACKED = object()  # cache marker: the op has no formula and is not free
+_ABSENT = object()  # cache marker: no module formula looked up yet
 
 _get_sequence_nr = getattr(torch.autograd, "_get_sequence_nr", None)
 _current_autograd_node = getattr(torch._C, "_current_autograd_node", None)
-
-
-# Keyed by ``id(op)``: ``OpOverload.__hash__`` is a Python method, too slow for once per op call.
-# The entry holds the op, so the id cannot be reused while the entry lives.
-_OP_INFO: dict[int, tuple[str, tuple, Callable, int, Any]] = {}
-_NEW, _IN_PLACE = 1, 2  # ops ``_MetaOutputs`` may replay: returning new tensors; writing ``self`` only
-
-
-def _op_info(func: Any) -> tuple[str, tuple, Callable, int, Any]:
-    """``(name, written, run, replay, op)`` of an op: its name, the ``(index, name)`` of each
-    argument its schema declares written (``Tensor(a!)``), what to call to run it, whether
-    ``_MetaOutputs`` may replay it (0, ``_NEW`` or ``_IN_PLACE``), and the op itself."""
-    info = _OP_INFO.get(id(func))
-    if info is None or info[4] is not func:
-        schema = getattr(func, "_schema", None)
-        arguments = schema.arguments if schema is not None else ()
-        written = tuple((i, arg.name) for i, arg in enumerate(arguments)
-                        if arg.alias_info is not None and arg.alias_info.is_write)
-        returns = schema.returns if schema is not None else ()
-        replay = 0
-        if returns and all(isinstance(r.type, torch._C.TensorType) for r in returns):
-            if not written and all(r.alias_info is None for r in returns):
-                replay = _NEW
-            elif (len(returns) == 1 and [i for i, _ in written] == [0] and returns[0].alias_info is not None
-                  and returns[0].alias_info.before_set == arguments[0].alias_info.before_set):
-                replay = _IN_PLACE
-        # A plain OpOverload's __call__ only forwards to its C++ ``_op``: call that directly.
-        run = func._op if type(func) is torch._ops.OpOverload else func
-        info = _OP_INFO[id(func)] = (op_name(func), written, run, replay, func)
-    return info
-
-
-class _MetaOutputs:
-    """Replays the outputs of repeated ops on meta tensors, per count.
-
-    Many meta kernels are Python decompositions (``native_batch_norm``: about 1 ms a call; the
-    per-step ``sigmoid_``/``tanh``/``addmm`` of a decomposed LSTM: tens of us each), so counting
-    on meta was mostly torch computing shapes. On meta, what an op returns depends only on its
-    arguments' metadata, so the second call with the same op, shapes, strides, dtypes and
-    scalars does not run the kernel: an op returning new tensors gets fresh ``empty_strided``
-    tensors of the recorded metadata; an in-place op on ``self`` whose first call left the
-    metadata of ``self`` unchanged returns ``self`` (its version counter was already bumped
-    above the dispatch mode). Only when every tensor argument is a plain strided, non-complex
-    meta tensor; anything else runs the kernel.
-    """
-
-    _SCALARS = frozenset((int, float, bool, str, type(None), torch.dtype, torch.device, torch.layout,
-                          torch.memory_format))
-
-    def __init__(self) -> None:
-        self._outputs: dict[tuple, Any] = {}
-        self._empty = torch.ops.aten.empty_strided.default._op
-        self._meta = torch.device("meta")
-
-    def run(self, func: Any, run: Callable, replay: int, args: tuple, kwargs: dict) -> Any:
-        key = self._key(args)
-        if key is not None and kwargs:
-            extra = self._key(tuple(kwargs.values()))
-            key = None if extra is None else (key, tuple(kwargs), extra)
-        if key is None:
-            return run(*args, **kwargs)
-        key = (id(func), torch.get_default_dtype(), key)  # (factory ops read the default dtype)
-        spec = self._outputs.get(key)
-        if spec is None:  # first call: run the kernel, record its outputs
-            if replay == _IN_PLACE:
-                before = self._key(args[:1])
-                out = run(*args, **kwargs)
-                self._outputs[key] = out is args[0] and self._key(args[:1]) == before
-            else:
-                out = run(*args, **kwargs)
-                self._outputs[key] = self._spec(out)
-            return out
-        if spec is False:
-            return run(*args, **kwargs)
-        if spec is True:
-            return args[0]
-        many, shapes = spec
-        empty, meta = self._empty, self._meta
-        outs = tuple(None if s is None else empty(s[0], s[1], dtype=s[2], device=meta) for s in shapes)
-        return outs if many else outs[0]
-
-    def _key(self, values: tuple) -> tuple | None:
-        """The arguments' metadata as a hashable tuple, or None when they cannot be replayed."""
-        key = []
-        for value in values:
-            cls = type(value)
-            if cls in self._SCALARS:
-                key.append((cls, value))  # (the type: 1, 1.0 and True are equal keys)
-            elif isinstance(value, torch.Tensor):
-                if not (value.is_meta and value.layout == torch.strided) or value.dtype.is_complex \
-                        or value.is_nested:
-                    return None
-                key.append((value.dtype, value.shape, value.stride(), value.storage_offset()))
-            elif cls is list or cls is tuple or cls is torch.Size:
-                inner = self._key(value)
-                if inner is None:
-                    return None
-                key.append((cls, inner))
-            else:
-                return None
-        return tuple(key)
-
-    @staticmethod
-    def _spec(out: Any) -> tuple[bool, tuple] | bool:
-        """``(is a tuple, (shape, stride, dtype) per output)`` to make outputs like ``out``; False
-        when they are not all plain meta tensors (or ``None``) that ``empty_strided`` makes."""
-        outs = out if isinstance(out, tuple) else (out,)
-        for t in outs:
-            if t is not None and (type(t) is not torch.Tensor or not t.is_meta or t.layout != torch.strided
-                                  or t.storage_offset()):
-                return False
-        return isinstance(out, tuple), tuple(None if t is None else (tuple(t.shape), t.stride(), t.dtype)
-                                             for t in outs)
 
 
 class _Context:
@@ -215,85 +105,6 @@ class _Frame:
         self.name = name
         self.args = args
         self.kwargs = kwargs
-
-
-# -- forward wrappers -------------------------------------------------------------------------
-# One wrapper per module, shared by every count in progress (in any thread): installed by the
-# first ``attach`` that needs it, removed by the last ``detach``. It calls the original forward
-# directly unless this thread's counting mode knows the module.
-_local = threading.local()  # .mode: the CountingMode attached in this thread, if any
-_lock = threading.Lock()
-_wrapped: dict[int, list] = {}  # id(module) -> [module, wrapper, instance forward before or _ABSENT, users]
-_ABSENT = object()
-_wrappable: dict[type, bool] = {}  # class -> forward is not a data descriptor
-
-# Modules that skip their children's forwards (one fused kernel) unless they see a forward hook
-# on themselves or a child: torch's own contract, so that hooks see every submodule. The
-# wrappers are not hooks, so each of these gets a no-op pre-hook for the count: the unfused
-# path runs and its children are attributed (the fused path counts the same in total).
-_FUSED_UNLESS_HOOKED: tuple[type, ...] = (torch.nn.TransformerEncoderLayer,)
-
-
-def _keep_unfused(module: torch.nn.Module, args: tuple) -> None:
-    return None
-
-
-def _can_wrap(cls: type) -> bool:
-    """False when the class makes ``forward`` a data descriptor: an instance attribute cannot shadow it."""
-    known = _wrappable.get(cls)
-    if known is None:
-        for klass in cls.__mro__:
-            if "forward" in klass.__dict__:
-                attribute = klass.__dict__["forward"]
-                known = not (hasattr(type(attribute), "__set__") or hasattr(type(attribute), "__delete__"))
-                break
-        else:
-            known = True
-        _wrappable[cls] = known
-    return known
-
-
-def _make_wrapper(module: torch.nn.Module, forward: Callable) -> Callable:
-    def counted_forward(*args: Any, **kwargs: Any) -> Any:
-        mode = getattr(_local, "mode", None)
-        if mode is None:
-            return forward(*args, **kwargs)
-        return mode._call(module, forward, args, kwargs)
-
-    counted_forward.__wrapped__ = forward  # inspect.signature(module.forward) still tells the truth
-    return counted_forward
-
-
-def _wrap(modules: list[torch.nn.Module], wrapped: list[torch.nn.Module]) -> None:
-    """Wrap each module's forward (or count one more user of its wrapper); append it to ``wrapped``."""
-    with _lock:
-        for module in modules:
-            entry = _wrapped.get(id(module))
-            if entry is None:
-                wrapper = _make_wrapper(module, module.forward)
-                _wrapped[id(module)] = [module, wrapper, module.__dict__.get("forward", _ABSENT), 1]
-                module.__dict__["forward"] = wrapper
-            else:
-                entry[3] += 1
-            wrapped.append(module)
-
-
-def _unwrap(modules: list[torch.nn.Module]) -> None:
-    """Undo ``_wrap``: the last user of a wrapper puts back what the instance had before."""
-    with _lock:
-        for module in modules:
-            entry = _wrapped.get(id(module))
-            if entry is None or entry[0] is not module:
-                continue
-            entry[3] -= 1
-            if entry[3]:
-                continue
-            del _wrapped[id(module)]
-            if module.__dict__.get("forward") is entry[1]:  # else the forward replaced it: leave that
-                if entry[2] is _ABSENT:
-                    del module.__dict__["forward"]
-                else:
-                    module.__dict__["forward"] = entry[2]
 
 
 class CountingMode(TorchDispatchMode):
@@ -330,7 +141,7 @@ class CountingMode(TorchDispatchMode):
         self._phase = OpStats()
         self._in_backward = False
         self._op_cache: dict[int, tuple[str, Any, tuple, Callable, int]] = {}  # id(op) -> _classify
-        self._meta = _MetaOutputs() if meta else None
+        self._meta = MetaOutputs() if meta else None
         self._to_watch: list[torch.Tensor] = []  # given to ``watch``, addresses not read yet
         self._watched: dict[int, list[torch.Tensor]] = {}  # storage address -> model tensors on it
         self._mutated: list[tuple[torch.Tensor, torch.Tensor]] = []  # (model tensor, copy before)
@@ -372,29 +183,29 @@ class CountingMode(TorchDispatchMode):
             if isinstance(module, torch.jit.ScriptModule):
                 continue
             self._names[id(module)] = name
-            if _can_wrap(type(module)):
+            if can_wrap(type(module)):
                 modules.append(module)
             else:
                 self._handles.append(module.register_forward_pre_hook(self._hook_enter, with_kwargs=True,
                                                                       prepend=True))
                 self._handles.append(module.register_forward_hook(self._hook_exit, with_kwargs=True,
                                                                   always_call=True))
-            if isinstance(module, _FUSED_UNLESS_HOOKED):
-                self._handles.append(module.register_forward_pre_hook(_keep_unfused))
-        self._previous_mode = getattr(_local, "mode", None)
+            if isinstance(module, FUSED_UNLESS_HOOKED):
+                self._handles.append(module.register_forward_pre_hook(keep_unfused))
+        self._previous_mode = getattr(counting_thread, "mode", None)
         self._attached = True
-        _local.mode = self
-        _wrap(modules, self._modules)
+        counting_thread.mode = self
+        wrap_forwards(modules, self._modules)
 
     def detach(self) -> None:
         """Remove what ``attach`` added (safe to call twice)."""
         while self._handles:
             self._handles.pop().remove()
         modules, self._modules = self._modules, []
-        _unwrap(modules)
+        unwrap_forwards(modules)
         if self._attached:
             self._attached = False
-            _local.mode = self._previous_mode
+            counting_thread.mode = self._previous_mode
 
     def _call(self, module: torch.nn.Module, forward: Callable, args: tuple, kwargs: dict) -> Any:
         """Run one module call (``forward(*args, **kwargs)``) as a context of its own."""
@@ -577,7 +388,7 @@ class CountingMode(TorchDispatchMode):
             macs, flops = int(macs), int(flops)
         except Exception as exc:
             raise FormulaError(f"the formula {getattr(formula, '__qualname__', formula)!r} for {name} failed on "
-                               f"{_describe_args(args, kwargs)}: {type(exc).__name__}: {exc}. Fix it, or "
+                               f"{describe_args(args, kwargs)}: {type(exc).__name__}: {exc}. Fix it, or "
                                "replace it with register_formula(..., override=True).") from exc
         # _add, inlined: this line runs once per priced op
         ctx = self._backward_context() if self._in_backward else self._ctx
@@ -592,12 +403,12 @@ class CountingMode(TorchDispatchMode):
 
     def _classify(self, func: Any) -> tuple[str, Any, tuple, Callable, int]:
         """The op's name, formula (``None``: free, ``_UNTRACKED``), written arguments, callable,
-        and how ``_MetaOutputs`` may replay it (0: never).
+        and how ``MetaOutputs`` may replay it (0: never).
 
         The formula is looked up once per count (the table may change between counts); the
-        rest never changes and is kept for the process (``_op_info``).
+        rest never changes and is kept for the process (``op_facts.op_info``).
         """
-        name, written, run, replay, _ = _op_info(func)
+        name, written, run, replay, _ = op_info(func)
         formula = lookup(func)
         if formula is None and not is_free(func):
             formula = _UNTRACKED
@@ -679,27 +490,7 @@ def counting_mode(options: CountOptions, track_backward: bool = False, meta: boo
     dynamo-disabling wrapper (and its import). If the forward loads it (its first
     ``torch.compile``), the mode switches to the safe class at its next op; the op in flight
     may be traced by dynamo, which stays correct, only slower, and warns. ``meta``:
-    the run is on the meta device; repeated ops get their outputs replayed (``_MetaOutputs``).
+    the run is on the meta device; repeated ops get their outputs replayed (``MetaOutputs``).
     """
     cls = _dynamo_safe(CountingMode) if "torch._dynamo" in sys.modules else CountingMode
     return cls(options, track_backward=track_backward, meta=meta)
-
-
-def _describe_tensor(value: Any) -> str:
-    if isinstance(value, torch.Tensor):
-        dtype = str(value.dtype).replace("torch.", "")
-        device = "" if value.device.type == "cpu" else f" {value.device}"
-        return f"Tensor[{', '.join(str(int(s)) for s in value.shape)}] {dtype}{device}"
-    if isinstance(value, (list, tuple)):
-        inner = ", ".join(_describe_tensor(v) for v in value)
-        return f"[{inner}]" if isinstance(value, list) else f"({inner})"
-    if isinstance(value, dict):
-        return "{" + ", ".join(f"{k!r}: {_describe_tensor(v)}" for k, v in value.items()) + "}"
-    text = repr(value)
-    return text if len(text) <= 40 else f"{type(value).__name__}(...)"
-
-
-def _describe_args(args: tuple, kwargs: dict) -> str:
-    """``(Tensor[2, 3] float32, mask=Tensor[2] bool)``: what a call received, for error messages."""
-    parts = [_describe_tensor(a) for a in args] + [f"{k}={_describe_tensor(v)}" for k, v in kwargs.items()]
-    return "(" + ", ".join(parts) + ")"

@@ -51,7 +51,7 @@ class CountOptions:
     causal_half: bool = False
 
 
-@dataclass
+@dataclass(slots=True)
 class OpCall:
     """One operator call as a formula sees it: the op, its arguments and its output.
 

@@ -19,7 +19,9 @@ from typing import Any
 
 import torch
 
-from deeplite_like.backends.torch.inputs import inference_mode_of
+from .inputs import inference_mode_of
+
+__all__ = ["module_forward_times"]
 
 
 def module_forward_times(model: torch.nn.Module, args: tuple, kwargs: dict | None = None, repeats: int = 5,

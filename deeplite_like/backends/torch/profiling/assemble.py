@@ -1,0 +1,74 @@
+"""Turning a counted run into the parts of a ``ModelProfile``: module records, phase totals, warnings."""
+from __future__ import annotations
+
+import warnings
+from typing import Any, Iterable, Mapping
+
+from torch import nn
+
+from deeplite_like.profiling.build import ModuleRecord
+from deeplite_like.profiling.result import PhaseStats
+
+from ..errors import UntrackedOpWarning
+from ..params import parameter_stats
+from .phases import PhaseCountingMode
+
+__all__ = ["ignored_names", "module_params", "module_records", "phase_totals", "warn_untracked"]
+
+
+def ignored_names(named_modules: list[tuple[str, nn.Module]], ignore: Iterable[Any]) -> set[str]:
+    """Qualified names of modules whose type is listed (classes match subclasses; strings match names)."""
+    classes, names = [], set()
+    for item in ignore:
+        if isinstance(item, type) and issubclass(item, nn.Module):
+            classes.append(item)
+        elif isinstance(item, str):
+            names.add(item)
+        else:
+            raise TypeError(f"ignore_modules takes torch.nn.Module classes or class names, got {item!r}")
+    classes_t = tuple(classes)
+    return {name for name, module in named_modules
+            if (classes_t and isinstance(module, classes_t)) or type(module).__name__ in names
+            or f"{type(module).__module__}.{type(module).__qualname__}" in names}
+
+
+def _parent(name: str, known: set[str]) -> str | None:
+    if name == "":
+        return None
+    parent = name.rpartition(".")[0]
+    while parent and parent not in known:
+        parent = parent.rpartition(".")[0]
+    return parent
+
+
+def module_params(named_modules: list[tuple[str, nn.Module]]) -> dict[str, int]:
+    return {name: parameter_stats(module).total_params for name, module in named_modules}
+
+
+def module_records(named_modules: list[tuple[str, nn.Module]], params: dict[str, int], mode: PhaseCountingMode,
+             latency: dict[str, float] | None) -> list[ModuleRecord]:
+    known = {name for name, _ in named_modules}
+    result = mode.result
+    records = []
+    for name, module in named_modules:
+        stats = result.by_module.get(name)
+        records.append(ModuleRecord(
+            name=name, type=type(module).__name__, parent=_parent(name, known), extra_repr=module.extra_repr(),
+            params=params.get(name, 0), calls=stats.calls if stats is not None else 0,
+            phases=dict(mode.module_phases.get(name, {})), ops=dict(result.module_ops.get(name, {})),
+            latency_s=None if latency is None else latency.get(name)))
+    return records
+
+
+def phase_totals(mode: PhaseCountingMode) -> dict[str, PhaseStats]:
+    return {name: PhaseStats(s.macs, s.flops, s.calls) for name, s in mode.result.phases.items()
+            if s.calls or name in ("forward", "backward")}
+
+
+def warn_untracked(untracked: Mapping[str, int]) -> None:
+    if untracked:
+        listing = ", ".join(f"{name} ({calls} call{'s' if calls != 1 else ''})"
+                            for name, calls in sorted(untracked.items(), key=lambda kv: (-kv[1], kv[0])))
+        warnings.warn(f"{len(untracked)} operator(s) ran with no FLOP formula and were counted as 0: {listing}. "
+                      "Register a formula with deeplite_like.backends.torch.counting.register_formula, or mark "
+                      "the op as free of arithmetic with register_free.", UntrackedOpWarning, stacklevel=3)

@@ -1,0 +1,128 @@
+"""``ProfileRun``: one call of the entry point (and its backward), on the real model or on meta copies.
+
+Also the small pieces around it: the loss to differentiate, the ``ForwardError`` that says where
+the forward failed, a synchronised timer, and the random generators kept as found.
+"""
+from __future__ import annotations
+
+import contextlib
+import itertools
+import time
+from typing import Any, Callable, Iterator, Mapping
+
+import torch
+from torch import nn
+from torch.utils import _pytree as pytree
+
+from ..errors import BackwardError, ForwardError
+from .entry_point import EntryPoint, call_entry
+from .phases import PhaseCountingMode
+
+__all__ = ["ProfileRun", "forward_error", "rng_kept", "tensors_of", "timed"]
+
+
+def _meta_like(tensor: torch.Tensor) -> torch.Tensor:
+    meta = torch.empty_strided(tensor.shape, tensor.stride(), dtype=tensor.dtype, device="meta")
+    return meta.requires_grad_(True) if tensor.requires_grad else meta
+
+
+def _fresh_leaf(tensor: torch.Tensor) -> torch.Tensor:
+    return tensor.detach().requires_grad_(True) if tensor.requires_grad else tensor
+
+
+def tensors_of(tree: Any) -> list[torch.Tensor]:
+    return [leaf for leaf in pytree.tree_leaves(tree) if isinstance(leaf, torch.Tensor)]
+
+
+def _loss(output: Any, loss_fn: Callable[[Any], torch.Tensor] | None) -> torch.Tensor:
+    if loss_fn is not None:
+        try:
+            loss = loss_fn(output)
+        except Exception as exc:
+            raise BackwardError(f"loss_fn raised on the model output: {type(exc).__name__}: {exc}") from exc
+    else:
+        outputs = [t for t in tensors_of(output if not isinstance(output, Mapping) else list(output.values()))
+                   if t.is_floating_point() and t.requires_grad]
+        if not outputs:
+            raise BackwardError(f"backward=True: the output ({type(output).__name__}) has no floating-point tensor "
+                                "that requires grad; pass loss_fn=... returning a scalar to differentiate")
+        loss = outputs[0].sum()
+        for tensor in outputs[1:]:
+            loss = loss + tensor.sum()
+    if not (isinstance(loss, torch.Tensor) and loss.numel() == 1 and loss.requires_grad):
+        raise BackwardError("backward=True: the loss must be a one-element tensor that requires grad; check loss_fn")
+    return loss
+
+
+def forward_error(model: nn.Module, exc: Exception, mode: PhaseCountingMode, built: bool,
+                   func_name: str) -> ForwardError:
+    frame, seen, cause = None, set(), exc
+    while cause is not None and id(cause) not in seen:
+        seen.add(id(cause))
+        frame = mode.failures.get(cause, frame)
+        cause = cause.__cause__ or cause.__context__
+    where = ("outside any module call" if frame is None else
+             f"in {'the root module' if frame.name == '' else repr(frame.name)} ({type(frame.module).__name__})")
+    hint = (" The input was one float tensor built from input_shape: a model that takes integer ids or several "
+            "inputs needs args=/kwargs=." if built else "")
+    return ForwardError(f"{type(model).__name__}.{func_name} failed {where}: {type(exc).__name__}: {exc}.{hint}")
+
+
+class ProfileRun:
+    """Runs the entry point (and its backward) on the real model or, for meta, on meta copies."""
+
+    def __init__(self, model: nn.Module, func_name: str, args: tuple, kwargs: dict, backward: bool,
+                 on_meta: bool, loss_fn: Callable | None) -> None:
+        self.model, self.func_name, self.loss_fn = model, func_name, loss_fn
+        self.backward, self.on_meta = backward, on_meta
+        self.state: dict[str, torch.Tensor] = {}
+        if on_meta:
+            self.state = {f"model.{name}": _meta_like(t) for name, t in
+                          itertools.chain(model.named_parameters(), model.named_buffers()) if not t.is_meta}
+            args, kwargs = pytree.tree_map_only(torch.Tensor, _meta_like, (args, kwargs))
+        if backward:  # fresh leaves: backward stops at the inputs; the caller's tensors get no .grad
+            args, kwargs = pytree.tree_map_only(torch.Tensor, _fresh_leaf, (args, kwargs))
+        self.args, self.kwargs = args, kwargs
+        self.mode: PhaseCountingMode | None = None  # set for the counted call
+
+    def forward(self) -> Any:
+        with torch.enable_grad() if self.backward else torch.no_grad():
+            if self.on_meta:
+                with torch.device("meta"):
+                    return torch.func.functional_call(EntryPoint(self.model, self.func_name, self.mode), self.state,
+                                                      self.args, self.kwargs, tie_weights=True, strict=False)
+            return call_entry(self.model, self.func_name, self.args, self.kwargs, self.mode)
+
+    def loss(self, output: Any) -> torch.Tensor:
+        with torch.enable_grad():
+            return _loss(output, self.loss_fn)
+
+    def run_backward(self, loss: torch.Tensor) -> None:
+        params = [self.state.get(f"model.{name}", p) for name, p in self.model.named_parameters()]
+        leaves = [p for p in params if p.requires_grad]
+        leaves += [t for t in tensors_of((self.args, self.kwargs)) if t.requires_grad and t.is_leaf]
+        for p in self.model.parameters():
+            p.grad = None
+        try:
+            torch.autograd.backward(loss, inputs=leaves or None)
+        except Exception as exc:
+            raise BackwardError(f"the backward pass of {type(self.model).__name__} failed: "
+                                f"{type(exc).__name__}: {exc}") from exc
+
+
+def timed(fn: Callable[[], Any], sync: Callable[[], None] | None) -> tuple[Any, float]:
+    if sync is not None:
+        sync()
+    start = time.perf_counter()
+    out = fn()
+    if sync is not None:
+        sync()
+    return out, time.perf_counter() - start
+
+
+@contextlib.contextmanager
+def rng_kept(model: nn.Module) -> Iterator[None]:
+    """Leave the CPU and CUDA random generators as found (dropout draws numbers while profiling)."""
+    cuda = sorted({t.device.index or 0 for t in model.parameters() if t.device.type == "cuda"})
+    with torch.random.fork_rng(devices=cuda):
+        yield

@@ -1,0 +1,102 @@
+"""Forward time per module (``ModuleTimer``) and optimizer-step time (``StepTimer``), by hooks.
+
+Both synchronise with ``sync`` (``devices.synchronizer``) at both ends of every timed interval
+when the model is on an accelerator; times are in seconds (``time.perf_counter``).
+"""
+from __future__ import annotations
+
+import time
+from typing import Any, Callable
+
+import torch
+from torch import nn
+
+from ..inputs import batch_size_of
+from .phases import PhaseCountingMode, current_autograd_node
+
+__all__ = ["ModuleTimer", "StepTimer"]
+
+
+class ModuleTimer:
+    """Forward wall time per module (or of the root only), and the batch size of the first call."""
+
+    def __init__(self, named_modules: list[tuple[str, nn.Module]], per_module: bool,
+                 sync: Callable[[], None] | None) -> None:
+        self._modules = named_modules if per_module else named_modules[:1]
+        self._sync = sync
+        self._stack: list[tuple[nn.Module, float]] = []
+        self._handles: list = []
+        self.seconds: dict[str, float] = {}
+        self.batch_size: int | None = None
+        self._names: dict[int, str] = {}
+
+    def attach(self) -> None:
+        for name, module in self._modules:
+            if isinstance(module, torch.jit.ScriptModule):
+                continue
+            self._names[id(module)] = name
+            self._handles.append(module.register_forward_pre_hook(self._pre, with_kwargs=True))
+            self._handles.append(module.register_forward_hook(self._post, with_kwargs=True, always_call=True,
+                                                              prepend=True))
+
+    def detach(self) -> None:
+        while self._handles:
+            self._handles.pop().remove()
+        self._stack.clear()
+
+    def _pre(self, module: nn.Module, args: tuple, kwargs: dict) -> None:
+        if current_autograd_node() is not None:  # a forward re-run by checkpointing, inside backward
+            return None
+        if self.batch_size is None and not self._stack:
+            self.batch_size = batch_size_of(args, kwargs)
+        if self._sync is not None:
+            self._sync()
+        self._stack.append((module, time.perf_counter()))
+        return None
+
+    def _post(self, module: nn.Module, args: tuple, kwargs: dict, output: Any) -> None:
+        if not self._stack or self._stack[-1][0] is not module:
+            return None
+        if self._sync is not None:
+            self._sync()
+        _, start = self._stack.pop()
+        name = self._names[id(module)]
+        self.seconds[name] = self.seconds.get(name, 0.0) + time.perf_counter() - start
+        return None
+
+
+class StepTimer:
+    """Marks optimizer steps for the mode (``in_step``) and times them, via torch.optim's global step hooks."""
+
+    def __init__(self, mode: PhaseCountingMode | None, sync: Callable[[], None] | None) -> None:
+        self._mode = mode
+        self._sync = sync
+        self._starts: list[float] = []
+        self._handles: list = []
+        self.seconds = 0.0
+
+    def attach(self) -> None:
+        from torch.optim.optimizer import register_optimizer_step_post_hook, register_optimizer_step_pre_hook
+        self._handles = [register_optimizer_step_pre_hook(self._pre), register_optimizer_step_post_hook(self._post)]
+
+    def detach(self) -> None:
+        while self._handles:
+            self._handles.pop().remove()
+        if self._mode is not None:
+            self._mode.in_step = 0
+
+    def _pre(self, optimizer: Any, args: tuple, kwargs: dict) -> None:
+        if self._sync is not None:
+            self._sync()
+        self._starts.append(time.perf_counter())
+        if self._mode is not None:
+            self._mode.in_step += 1
+
+    def _post(self, optimizer: Any, args: tuple, kwargs: dict) -> None:
+        if not self._starts:
+            return
+        if self._sync is not None:
+            self._sync()
+        self.seconds += time.perf_counter() - self._starts.pop()
+        if self._mode is not None:
+            self._mode.in_step = max(0, self._mode.in_step - 1)
