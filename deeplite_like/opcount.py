@@ -9,6 +9,30 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
+from typing import NamedTuple
+
+
+class Cost(NamedTuple):
+    """What one op or layer call costs: MACs of contractions, and total FLOPs (2 x MACs + the rest).
+
+    Shared by every backend's formula table, so a formula means the same thing everywhere.
+    """
+
+    macs: int = 0
+    flops: int = 0
+
+    @classmethod
+    def contraction(cls, macs: int, extra_flops: int = 0) -> "Cost":
+        """A contraction of ``macs`` multiply-accumulates, plus ``extra_flops`` (e.g. a bias add)."""
+        return cls(int(macs), 2 * int(macs) + int(extra_flops))
+
+    @classmethod
+    def elementwise(cls, flops: int) -> "Cost":
+        """Arithmetic that is not a contraction: FLOPs only."""
+        return cls(0, int(flops))
+
+    def __add__(self, other: "Cost") -> "Cost":  # type: ignore[override]
+        return Cost(self.macs + other.macs, self.flops + other.flops)
 
 
 @dataclass

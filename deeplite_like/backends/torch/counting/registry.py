@@ -15,29 +15,11 @@ neither in the formula table nor in the free set is *untracked*.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable, NamedTuple
+from typing import Any, Callable
 
 import torch
 
-
-class Cost(NamedTuple):
-    """What one op call costs: MACs of contractions, and total FLOPs (2 x MACs + the rest)."""
-
-    macs: int = 0
-    flops: int = 0
-
-    @classmethod
-    def contraction(cls, macs: int, extra_flops: int = 0) -> "Cost":
-        """A contraction of ``macs`` multiply-accumulates, plus ``extra_flops`` (e.g. a bias add)."""
-        return cls(int(macs), 2 * int(macs) + int(extra_flops))
-
-    @classmethod
-    def elementwise(cls, flops: int) -> "Cost":
-        """Arithmetic that is not a contraction: FLOPs only."""
-        return cls(0, int(flops))
-
-    def __add__(self, other: "Cost") -> "Cost":  # type: ignore[override]
-        return Cost(self.macs + other.macs, self.flops + other.flops)
+from deeplite_like.opcount import Cost
 
 
 @dataclass(frozen=True)
