@@ -7,6 +7,7 @@ from deeplite_like.compare import compare
 from deeplite_like.data import DataError, ForwardPass, Inputs
 from deeplite_like.device import Device
 from deeplite_like.eval_metric import ComputeEvalMetric
+from deeplite_like.lazy import lazy_exports
 from deeplite_like.functions import ExternalProfilerFunction, ProfilerFunction
 from deeplite_like.opcount import OpCount, OpStats
 from deeplite_like.profiler import Profiler
@@ -24,10 +25,4 @@ _LAZY = {"get_model_profile": "deeplite_like.profiling", "FlopsProfiler": "deepl
          "ModelProfile": "deeplite_like.profiling"}
 
 
-def __getattr__(name: str):
-    if name in _LAZY:
-        import importlib
-        value = getattr(importlib.import_module(_LAZY[name]), name)
-        globals()[name] = value
-        return value
-    raise AttributeError(f"module 'deeplite_like' has no attribute {name!r}")
+__getattr__, __dir__ = lazy_exports(__name__, _LAZY, globals())

@@ -5,8 +5,7 @@ import the others.
 """
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from deeplite_like.lazy import lazy_exports
 
 _EXPORTS = {
     "count_ops": "deeplite_like.backends.torch.counting",
@@ -28,15 +27,4 @@ _EXPORTS = {
 
 __all__ = sorted(_EXPORTS)
 
-
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_EXPORTS))
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS, globals())
