@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import keyword
+import re
+from typing import Iterable
 
 from deeplite_like.status import Comparative, Metric
 
@@ -41,3 +43,20 @@ def make_eval_metric(name: str, unit_name: str = "", comparative: Comparative = 
     if not class_name.isidentifier() or keyword.iskeyword(class_name):
         class_name = "EvalMetric_"
     return type(class_name + "Metric", (EvalMetric,), attrs)
+
+
+_TOPK = re.compile(r"^top(\d+)$")
+
+
+def parse_topk_names(metrics: Iterable[str] | str) -> dict[str, int]:
+    """``('top1', 'top5')`` -> ``{'top1': 1, 'top5': 5}``, for the backends' accuracy helpers."""
+    names = [metrics] if isinstance(metrics, str) else list(metrics)
+    if not names:
+        raise ValueError("evaluate needs at least one metric, e.g. metrics=('top1', 'top5')")
+    parsed = {}
+    for name in names:
+        match = _TOPK.match(name) if isinstance(name, str) else None
+        if match is None or int(match.group(1)) < 1:
+            raise ValueError(f"unknown evaluation metric {name!r}; use 'topK' names such as 'top1', 'top5'")
+        parsed[name] = int(match.group(1))
+    return parsed

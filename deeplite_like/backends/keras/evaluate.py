@@ -12,7 +12,6 @@ The model runs with ``training=False``; scores and targets are compared in NumPy
 """
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -21,12 +20,12 @@ import numpy as np
 from deeplite_like.backends.keras._tf import import_keras
 from deeplite_like.backends.keras.inputs import as_model_input, call_model, to_backend
 from deeplite_like.backends.keras.state import preserved_model_state
+from deeplite_like.metrics.eval import parse_topk_names
 
 keras = import_keras()
 
 __all__ = ["accuracy", "evaluate", "topk_accuracy"]
 
-_TOPK = re.compile(r"^top(\d+)$")
 
 
 class _PairForwardPass:
@@ -45,19 +44,6 @@ class _PairForwardPass:
 
     def targets(self, batch: Any) -> Any:
         return self._check(batch)[1]
-
-
-def _parse_metrics(metrics: Iterable[str]) -> dict[str, int]:
-    names = [metrics] if isinstance(metrics, str) else list(metrics)
-    if not names:
-        raise ValueError("evaluate needs at least one metric, e.g. metrics=('top1', 'top5')")
-    parsed = {}
-    for name in names:
-        match = _TOPK.match(name) if isinstance(name, str) else None
-        if match is None or int(match.group(1)) < 1:
-            raise ValueError(f"unknown evaluation metric {name!r}; use 'topK' names such as 'top1', 'top5'")
-        parsed[name] = int(match.group(1))
-    return parsed
 
 
 def _numpy(x: Any) -> np.ndarray:
@@ -102,7 +88,7 @@ def evaluate(model: keras.layers.Layer, data_loader: Iterable[Any], metrics: Ite
     """Top-k accuracies of ``model`` over ``data_loader`` in one pass, in percent (0-100)."""
     if not isinstance(model, keras.layers.Layer):
         raise TypeError(f"evaluate expects a Keras model, got {type(model).__name__}")
-    wanted = _parse_metrics(metrics)
+    wanted = parse_topk_names(metrics)
     binding = forward_pass if forward_pass is not None else _PairForwardPass()
     ks = set(wanted.values())
     correct = dict.fromkeys(ks, 0)

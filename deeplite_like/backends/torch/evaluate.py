@@ -13,7 +13,6 @@ there); its mode and everything else is restored afterwards.
 """
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Protocol
 
@@ -22,10 +21,10 @@ from torch import nn
 from torch.utils import _pytree as pytree
 
 from deeplite_like.backends.torch.state import model_device, preserved_model_state
+from deeplite_like.metrics.eval import parse_topk_names
 
 __all__ = ["EvalForwardPass", "accuracy", "topk_accuracy", "evaluate"]
 
-_TOPK = re.compile(r"^top(\d+)$")
 
 
 class EvalForwardPass(Protocol):
@@ -73,19 +72,6 @@ class _PairForwardPass:
 
     def targets(self, batch: Any) -> torch.Tensor:
         return self._check(batch)[1]
-
-
-def _parse_metrics(metrics: Iterable[str]) -> dict[str, int]:
-    names = [metrics] if isinstance(metrics, str) else list(metrics)
-    if not names:
-        raise ValueError("evaluate needs at least one metric, e.g. metrics=('top1', 'top5')")
-    parsed = {}
-    for name in names:
-        match = _TOPK.match(name) if isinstance(name, str) else None
-        if match is None or int(match.group(1)) < 1:
-            raise ValueError(f"unknown evaluation metric {name!r}; use 'topK' names such as 'top1', 'top5'")
-        parsed[name] = int(match.group(1))
-    return parsed
 
 
 def _logits(output: Any) -> torch.Tensor:
@@ -136,7 +122,7 @@ def evaluate(
     """
     if not isinstance(model, nn.Module):
         raise TypeError(f"evaluate expects a torch.nn.Module, got {type(model).__name__}")
-    wanted = _parse_metrics(metrics)
+    wanted = parse_topk_names(metrics)
     binding = forward_pass if forward_pass is not None else _PairForwardPass()
     device = model_device(model)
     ks = set(wanted.values())
