@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import NamedTuple
+from typing import Iterable, NamedTuple
 
 
 class Cost(NamedTuple):
@@ -100,3 +100,58 @@ class OpCount:
     def __repr__(self) -> str:
         extra = f", untracked={self.untracked}" if self.untracked else ""
         return f"OpCount(macs={self.macs:,}, flops={self.flops:,}{extra})"
+
+
+def parent_names(names: Iterable[str], sep: str = ".") -> dict[str, str | None]:
+    """Qualified name -> the nearest enclosing name that is also listed (``None`` for the root ``""``)."""
+    known = list(names)
+    present = set(known)
+    parents: dict[str, str | None] = {}
+    for name in known:
+        if name == "":
+            parents[name] = None
+            continue
+        parent = name.rpartition(sep)[0]
+        while parent and parent not in present:
+            parent = parent.rpartition(sep)[0]
+        parents[name] = parent
+    return parents
+
+
+def roll_up_containers(by_module: dict[str, OpStats], parents: dict[str, str | None]) -> list[str]:
+    """Give each container that never ran itself the sum of its children's figures; return their names.
+
+    A module that is never called (``nn.ModuleList``, ``nn.ModuleDict``, a plain holder of
+    layers) runs no operator of its own, so a counting pass has no row for it, and its parent's
+    figures minus its children's would show a false gap. Its figures are by definition those
+    of its children: this adds that row (``calls`` 0: it was not called), innermost containers
+    first, so nested containers add up too. ``parents`` maps every module's qualified name to
+    its parent's (``parent_names``).
+    """
+    children: dict[str, list[str]] = {}
+    for name, parent in parents.items():
+        if parent is not None:
+            children.setdefault(parent, []).append(name)
+    depth: dict[str, int] = {}
+
+    def depth_of(name: str) -> int:
+        if name not in depth:
+            parent = parents.get(name)
+            depth[name] = 0 if parent is None else depth_of(parent) + 1
+        return depth[name]
+
+    added: list[str] = []
+    for name in sorted(children, key=depth_of, reverse=True):  # innermost containers first
+        if name in by_module:
+            continue
+        kids = [by_module[k] for k in children[name] if k in by_module]
+        if not kids:
+            continue  # nothing below it ran either
+        by_module[name] = OpStats(sum(k.macs for k in kids), sum(k.flops for k in kids), 0)
+        added.append(name)
+    if added:  # keep the modules' registration order
+        ordered = {name: by_module[name] for name in parents if name in by_module}
+        ordered.update((name, stats) for name, stats in by_module.items() if name not in ordered)
+        by_module.clear()
+        by_module.update(ordered)
+    return added

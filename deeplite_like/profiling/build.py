@@ -69,6 +69,29 @@ def link_tree(records: list[ModuleRecord]) -> ModuleNode:
     return root
 
 
+def _roll_up_containers(root: ModuleNode) -> None:
+    """A module never called itself (``nn.ModuleList``, a holder of layers) gets its children's figures.
+
+    It ran no operator of its own, so without this it would show zeros and its parent a false,
+    negative gap. Phases and latency are the sums of its children's (latency only when every
+    timed child has one); ``calls`` stays 0.
+    """
+    for node in reversed(list(root.walk())):  # children before their parents
+        if node.calls or node.phases or not node.children:
+            continue
+        phases: dict[str, OpStats] = {}
+        for child in node.children:
+            for phase, stats in child.phases.items():
+                phases.setdefault(phase, OpStats()).add(stats.macs, stats.flops, stats.calls)
+        if not phases:
+            continue  # nothing below it ran either
+        node.phases = phases
+        node.container = True
+        latencies = [c.latency_s for c in node.children if c.latency_s is not None]
+        if latencies:
+            node.latency_s = sum(latencies)
+
+
 def _exclude(root: ModuleNode, excluded_names: set[str]) -> list[ModuleNode]:
     """Mark excluded subtrees; return the outermost excluded nodes (each with its own figures)."""
     outermost: list[ModuleNode] = []
@@ -108,6 +131,7 @@ def build_profile(model: str, backend: str, records: list[ModuleRecord], *,
     never changed in place.
     """
     root = link_tree(records)
+    _roll_up_containers(root)
     excluded = _exclude(root, set(excluded_names))
     phases = {k: PhaseStats(v.macs, v.flops, v.calls, v.latency_s) for k, v in phases.items()}
     operators = {k: _copy(v) for k, v in by_operator.items()}

@@ -64,6 +64,8 @@ class ModuleNode:
         latency_s: forward wall time summed over its calls (None: module timing was off).
         ops: operator name -> ``OpStats`` of the operators run directly in it (every phase).
         excluded: listed in ``ignore_modules``: its cost is not in its parents nor the totals.
+        container: never called itself (``nn.ModuleList``, a holder of layers): its figures are
+            the sums of its children's.
         children: direct submodules, in registration order.
     """
 
@@ -79,6 +81,7 @@ class ModuleNode:
     latency_s: float | None = None
     ops: dict[str, OpStats] = field(default_factory=dict)
     excluded: bool = False
+    container: bool = False
     children: list["ModuleNode"] = field(default_factory=list)
 
     @property
@@ -116,6 +119,7 @@ class ModuleNode:
             "name": self.name, "type": self.type, "extra_repr": self.extra_repr, "depth": self.depth,
             "params": self.params, "macs": self.macs, "flops": self.flops, "calls": self.calls,
             "latency_s": self.latency_s, "flops_per_s": self.flops_per_s, "excluded": self.excluded,
+            "container": self.container,
             "phases": {k: v.as_dict() for k, v in self.phases.items()},
             "ops": {k: v.as_dict() for k, v in self.ops.items()},
             "gap": self.gap.as_dict(),

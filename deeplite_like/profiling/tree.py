@@ -38,7 +38,9 @@ def _figures(node: "ModuleNode", profile: "ModelProfile", root_latency: float | 
         latency = fmt.seconds(node.latency_s, as_string)
         parts.append(f"fwd latency {latency} ({fmt.share(node.latency_s, root_latency)})")
         parts.append(fmt.rate(node.flops_per_s, as_string))
-    if node.calls != 1:
+    if node.container:
+        parts.append("not called itself: the sum of its children")
+    elif node.calls != 1:
         parts.append(f"{node.calls} calls")
     return " | ".join(parts)
 

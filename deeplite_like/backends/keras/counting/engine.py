@@ -10,7 +10,7 @@ from __future__ import annotations
 import warnings
 from typing import Any, Callable
 
-from deeplite_like.opcount import OpCount
+from deeplite_like.opcount import OpCount, parent_names, roll_up_containers
 
 from .._tf import import_keras
 from ..state import preserved_model_state
@@ -84,6 +84,7 @@ def count_ops(model: Any, inputs_or_shape: Any, *, batch_size: int | None = None
     recorder = run_recorded(model, inputs, training=bool(training),
                             on_failure=lambda exc, rec: _forward_error(model, exc, rec))
     result = price(recorder.records, CountOptions(training=bool(training), causal_half=bool(causal_half)))
+    roll_up_containers(result.by_module, parent_names(name for name, _ in named_layers(model)))
     result.batch_size = batch
     if warn_untracked:
         warn_if_untracked(result, stacklevel=2)

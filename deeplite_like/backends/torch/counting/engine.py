@@ -14,7 +14,7 @@ from typing import Any, Callable, Iterator, Mapping
 import torch
 from torch.utils import _pytree as pytree
 
-from deeplite_like.opcount import OpCount
+from deeplite_like.opcount import OpCount, parent_names, roll_up_containers
 
 from ..errors import BackwardError, ForwardError, UntrackedOpWarning
 from . import formulas as _formulas  # noqa: F401  (importing the package fills the formula table)
@@ -32,8 +32,9 @@ def count_ops(model: torch.nn.Module, *args: Any, backward: bool = False, meta: 
 
     Every aten operator that runs is priced by its formula (``register_formula``) and
     attributed to the module call it ran in (``OpCount.by_module``, nested: a parent includes
-    its children; ``""`` is the root), to its operator name (``by_operator``) and to the
-    innermost module (``module_ops``). Operators with no formula that are not known to be free
+    its children; ``""`` is the root; a container that is never called itself, such as an
+    ``nn.ModuleList``, has the sum of its children's figures and ``calls`` 0), to its operator
+    name (``by_operator``) and to the innermost module (``module_ops``). Operators with no formula that are not known to be free
     count 0, are listed in ``OpCount.untracked`` and are warned about once
     (``UntrackedOpWarning``) unless ``warn_untracked=False``.
 
@@ -99,6 +100,7 @@ def count_ops(model: torch.nn.Module, *args: Any, backward: bool = False, meta: 
             _backward(loss, _leaves(model, state, args, kwargs))
 
     result = mode.finish()
+    roll_up_containers(result.by_module, parent_names(name for name, _ in modules))
     if warn_untracked and result.untracked:
         warnings.warn(_untracked_message(result.untracked), UntrackedOpWarning, stacklevel=2)
     return result
