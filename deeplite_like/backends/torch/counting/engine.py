@@ -77,7 +77,9 @@ def count_ops(model: torch.nn.Module, *args: Any, backward: bool = False, meta: 
         state: dict[str, torch.Tensor] = {}
         if on_meta:
             state = _meta_state(model)
+            real = pytree.tree_leaves((args, kwargs))
             args, kwargs = pytree.tree_map_only(torch.Tensor, _meta_like, (args, kwargs))
+            _seed_values(mode, model, state, real, pytree.tree_leaves((args, kwargs)))
         else:
             cleanup.enter_context(_restored_tensors(slots, mode))
             if backward:  # fresh leaves: backward stops at the inputs, the caller's tensors get no .grad
@@ -207,6 +209,17 @@ def _meta_like(tensor: torch.Tensor) -> torch.Tensor:
     """A meta tensor with the shape, strides, dtype and ``requires_grad`` of ``tensor``."""
     meta = torch.empty_strided(tensor.shape, tensor.stride(), dtype=tensor.dtype, device="meta")
     return meta.requires_grad_(True) if tensor.requires_grad else meta
+
+
+def _seed_values(mode: CountingMode, model: torch.nn.Module, state: dict[str, torch.Tensor], real: list,
+                 meta: list) -> None:
+    """Give the meta inputs and buffers the values of their real originals (small integer ones only)."""
+    for before, after in zip(real, meta):
+        if isinstance(before, torch.Tensor):
+            mode.values.seed(after, before)
+    for name, buffer in model.named_buffers():
+        if name in state:
+            mode.values.seed(state[name], buffer)
 
 
 def _fresh_leaf(tensor: torch.Tensor) -> torch.Tensor:

@@ -63,6 +63,7 @@ from deeplite_like.opcount import OpCount, OpStats
 from ..errors import FormulaError
 from .describe import describe_args
 from .meta_replay import MetaOutputs
+from .meta_values import MetaValues
 from .module_wrappers import (FUSED_UNLESS_HOOKED, can_wrap, counting_thread, keep_unfused, unwrap_forwards,
                               wrap_forwards)
 from .module_wrappers import _wrapped  # noqa: F401  (re-exported: tests check that no wrapper is left)
@@ -142,6 +143,7 @@ class CountingMode(TorchDispatchMode):
         self._in_backward = False
         self._op_cache: dict[int, tuple[str, Any, tuple, Callable, int]] = {}  # id(op) -> _classify
         self._meta = MetaOutputs() if meta else None
+        self.values = MetaValues(self._where) if meta else None  # values of small integer tensors on meta
         self._to_watch: list[torch.Tensor] = []  # given to ``watch``, addresses not read yet
         self._watched: dict[int, list[torch.Tensor]] = {}  # storage address -> model tensors on it
         self._mutated: list[tuple[torch.Tensor, torch.Tensor]] = []  # (model tensor, copy before)
@@ -412,8 +414,22 @@ class CountingMode(TorchDispatchMode):
         formula = lookup(func)
         if formula is None and not is_free(func):
             formula = _UNTRACKED
-        entry = self._op_cache[id(func)] = (name, formula, written, run, replay if self._meta is not None else 0)
+        if self.values is not None:  # meta: replay (when allowed) inside the run that keeps values
+            if replay:
+                outputs, kernel, how = self._meta, run, replay
+
+                def run_or_replay(*args: Any, **kwargs: Any) -> Any:
+                    return outputs.run(func, kernel, how, args, kwargs)
+
+                run = run_or_replay
+            run, replay = self.values.wrap(func, name, written, run), 0
+        entry = self._op_cache[id(func)] = (name, formula, written, run, 0)
         return entry
+
+    def _where(self) -> str:
+        """The innermost module running now, for error messages."""
+        name = self._ctx.names[-1]
+        return "the root module" if name == "" else f"module {name!r}"
 
     def _add(self, name: str, macs: int, flops: int, ctx: _Context) -> None:
         acc = ctx.pending.get(name)

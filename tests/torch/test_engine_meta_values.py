@@ -1,0 +1,135 @@
+"""meta=True gets through value-dependent control flow on index tensors, as transformers 5 decoders need.
+
+Small integer and boolean tensors derived from the inputs (position ids, attention masks) keep
+their values on meta (``counting/meta_values.py``), so ``.item()``, ``bool(t)`` and ``nonzero``
+on them take the branch a real run takes; a read of weights or float data still fails, naming
+the op and the module.
+"""
+from __future__ import annotations
+
+import pytest
+import torch
+from torch import nn
+
+from deeplite_like.backends.torch.counting import ForwardError, count_ops
+
+
+class PackedCheck(nn.Module):
+    """transformers 5's ``find_packed_sequence_indices``, then one branch or the other.
+
+    Not packed (position ids 0..T-1 in every row): one Linear(8, 8) on B*T rows.
+    Packed (the ids restart inside a row): two Linear(8, 8) on B*T rows.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.first = nn.Linear(8, 8)
+        self.second = nn.Linear(8, 8)
+
+    def forward(self, x: torch.Tensor, position_ids: torch.Tensor | None = None) -> torch.Tensor:
+        if position_ids is None:
+            position_ids = torch.arange(x.shape[1], device=x.device).unsqueeze(0).expand(x.shape[0], -1)
+        first_dummy = position_ids[:, :1] - 1
+        diff = torch.diff(position_ids, prepend=first_dummy, dim=-1)
+        packed = (diff != 1).cumsum(-1)
+        x = self.first(x)
+        if (packed[:, -1] == 0).all():  # bool() of a meta tensor: needs its value
+            return x
+        return self.second(x)
+
+
+class PaddedRows(nn.Module):
+    """Runs the Linear(8, 4) only on the rows the attention mask keeps (``nonzero``: a data-dependent shape)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.proj = nn.Linear(8, 4)
+
+    def forward(self, x: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+        mask = attention_mask.clone()
+        mask.masked_fill_(mask > 1, 1)  # in place on an integer tensor: its values must follow
+        kept = torch.nonzero(mask.flatten()).squeeze(-1)
+        rows = x.reshape(-1, x.shape[-1]).index_select(0, kept)
+        if int(mask.sum().item()) == mask.numel():  # no padding: scale once more
+            rows = rows * 2
+        return self.proj(rows)
+
+
+def both(model: nn.Module, *args, **kwargs):
+    real = count_ops(model, *args, warn_untracked=False, **kwargs)
+    meta = count_ops(model, *args, meta=True, warn_untracked=False, **kwargs)
+    return real, meta
+
+
+def test_packed_sequence_check_takes_the_real_branch_on_meta():
+    model = PackedCheck()
+    x = torch.randn(2, 5, 8)
+    # Not packed: one Linear on 2*5 = 10 rows: MACs 10*8*8 = 640; FLOPs 2*640 + bias 80 = 1,360.
+    real, meta = both(model, x)
+    assert (real.macs, real.flops) == (meta.macs, meta.flops) == (640, 1_360)
+    assert "second" not in meta.by_module
+    # Packed (row 1 restarts at 0): both Linears: MACs 1,280; FLOPs 2,720.
+    packed = torch.tensor([[0, 1, 2, 3, 4], [0, 1, 0, 1, 2]])
+    real, meta = both(model, x, position_ids=packed)
+    assert (real.macs, real.flops) == (meta.macs, meta.flops) == (1_280, 2_720)
+    assert meta.by_module["second"].macs == 640
+
+
+def test_nonzero_and_in_place_writes_on_an_integer_mask_count_like_the_real_run():
+    model = PaddedRows()
+    x = torch.randn(2, 4, 8)
+    # 5 of the 8 tokens are kept (the 2 becomes 1 in place): MACs 5*8*4 = 160; FLOPs 2*160 + bias 5*4 = 340.
+    mask = torch.tensor([[1, 1, 2, 0], [1, 1, 0, 0]])
+    real, meta = both(model, x, mask)
+    assert (real.macs, real.flops) == (meta.macs, meta.flops) == (160, 340)
+    # No padding: 8 rows, and the * 2 on 8*8 = 64 elements: MACs 8*8*4 = 256; FLOPs 512 + 32 + 64 = 608.
+    full = torch.ones(2, 4, dtype=torch.long)
+    real, meta = both(model, x, full)
+    assert (real.macs, real.flops) == (meta.macs, meta.flops) == (256, 608)
+    assert mask.tolist() == [[1, 1, 2, 0], [1, 1, 0, 0]]  # the caller's tensor is untouched
+
+
+def test_a_model_built_on_meta_with_real_integer_inputs():
+    with torch.device("meta"):
+        model = PackedCheck()
+    result = count_ops(model, torch.randn(2, 5, 8), position_ids=torch.tensor([[0, 1, 2, 0, 1]] * 2),
+                       warn_untracked=False)
+    assert result.macs == 1_280  # packed: both Linears, 2*5*8*8 each
+
+
+def test_a_read_of_float_values_names_the_op_and_module():
+    class Gate(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.fc = nn.Linear(4, 4)
+
+        def forward(self, x):
+            y = self.fc(x)
+            return y * 2 if bool((y > 0).all()) else y
+
+    class Net(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.gate = Gate()
+
+        def forward(self, x):
+            return self.gate(x)
+
+    with pytest.raises(ForwardError) as info:
+        count_ops(Net(), torch.randn(2, 4), meta=True)
+    message = str(info.value)
+    assert "aten._local_scalar_dense" in message and "module 'gate'" in message
+    assert "depend on the weights or on floating-point data" in message and "meta=False" in message
+
+
+def test_large_integer_tensors_get_no_values():
+    from deeplite_like.backends.torch.counting import meta_values
+
+    class Reads(nn.Module):
+        def forward(self, ids):
+            return ids.float() * (2 if ids.max().item() > 0 else 1)
+
+    big = torch.ones(meta_values.MAX_ELEMENTS + 1, dtype=torch.int32)
+    with pytest.raises(ForwardError, match="needs tensor values"):
+        count_ops(Reads(), big, meta=True)
+    assert count_ops(Reads(), torch.ones(4, dtype=torch.int32), meta=True).flops == 4  # the * 2 on 4 elements
