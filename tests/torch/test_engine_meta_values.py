@@ -133,3 +133,13 @@ def test_large_integer_tensors_get_no_values():
     with pytest.raises(ForwardError, match="needs tensor values"):
         count_ops(Reads(), big, meta=True)
     assert count_ops(Reads(), torch.ones(4, dtype=torch.int32), meta=True).flops == 4  # the * 2 on 4 elements
+
+
+def test_get_model_profile_on_meta_takes_the_real_branch_too():
+    import deeplite_like
+
+    packed = torch.tensor([[0, 1, 2, 3, 4], [0, 1, 0, 1, 2]])
+    profile = deeplite_like.get_model_profile(PackedCheck(), args=(torch.randn(2, 5, 8),),
+                                              kwargs={"position_ids": packed}, meta=True, print_profile=False)
+    assert (profile.macs, profile.flops) == (1_280, 2_720)  # both Linears, as in the packed case above
+    assert profile.module("second").macs == 640

@@ -58,8 +58,8 @@ def build_model_profile(model: nn.Module, *, input_shape: Sequence[int] | None =
     module_seconds: dict[str, float] | None = None
 
     with preserved_model_state(model, restore_buffer_values=True), rng_kept(model):
-        run = ProfileRun(model, func_name, args, kwargs, backward, on_meta, loss_fn)
-        mode = PhaseCountingMode(time_backward=False)
+        mode = PhaseCountingMode(time_backward=False, meta=on_meta)  # meta: replay, values of index tensors
+        run = ProfileRun(model, func_name, args, kwargs, backward, on_meta, loss_fn, mode.values)
         mode.watch([p for p in model.parameters()])  # a forward that writes its weights is undone below
         run.mode = mode
         try:

@@ -42,8 +42,8 @@ class PhaseCountingMode(CountingMode):
     synchronising with ``sync`` when given.
     """
 
-    def __init__(self, sync: Callable[[], None] | None = None, time_backward: bool = True):
-        super().__init__(CountOptions(), track_backward=True)
+    def __init__(self, sync: Callable[[], None] | None = None, time_backward: bool = True, meta: bool = False):
+        super().__init__(CountOptions(), track_backward=True, meta=meta)
         self.in_step = 0
         self.phase_name: str | None = None
         self.module_phases: dict[str, dict[str, OpStats]] = {}

@@ -14,6 +14,7 @@ import torch
 from torch import nn
 from torch.utils import _pytree as pytree
 
+from ..counting.meta_values import MetaValues
 from ..errors import BackwardError, ForwardError
 from .entry_point import EntryPoint, call_entry
 from .phases import PhaseCountingMode
@@ -72,14 +73,21 @@ class ProfileRun:
     """Runs the entry point (and its backward) on the real model or, for meta, on meta copies."""
 
     def __init__(self, model: nn.Module, func_name: str, args: tuple, kwargs: dict, backward: bool,
-                 on_meta: bool, loss_fn: Callable | None) -> None:
+                 on_meta: bool, loss_fn: Callable | None, values: MetaValues | None = None) -> None:
         self.model, self.func_name, self.loss_fn = model, func_name, loss_fn
         self.backward, self.on_meta = backward, on_meta
         self.state: dict[str, torch.Tensor] = {}
         if on_meta:
-            self.state = {f"model.{name}": _meta_like(t) for name, t in
-                          itertools.chain(model.named_parameters(), model.named_buffers()) if not t.is_meta}
+            originals = {f"model.{name}": t for name, t in
+                         itertools.chain(model.named_parameters(), model.named_buffers()) if not t.is_meta}
+            self.state = {name: _meta_like(t) for name, t in originals.items()}
+            real = pytree.tree_leaves((args, kwargs))
             args, kwargs = pytree.tree_map_only(torch.Tensor, _meta_like, (args, kwargs))
+            if values is not None:  # small integer inputs and buffers keep their values on meta
+                for before, after in itertools.chain(zip(real, pytree.tree_leaves((args, kwargs))),
+                                                     ((t, self.state[name]) for name, t in originals.items())):
+                    if isinstance(before, torch.Tensor):
+                        values.seed(after, before)
         if backward:  # fresh leaves: backward stops at the inputs; the caller's tensors get no .grad
             args, kwargs = pytree.tree_map_only(torch.Tensor, _fresh_leaf, (args, kwargs))
         self.args, self.kwargs = args, kwargs
