@@ -13,7 +13,7 @@ def get_model_profile(model: Any, input_shape: Sequence[int] | None = None, args
                       module_depth: int = -1, top_modules: int = 3, warm_up: int = 1, as_string: bool = True,
                       output_file: str | os.PathLike | None = None, ignore_modules: Iterable[Any] | None = None,
                       func_name: str = "forward", backward: bool = False, meta: bool = False, *,
-                      module_latency: bool = True, loss_fn: Any = None) -> ModelProfile:
+                      module_latency: bool = True, loss_fn: Any = None, mode: str | None = None) -> ModelProfile:
     """Profile one call of ``model``: totals, phases and the per-module tree (a ``ModelProfile``).
 
     The backend is picked from the model's type (a torch module or a Keras model). The model is
@@ -39,13 +39,19 @@ def get_model_profile(model: Any, input_shape: Sequence[int] | None = None, args
         meta: count without running real arithmetic (torch: on the meta device); no latency.
         module_latency: time each module's forward (on CUDA with a synchronisation around each).
         loss_fn: ``loss_fn(output) -> scalar`` for ``backward=True``.
+        mode: DeepSpeed's name for ``func_name`` (``mode='generate'``); give one of the two.
 
     Returns:
         The ``ModelProfile``: ``.params``, ``.macs``, ``.flops``, ``.forward_latency_s``,
         ``.forward_flops_per_s``, ``.phases``, ``.root`` (the tree), ``.aggregated()``,
-        ``.to_dict()``, ``.to_text()``, ``.save(path)``. (DeepSpeed returns a tuple
-        ``(flops, macs, params)``; read them from the result here.)
+        ``.to_dict()``, ``.to_text()``, ``.save(path)``. It unpacks as DeepSpeed's tuple:
+        ``flops, macs, params = get_model_profile(...)`` (raw ints).
     """
+    if mode is not None:
+        if func_name not in ("forward", mode):
+            raise ValueError(f"get_model_profile got func_name={func_name!r} and mode={mode!r}; they name the same "
+                             "thing (the method to profile): give one of them")
+        func_name = mode
     if not isinstance(warm_up, int) or warm_up < 0:
         raise ValueError(f"warm_up must be a non-negative int, got {warm_up!r}")
     profile = profile_module(model).build_model_profile(

@@ -133,6 +133,9 @@ class ModuleNode:
 class ModelProfile:
     """Totals, phases and the module tree of one profile of one model.
 
+    It also unpacks as DeepSpeed's tuple: ``flops, macs, params = get_model_profile(...)`` gives
+    the raw ints (never strings, whatever ``as_string`` said about the printed report).
+
     Attributes:
         model: the model's class name.
         backend: ``"torch"`` or ``"keras"``.
@@ -176,6 +179,18 @@ class ModelProfile:
     world_size: int | None = None
     step: int | None = None
     notes: list[str] = field(default_factory=list)
+
+    # -- DeepSpeed's tuple -----------------------------------------------------------------
+    def __iter__(self) -> Iterator[int]:
+        """``flops, macs, params = profile``: DeepSpeed's return value, as raw ints (per device)."""
+        return iter((self.flops, self.macs, self.params))
+
+    def __len__(self) -> int:
+        return 3
+
+    def __getitem__(self, index: int | slice) -> int | tuple:
+        """``profile[0]`` is the FLOPs, ``[1]`` the MACs, ``[2]`` the params (DeepSpeed's tuple order)."""
+        return (self.flops, self.macs, self.params)[index]
 
     # -- figures --------------------------------------------------------------------------
     def phase(self, name: str) -> PhaseStats:

@@ -24,6 +24,14 @@ _EXPORTS = {
     "accuracy": "deeplite_like.backends.keras.evaluate",
     "topk_accuracy": "deeplite_like.backends.keras.evaluate",
     "ArraySplit": "deeplite_like.backends.keras.data",
+    # deeplite-profiler's names (code written for it runs with its import lines changed)
+    "ComputeFlops": "deeplite_like.backends.keras.functions",
+    "get_accuracy": "deeplite_like.backends.keras.deeplite_eval",
+    "get_missclass": "deeplite_like.backends.keras.deeplite_eval",
+    "get_topk": "deeplite_like.backends.keras.deeplite_eval",
+    "EvalLossFunction": "deeplite_like.backends.keras.deeplite_eval",
+    "EvaluationFunction": "deeplite_like.evaluation",
+    "TFProfiler": "deeplite_like.backends.keras.profiler",
 }
 
 __all__ = sorted(_EXPORTS)

@@ -12,6 +12,7 @@ from typing import Any, Mapping
 
 from deeplite_like.backends.keras._tf import import_keras
 from deeplite_like.backends.keras.inputs import check_mode, model_inputs
+from deeplite_like.complexity_options import check_complexity_options
 from deeplite_like.data import ForwardPass
 from deeplite_like.functions import ProfilerFunction
 from deeplite_like.metrics import (ExecutionTime, Flops, LayerwiseSummary, Macs, MemoryFootprint, ModelSize,
@@ -20,7 +21,7 @@ from deeplite_like.status import Detailed
 
 keras = import_keras()
 
-__all__ = ["ComputeComplexity", "ComputeExecutionTime", "ComputeLayerwiseSummary", "ComputeMemory", "ComputeParams",
+__all__ = ["ComputeComplexity", "ComputeFlops", "ComputeExecutionTime", "ComputeLayerwiseSummary", "ComputeMemory", "ComputeParams",
            "ComputeSize", "DEFAULT_FUNCTIONS", "KerasPeakActivationMemory"]
 
 
@@ -41,7 +42,17 @@ def _no_backward(backward: bool) -> None:
 
 
 class ComputeComplexity(ProfilerFunction):
-    """MACs and FLOPs of one batch, counted per Keras layer / operation (see ``count_ops``)."""
+    """MACs and FLOPs of one batch, counted per Keras layer / operation (see ``count_ops``).
+
+    ``ComputeComplexity(num_bytes=4, export=False)``: deeplite-profiler's options are accepted
+    (``deeplite_like.complexity_options``). ``ComputeFlops`` is this class under deeplite's
+    TensorFlow name.
+    """
+
+    def __init__(self, num_bytes: int = 4, export: bool = False) -> None:
+        check_complexity_options(num_bytes, export)
+        self.num_bytes = num_bytes
+        self.export = export
 
     def get_bounded_status_keys(self):
         return Macs, Flops
@@ -151,6 +162,8 @@ class ComputeLayerwiseSummary(ProfilerFunction):
         inputs = model_inputs(data_splits, forward_pass, split, batch_size)
         return layerwise_summary(model, inputs, training=check_mode(mode), causal_half=causal_half)
 
+
+ComputeFlops = ComputeComplexity  # deeplite-profiler's name (its TensorFlow backend)
 
 DEFAULT_FUNCTIONS = (ComputeComplexity, ComputeParams, ComputeSize, ComputeMemory, ComputeExecutionTime,
                      ComputeLayerwiseSummary)

@@ -68,3 +68,6 @@ class KerasProfiler(Profiler):
 
     def context(self) -> dict[str, Any]:
         return {**super().context(), "forward_pass": self.forward_pass}
+
+
+TFProfiler = KerasProfiler  # deeplite-profiler's name for its TensorFlow Keras profiler

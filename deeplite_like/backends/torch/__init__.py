@@ -23,6 +23,13 @@ _EXPORTS = {
     "ComputeLayerwiseSummary": "deeplite_like.backends.torch.functions",
     "accuracy": "deeplite_like.backends.torch.evaluate",
     "topk_accuracy": "deeplite_like.backends.torch.evaluate",
+    # deeplite-profiler's names (code written for it runs with its import lines changed)
+    "ComputeFlops": "deeplite_like.backends.torch.functions",
+    "get_accuracy": "deeplite_like.backends.torch.deeplite_eval",
+    "get_missclass": "deeplite_like.backends.torch.deeplite_eval",
+    "get_topk": "deeplite_like.backends.torch.deeplite_eval",
+    "EvalLossFunction": "deeplite_like.backends.torch.deeplite_eval",
+    "EvaluationFunction": "deeplite_like.evaluation",
 }
 
 __all__ = sorted(_EXPORTS)

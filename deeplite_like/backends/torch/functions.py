@@ -12,6 +12,7 @@ from typing import Any, Callable, Mapping
 import torch
 
 from deeplite_like.backends.torch.inputs import batch_size_of, inference_mode_of, model_inputs
+from deeplite_like.complexity_options import check_complexity_options
 from deeplite_like.data import ForwardPass
 from deeplite_like.functions import ProfilerFunction
 from deeplite_like.metrics import (ExecutionTime, Flops, LayerwiseSummary, Macs, MemoryFootprint, ModelSize,
@@ -20,7 +21,17 @@ from deeplite_like.status import Detailed
 
 
 class ComputeComplexity(ProfilerFunction):
-    """MACs and FLOPs of one batch, counted at the operator level (see ``count_ops``)."""
+    """MACs and FLOPs of one batch, counted at the operator level (see ``count_ops``).
+
+    ``ComputeComplexity(num_bytes=4, export=False)``: deeplite-profiler's options are accepted
+    (``deeplite_like.complexity_options``). ``ComputeFlops`` is this class under deeplite's
+    TensorFlow name.
+    """
+
+    def __init__(self, num_bytes: int = 4, export: bool = False) -> None:
+        check_complexity_options(num_bytes, export)
+        self.num_bytes = num_bytes
+        self.export = export
 
     def get_bounded_status_keys(self):
         return Macs, Flops
@@ -139,6 +150,8 @@ class ComputeLayerwiseSummary(ProfilerFunction):
         with inference_mode_of(model, mode):
             return layerwise_summary(model, args, kwargs, meta=meta)
 
+
+ComputeFlops = ComputeComplexity  # deeplite-profiler's name (its TensorFlow backend)
 
 DEFAULT_FUNCTIONS = (ComputeComplexity, ComputeParams, ComputeSize, ComputeMemory, ComputeExecutionTime,
                      ComputeLayerwiseSummary)

@@ -13,6 +13,10 @@ When such a module runs in the forward pass, the operators inside it (its childr
 are not counted; the formula's cost is attributed to the module and to the operator name
 ``module:MyBlock``. A subclass uses its nearest registered base class's formula. The backward
 pass has no module formula: its operators are counted one by one, as everywhere else.
+
+A class that defines deeplite-profiler's ``compute_module_complexity(inputs, outputs)`` method
+is priced by it (``own_complexity.py`` says what it may return). Looking up the class's MRO, the
+nearest class that registers a formula or defines the method wins.
 """
 from __future__ import annotations
 
@@ -20,6 +24,7 @@ from typing import Any, Callable
 
 import torch
 
+from .own_complexity import METHOD, own_complexity_formula
 from .registry import Cost
 
 ModuleFormula = Callable[[torch.nn.Module, tuple, dict, Any], Cost]
@@ -54,11 +59,16 @@ def unregister_module_formula(*module_classes: type) -> None:
 
 
 def lookup_module_formula(module_cls: type) -> ModuleFormula | None:
-    """The formula of the class or of its nearest registered base class, else ``None``."""
+    """The formula of the class or of its nearest base class that has one, else ``None``.
+
+    A class has one when it is registered, or when it defines ``compute_module_complexity``.
+    """
     for cls in module_cls.__mro__:
         fn = _MODULE_FORMULAS.get(cls)
         if fn is not None:
             return fn
+        if METHOD in vars(cls):
+            return own_complexity_formula
     return None
 
 
