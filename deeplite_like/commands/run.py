@@ -10,6 +10,7 @@ import inspect
 from dataclasses import dataclass, field
 from typing import Any
 
+from deeplite_like.caller import called_as
 from deeplite_like.commands.errors import ProfilingFailed, UsageError
 from deeplite_like.commands.loading import LoadedModel
 from deeplite_like.commands.progress import Progress
@@ -122,7 +123,8 @@ def execute(run: PreparedRun, progress: Progress | None = None) -> ModelResult:
         if progress is not None:
             progress.start(f"{loaded.name}: {what}")
         try:
-            profiler.compute_status(keys[0], **run.call_kwargs)
+            with called_as("the command line"):
+                profiler.compute_status(keys[0], **run.call_kwargs)
         except Exception as exc:
             raise ProfilingFailed(f"profiling {loaded.name!r} failed while computing {what}: "
                                   f"{type(exc).__name__}: {_first_line(exc)}", _failure_hint(exc, *run.inputs)) \

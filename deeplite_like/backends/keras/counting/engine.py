@@ -10,6 +10,7 @@ from __future__ import annotations
 import warnings
 from typing import Any, Callable
 
+from deeplite_like.caller import inputs_hint
 from deeplite_like.opcount import OpCount
 
 from .._tf import import_keras
@@ -142,7 +143,7 @@ def _forward_error(model: Any, exc: Exception, recorder: LayerRecorder | None) -
     """Name the innermost layer the failure went through, with the shapes it received."""
     what = f"{type(exc).__name__}: {exc}"
     expected = expected_inputs_text(model)
-    hint = ("Check that the inputs given to count_ops have the shapes and dtypes the model expects"
+    hint = (inputs_hint("count_ops")
             + (f" ({expected})." if expected else "."))
     record = recorder.failed_record(exc) if recorder is not None else None
     if record is None:
