@@ -18,6 +18,7 @@ from deeplite_like.caller import inputs_hint
 from deeplite_like.opcount import OpCount
 
 from ..errors import BackwardError, ForwardError, UntrackedOpWarning
+from ..input_failures import fixed_batch_hint
 from . import formulas as _formulas  # noqa: F401  (importing the package fills the formula table)
 from .describe import describe_args
 from .recorder import CountingMode, counting_mode
@@ -128,6 +129,7 @@ def _forward_error(model: torch.nn.Module, exc: Exception, mode: CountingMode, o
             "(.item(), data-dependent branches) must be counted with real tensors (meta=False and a model "
             "that is not on meta)." if on_meta else
             f"{inputs_hint('count_ops')}.")
+    hint += fixed_batch_hint(exc, mode.result.batch_size)
     if frame is None:
         return ForwardError(f"the forward pass of {type(model).__name__} failed outside any module call: "
                             f"{what}. {hint}")
