@@ -14,6 +14,7 @@ from deeplite_like.caller import inputs_hint
 from deeplite_like.opcount import OpCount
 
 from .._tf import import_keras
+from ..messages import keras_message
 from ..state import preserved_model_state
 from . import formulas as _formulas  # noqa: F401  (importing the package fills the formula table)
 from .errors import ForwardError, UntrackedLayerWarning
@@ -141,7 +142,7 @@ def _forward(model: Any, inputs: Any, training: bool, recorder: LayerRecorder | 
 
 def _forward_error(model: Any, exc: Exception, recorder: LayerRecorder | None) -> ForwardError:
     """Name the innermost layer the failure went through, with the shapes it received."""
-    what = f"{type(exc).__name__}: {exc}"
+    what = keras_message(exc)
     expected = expected_inputs_text(model)
     hint = (inputs_hint("count_ops")
             + (f" ({expected})." if expected else "."))
