@@ -127,7 +127,9 @@ def _explain_inputs(taken: TakenInputs, exc: BaseException) -> str | None:
     leaves = pytree.tree_leaves((taken.args, taken.kwargs))
     found = f"the ForwardPass {taken.forward_pass!r} took {_shown(taken)} from the batch {describe(taken.batch)} " \
             f"of split {taken.split!r}"
-    if any(type(leaf).__module__ == "numpy" for leaf in leaves) and _mentions(exc, ("numpy", "ndarray")):
+    arrays = any(type(leaf).__module__ == "numpy" for leaf in leaves)
+    no_tensor = not any(isinstance(leaf, torch.Tensor) for leaf in leaves)
+    if arrays and (no_tensor or _mentions(exc, ("numpy", "ndarray"))):
         return (f"{found}: numpy arrays, but a torch model takes tensors. Make the data yield tensors "
                 "(torch.from_numpy, or a DataLoader), or convert them in the ForwardPass: "
                 "ForwardPass(extract=lambda b: torch.as_tensor(b[0]))")
