@@ -216,10 +216,10 @@ def _profiler(loaded: LoadedModel, args: tuple, kwargs: dict) -> Any:
 
 def _select(profiler: Any, loaded: LoadedModel, options: RunOptions) -> list[str]:
     """Unregister the functions computing nothing asked for; return the keys to report."""
-    known = tuple(profiler.status_keys)
+    known = (*profiler.status_keys, *profiler.limits)  # a key the model cannot have is refused below, with why
     explicit = options.metrics is not None
     wanted = expand_metrics(options.metrics, known) if explicit else list(known)
-    refused = dict(loaded.limits)
+    refused = {**profiler.limits, **loaded.limits}
     if options.device == "meta":
         refused.update({key: "the meta device runs no arithmetic, so nothing can be timed" for key in TIMING_KEYS})
     for key, reason in refused.items():
