@@ -6,6 +6,7 @@ from deeplite_like.backends import profiler_for
 from deeplite_like.compare import compare
 from deeplite_like.data import DataError, ForwardPass, Inputs
 from deeplite_like.device import Device
+from deeplite_like.errors import ForwardError
 from deeplite_like.eval_metric import ComputeEvalMetric
 from deeplite_like.lazy import lazy_exports
 from deeplite_like.functions import ExternalProfilerFunction, ProfilerFunction
@@ -16,8 +17,9 @@ from deeplite_like.status import Comparative, Detailed, Metric, StatusKey
 __version__ = "0.1.0"
 
 __all__ = [
-    "Comparative", "ComputeEvalMetric", "DataError", "Detailed", "Device", "ExternalProfilerFunction", "ForwardPass",
-    "Inputs", "Metric", "OpCount", "OpStats", "Profiler", "ProfilerFunction", "StatusKey", "compare", "profiler_for",
+    "Comparative", "ComputeEvalMetric", "DataError", "Detailed", "Device", "ExternalProfilerFunction", "ForwardError",
+    "ForwardPass", "Inputs", "Metric", "OpCount", "OpStats", "Profiler", "ProfilerFunction", "StatusKey", "compare",
+    "profiler_for",
 ]
 
 # Profiles (deeplite_like.profiling): resolved on first use, so `import deeplite_like` stays light.

@@ -28,6 +28,8 @@ def compare(profilers: Sequence[Profiler], print_mode: Any = None, short_print: 
     unknown = sorted(set(kwargs) - set().union(*accepted_by))
     if unknown:
         profilers[0]._check_kwargs({k: kwargs[k] for k in unknown})  # raises with hints
+    for profiler, accepted in zip(profilers, accepted_by):  # every option checked before any model runs
+        profiler._check_options({k: v for k, v in kwargs.items() if k in accepted})
     for profiler, accepted in zip(profilers, accepted_by):
         profiler.compute_network_status(recompute=recompute, **{k: v for k, v in kwargs.items() if k in accepted})
     report = CompareReport([(p.name, p.backend_name, dict(p._status)) for p in profilers], short_print=short_print)

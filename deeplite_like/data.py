@@ -42,6 +42,7 @@ __all__ = [
     "NumpyAdapter",
     "TensorAdapter",
     "adapter_for",
+    "as_forward_pass",
     "describe",
     "first_batch",
     "iter_batches",
@@ -663,3 +664,27 @@ class ForwardPass:
         if batch_size is None:
             return args, kwargs
         return self.resize(args, kwargs, batch_size, split)
+
+
+def as_forward_pass(forward_pass: Any, owner: str) -> ForwardPass:
+    """``forward_pass`` checked for ``owner(..., forward_pass=...)``: ``None`` gives the default ``ForwardPass()``.
+
+    Anything but a ``ForwardPass`` is a ``TypeError`` that shows the ``ForwardPass`` meaning what
+    was probably meant: a key or keys -> ``ForwardPass(inputs=...)``, a function ->
+    ``ForwardPass(extract=...)``.
+    """
+    if forward_pass is None:
+        return ForwardPass()
+    if isinstance(forward_pass, ForwardPass):
+        return forward_pass
+    got = f"{type(forward_pass).__name__} {forward_pass!r}"
+    if isinstance(forward_pass, (int, str, tuple, list, Mapping)) and not isinstance(forward_pass, bool):
+        fix = (f"to take {forward_pass!r} from each batch as the model input(s), write "
+               f"forward_pass=ForwardPass(inputs={forward_pass!r})")
+    elif callable(forward_pass):
+        name = getattr(forward_pass, "__qualname__", type(forward_pass).__name__)
+        fix = (f"to build the model inputs from each batch with {name}, write "
+               f"forward_pass=ForwardPass(extract={name})")
+    else:
+        fix = "build one with ForwardPass(inputs=...) or ForwardPass(extract=fn)"
+    raise TypeError(f"{owner}(forward_pass=...) must be a deeplite_like.ForwardPass, got {got}; {fix}")

@@ -56,3 +56,13 @@ class Device:
 Device.CPU = Device("cpu")
 Device.CUDA = Device.GPU = Device("cuda")
 Device.META = Device("meta")
+
+
+def unavailable(device: Any, available: list[str], argument: str = "device", framework: str = "this framework",
+                why: str = "") -> ValueError:
+    """The error for a device that parses but is not present: names ``argument=`` and what is available."""
+    listing = ", ".join(repr(d) for d in available) or "none"
+    reason = f" ({why})" if why else ""
+    return ValueError(f"{argument}={str(device)!r}: {framework} sees no such device here{reason}. Available: {listing}. "
+                      f"Pass {argument}={available[0] if available else 'cpu'!r}, or leave {argument} out to run where "
+                      "the model is")

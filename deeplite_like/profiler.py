@@ -7,6 +7,7 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping
 
+from deeplite_like.caller import called_as
 from deeplite_like.functions import ProfilerFunction, bounded_keys, call_signature
 from deeplite_like.status import Detailed, StatusKey
 
@@ -42,12 +43,15 @@ class Profiler:
     backend_name = "generic"
 
     def __init__(self, model: Any, data_splits: Mapping[str, Any] | None = None, name: str = "model") -> None:
+        check_data_splits(data_splits, type(self).__name__)
         self.model = model
         self.data_splits = {} if data_splits is None else data_splits
         self.name = name
         self._registrations: list[_Registration] = []  # in registration order
         self._owner: dict[str, _Registration] = {}  # key NAME -> registration computing it
         self._status: dict[str, StatusKey] = {}
+        #: status key NAME -> why this model cannot have it (such keys are not registered)
+        self.limits: dict[str, str] = {}
 
     # ------------------------------------------------------------------ context
     def context(self) -> dict[str, Any]:
@@ -136,6 +140,8 @@ class Profiler:
 
     def _key_name(self, key: Any) -> str:
         name = key if isinstance(key, str) else getattr(key, "NAME", None)
+        if name not in self._status and name in self.limits:
+            raise ValueError(f"status key {name!r} is not available for profiler {self.name!r}: {self.limits[name]}")
         if name not in self._status:
             known = ", ".join(sorted(self._status)) or "none: register a ProfilerFunction first"
             hint = difflib.get_close_matches(str(name), self._status, n=1)
@@ -149,8 +155,10 @@ class Profiler:
         name = self._key_name(key)
         self._check_kwargs(kwargs)
         registration = self._owner[name]
-        if recompute or self._stale(registration, kwargs):
-            self._run(registration, kwargs)
+        with called_as("compute_status"):
+            if recompute or self._stale(registration, kwargs):
+                self._check_options(self._piped(registration, kwargs))
+                self._run(registration, kwargs)
         return self._status[name].value
 
     def compute_network_status(self, recompute: bool = False, print_mode: Any = None, short_print: bool = True,
@@ -162,9 +170,11 @@ class Profiler:
         """
         level = _print_level(print_mode)
         self._check_kwargs(kwargs)
-        for registration in list(self._registrations):
-            if recompute or self._stale(registration, kwargs):
-                self._run(registration, kwargs)
+        self._check_options(kwargs)
+        with called_as("compute_network_status"):
+            for registration in list(self._registrations):
+                if recompute or self._stale(registration, kwargs):
+                    self._run(registration, kwargs)
         report = self.report(short_print=short_print)
         _emit(report, level)
         return report
@@ -187,6 +197,12 @@ class Profiler:
         if registration.last_kwargs is None or not piped:  # loaded with load_from_dict, or nothing asked
             return False
         return not _same_kwargs(registration.last_kwargs, piped)
+
+    def _check_options(self, kwargs: Mapping[str, Any]) -> None:
+        """Validate option values (a device, a thread count) before anything runs; backends override.
+
+        Raises ``ValueError``/``TypeError`` naming the option. The base profiler knows no option.
+        """
 
     def _check_kwargs(self, kwargs: Mapping[str, Any]) -> None:
         context = self.context()
@@ -303,12 +319,34 @@ class Profiler:
         """
         from deeplite_like.compare import compare
 
-        others = [other] if isinstance(other, Profiler) else list(other)
+        others = [other] if isinstance(other, Profiler) else _profilers(other, self)
         return compare([self, *others], print_mode=print_mode, short_print=short_print, recompute=recompute,
                        **kwargs)
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(name={self.name!r}, keys={list(self._status)})"
+
+
+def _profilers(other: Any, reference: Profiler) -> list[Profiler]:
+    """``other`` as a list of profilers, or a ``TypeError`` saying how to make one of a model."""
+    items = list(other) if isinstance(other, (list, tuple)) else [other]
+    for item in items:
+        if not isinstance(item, Profiler):
+            kind = type(reference).__name__
+            raise TypeError(f"compare() takes a profiler (or a list of profilers) to compare with {reference.name!r}, "
+                            f"got {type(item).__module__}.{type(item).__qualname__}; wrap a model in a profiler "
+                            f"first, e.g. teacher.compare({kind}(student_model, data_splits, name='student'))")
+    return items
+
+
+def check_data_splits(data_splits: Any, owner: str) -> None:
+    """``data_splits`` must be ``None`` or a mapping split name -> batches; else ``TypeError`` showing the fix."""
+    if data_splits is None or isinstance(data_splits, Mapping):
+        return
+    shown = type(data_splits).__name__
+    raise TypeError(f"{owner}(model, data_splits): data_splits must be a dict of split name -> batches, e.g. "
+                    f"{{'test': test_loader}}; got a {shown}. Name the split: {owner}(model, {{'test': batches}}) "
+                    f"with your {shown} of batches as batches")
 
 
 def _same_kwargs(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:

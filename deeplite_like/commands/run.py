@@ -10,6 +10,7 @@ import inspect
 from dataclasses import dataclass, field
 from typing import Any
 
+from deeplite_like.caller import called_as
 from deeplite_like.commands.errors import ProfilingFailed, UsageError
 from deeplite_like.commands.loading import LoadedModel
 from deeplite_like.commands.progress import Progress
@@ -122,7 +123,8 @@ def execute(run: PreparedRun, progress: Progress | None = None) -> ModelResult:
         if progress is not None:
             progress.start(f"{loaded.name}: {what}")
         try:
-            profiler.compute_status(keys[0], **run.call_kwargs)
+            with called_as("the command line"):
+                profiler.compute_status(keys[0], **run.call_kwargs)
         except Exception as exc:
             raise ProfilingFailed(f"profiling {loaded.name!r} failed while computing {what}: "
                                   f"{type(exc).__name__}: {_first_line(exc)}", _failure_hint(exc, *run.inputs)) \
@@ -214,10 +216,10 @@ def _profiler(loaded: LoadedModel, args: tuple, kwargs: dict) -> Any:
 
 def _select(profiler: Any, loaded: LoadedModel, options: RunOptions) -> list[str]:
     """Unregister the functions computing nothing asked for; return the keys to report."""
-    known = tuple(profiler.status_keys)
+    known = (*profiler.status_keys, *profiler.limits)  # a key the model cannot have is refused below, with why
     explicit = options.metrics is not None
     wanted = expand_metrics(options.metrics, known) if explicit else list(known)
-    refused = dict(loaded.limits)
+    refused = {**profiler.limits, **loaded.limits}
     if options.device == "meta":
         refused.update({key: "the meta device runs no arithmetic, so nothing can be timed" for key in TIMING_KEYS})
     for key, reason in refused.items():

@@ -4,6 +4,8 @@ from __future__ import annotations
 import os
 from typing import Any, Iterable, Mapping, Sequence
 
+from deeplite_like.caller import called_as
+from deeplite_like.profiling.arguments import check_input_shape, check_view_options
 from deeplite_like.profiling.backends import profile_module
 from deeplite_like.profiling.result import ModelProfile
 
@@ -41,6 +43,10 @@ def get_model_profile(model: Any, input_shape: Sequence[int] | None = None, args
         loss_fn: ``loss_fn(output) -> scalar`` for ``backward=True``.
         mode: DeepSpeed's name for ``func_name`` (``mode='generate'``); give one of the two.
 
+    Every argument is checked before the model runs: a wrong type or value is a ``TypeError`` /
+    ``ValueError`` naming the argument. A failing forward is a ``deeplite_like.ForwardError``
+    (both backends) naming the module or layer that failed; the original error is its cause.
+
     Returns:
         The ``ModelProfile``: ``.params``, ``.macs``, ``.flops``, ``.forward_latency_s``,
         ``.forward_flops_per_s``, ``.phases``, ``.root`` (the tree), ``.aggregated()``,
@@ -52,11 +58,14 @@ def get_model_profile(model: Any, input_shape: Sequence[int] | None = None, args
             raise ValueError(f"get_model_profile got func_name={func_name!r} and mode={mode!r}; they name the same "
                              "thing (the method to profile): give one of them")
         func_name = mode
-    if not isinstance(warm_up, int) or warm_up < 0:
+    if not isinstance(warm_up, int) or isinstance(warm_up, bool) or warm_up < 0:
         raise ValueError(f"warm_up must be a non-negative int, got {warm_up!r}")
-    profile = profile_module(model).build_model_profile(
-        model, input_shape=input_shape, args=args, kwargs=kwargs, warm_up=warm_up, ignore_modules=ignore_modules,
-        func_name=func_name, backward=backward, meta=meta, module_latency=module_latency, loss_fn=loss_fn)
+    check_view_options(module_depth, top_modules)
+    input_shape = check_input_shape(input_shape)
+    with called_as("get_model_profile"):
+        profile = profile_module(model).build_model_profile(
+            model, input_shape=input_shape, args=args, kwargs=kwargs, warm_up=warm_up, ignore_modules=ignore_modules,
+            func_name=func_name, backward=backward, meta=meta, module_latency=module_latency, loss_fn=loss_fn)
     if output_file is not None:
         profile.save(output_file, module_depth, top_modules, detailed, as_string)
     elif print_profile:

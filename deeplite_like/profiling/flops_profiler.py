@@ -21,6 +21,7 @@ import os
 from typing import Any, Iterable
 
 from deeplite_like.profiling import formatting as fmt
+from deeplite_like.profiling.arguments import check_view_options
 from deeplite_like.profiling.backends import profile_module
 from deeplite_like.profiling.result import PHASES, ModelProfile
 
@@ -159,6 +160,7 @@ class FlopsProfiler:
                             detailed: bool = True, output_file: str | os.PathLike | None = None,
                             as_string: bool = True) -> None:
         """Print the report (summary, aggregated top-k per depth, tree), or write it to ``output_file``."""
+        check_view_options(module_depth, top_modules)
         profile = self.get_profile(profile_step)
         if output_file is not None:
             profile.save(output_file, module_depth, top_modules, detailed, as_string)

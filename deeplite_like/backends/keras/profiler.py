@@ -6,8 +6,9 @@ from typing import Any, Mapping
 from deeplite_like.backends.keras import data as _keras_data
 from deeplite_like.backends.keras._tf import import_keras
 from deeplite_like.backends.keras.functions import DEFAULT_FUNCTIONS
-from deeplite_like.data import ForwardPass
+from deeplite_like.data import ForwardPass, as_forward_pass
 from deeplite_like.profiler import Profiler
+from deeplite_like.threads import check_num_threads
 
 keras = import_keras()
 
@@ -43,7 +44,7 @@ class KerasProfiler(Profiler):
                             "TorchProfiler, or deeplite_like.profiler_for(model, ...) to pick the backend")
         super().__init__(model, _keras_data.normalise_splits(data_splits, array_batch_size), name)
         self.array_batch_size = array_batch_size
-        self.forward_pass = forward_pass or ForwardPass()
+        self.forward_pass = as_forward_pass(forward_pass, "KerasProfiler")
         self.keras_backend = keras.config.backend()
         if register_defaults:
             for function in DEFAULT_FUNCTIONS:
@@ -65,6 +66,19 @@ class KerasProfiler(Profiler):
     def _post_clone(self, original: "KerasProfiler") -> None:
         """A clone given new whole-array splits serves them in batches too."""
         self.data_splits = _keras_data.normalise_splits(self.data_splits, self.array_batch_size)
+
+    def _check_options(self, kwargs: Mapping[str, Any]) -> None:
+        check_num_threads(kwargs.get("num_threads"))
+        if kwargs.get("device") is None:
+            return
+        if self.keras_backend == "torch":
+            from deeplite_like.backends.torch.placement import checked_device
+
+            checked_device(kwargs["device"])
+        elif self.keras_backend == "tensorflow":
+            from deeplite_like.backends.keras.timing import tensorflow_device
+
+            tensorflow_device(kwargs["device"])
 
     def context(self) -> dict[str, Any]:
         return {**super().context(), "forward_pass": self.forward_pass}

@@ -29,6 +29,7 @@ from deeplite_like.backends.keras.inputs import naming_failures, require_batch_s
 from deeplite_like.backends.keras.state import preserved_model_state
 from deeplite_like.backends.keras.tensors import to_backend
 from deeplite_like.measurements import TimingStats
+from deeplite_like.threads import check_num_threads
 
 keras = import_keras()
 
@@ -42,9 +43,10 @@ def _available_cpus() -> int:
 def _tf_threads(num_threads: int | None) -> int:
     tf = import_tensorflow()
 
+    num_threads = check_num_threads(num_threads)
     configured = tf.config.threading.get_intra_op_parallelism_threads()
     effective = configured or _available_cpus()
-    if num_threads is not None and int(num_threads) != effective:
+    if num_threads is not None and num_threads != effective:
         raise ValueError(
             f"TensorFlow runs with {effective} intra-op threads here and cannot change them once its runtime "
             f"started; call tf.config.threading.set_intra_op_parallelism_threads({int(num_threads)}) at the very "
@@ -83,21 +85,36 @@ def _blocks(call: Callable[[], Any], sync: Callable[[], None], min_run_time: flo
     return times, number
 
 
+def tensorflow_device(device: Any, argument: str = "device") -> Any:
+    """``device`` parsed (a ``deeplite_like.Device``) and present for TensorFlow; else ``ValueError`` saying what is."""
+    from deeplite_like.device import Device, unavailable
+
+    tf = import_tensorflow()
+    try:
+        parsed = Device.parse(device)
+    except ValueError as exc:
+        raise ValueError(f"{argument}={device!r}: {exc}") from None
+    if parsed.kind == "meta":
+        raise ValueError(f"{argument}='meta': a Keras model cannot be timed on the meta device (it runs no "
+                         "arithmetic); pass 'cpu' or 'gpu', or leave it out")
+    gpus = tf.config.list_logical_devices("GPU")
+    if parsed.kind == "cuda" and (parsed.index or 0) >= len(gpus):
+        available = ["cpu", *(f"cuda:{i}" for i in range(len(gpus)))]
+        why = "TensorFlow is built without CUDA" if not tf.test.is_built_with_cuda() else \
+            f"TensorFlow sees {len(gpus)} GPU(s)"
+        raise unavailable(device, available, argument, "TensorFlow", why)
+    return parsed
+
+
 def _tensorflow_forward(model: keras.layers.Layer, inputs: Any, training: bool,
                         device: str | None) -> tuple[Callable[[], Any], Callable[[], None], str]:
     tf = import_tensorflow()
 
-    from deeplite_like.device import Device
-
     compiled = tf.function(lambda x: model(x, training=training), autograph=False)
     target = None
     if device is not None:
-        parsed = Device.parse(device)
+        parsed = tensorflow_device(device)
         target = "/CPU:0" if parsed.kind == "cpu" else f"/GPU:{parsed.index or 0}"
-        if parsed.kind == "meta":
-            raise ValueError("a Keras model cannot be timed on the meta device")
-        if parsed.kind == "cuda" and not tf.config.list_logical_devices("GPU"):
-            raise ValueError(f"device {device!r} asked for, but TensorFlow sees no GPU here")
         with tf.device(target):
             inputs = tf.nest.map_structure(tf.identity, inputs)
 

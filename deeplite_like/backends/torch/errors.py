@@ -1,21 +1,9 @@
-"""Errors and warnings of the PyTorch backend."""
+"""Errors and warnings of the PyTorch backend (the error classes are shared with the Keras backend)."""
 from __future__ import annotations
 
+from deeplite_like.errors import BackwardError, CountingError, FormulaError, ForwardError
 
-class CountingError(RuntimeError):
-    """A counting pass could not finish; the message says where and what to do."""
-
-
-class ForwardError(CountingError):
-    """The model's forward raised while being counted (the cause is chained)."""
-
-
-class BackwardError(CountingError):
-    """The loss or the backward pass failed while being counted (the cause is chained)."""
-
-
-class FormulaError(CountingError):
-    """A formula (of an operator or of a whole module) raised or returned something unusable."""
+__all__ = ["BackwardError", "CountingError", "FormulaError", "ForwardError", "UntrackedOpWarning"]
 
 
 class UntrackedOpWarning(UserWarning):

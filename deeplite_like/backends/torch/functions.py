@@ -11,7 +11,8 @@ from typing import Any, Callable, Mapping
 
 import torch
 
-from deeplite_like.backends.torch.inputs import batch_size_of, inference_mode_of, model_inputs
+from deeplite_like.backends.torch.input_failures import explained_failures, take_inputs
+from deeplite_like.backends.torch.inputs import batch_size_of, inference_mode_of
 from deeplite_like.complexity_options import check_complexity_options
 from deeplite_like.data import ForwardPass
 from deeplite_like.functions import ProfilerFunction
@@ -42,8 +43,9 @@ class ComputeComplexity(ProfilerFunction):
                  mode: str = "eval") -> dict:
         from deeplite_like.backends.torch.counting import count_ops
 
-        args, kwargs = model_inputs(data_splits, forward_pass, split, batch_size)
-        with inference_mode_of(model, mode):
+        taken = take_inputs(data_splits, forward_pass, split, batch_size)
+        args, kwargs = taken.args, taken.kwargs
+        with inference_mode_of(model, mode), explained_failures(model, taken):
             counted = count_ops(model, *args, backward=backward, meta=meta, loss_fn=loss_fn,
                                 causal_half=causal_half, **kwargs)
         batch = batch_size_of(args, kwargs) or 1
@@ -96,8 +98,9 @@ class ComputeMemory(ProfilerFunction):
         from deeplite_like.backends.torch.memory import peak_activation_memory
         from deeplite_like.backends.torch.params import parameter_stats
 
-        args, kwargs = model_inputs(data_splits, forward_pass, split, batch_size)
-        with inference_mode_of(model, mode):
+        taken = take_inputs(data_splits, forward_pass, split, batch_size)
+        args, kwargs = taken.args, taken.kwargs
+        with inference_mode_of(model, mode), explained_failures(model, taken):
             memory = peak_activation_memory(model, args, kwargs, meta=meta)
         stats = parameter_stats(model)
         batch = batch_size_of(args, kwargs) or 1
@@ -125,10 +128,10 @@ class ComputeExecutionTime(ProfilerFunction):
         from deeplite_like.backends.torch.state import model_device
         from deeplite_like.backends.torch.timing import measure_execution_time
 
-        args, kwargs = model_inputs(data_splits, forward_pass, split, batch_size, device=model_device(model))
-        with inference_mode_of(model, "eval"):
-            timing = measure_execution_time(model, args, kwargs, device=device, min_run_time=min_run_time,
-                                            num_threads=num_threads)
+        taken = take_inputs(data_splits, forward_pass, split, batch_size, device=model_device(model))
+        with inference_mode_of(model, "eval"), explained_failures(model, taken):
+            timing = measure_execution_time(model, taken.args, taken.kwargs, device=device,
+                                            min_run_time=min_run_time, num_threads=num_threads)
         details = {"batch_size": timing.batch_size, "iqr": ExecutionTime(timing.iqr_s),
                    "min": ExecutionTime(timing.min_s), "per_sample": ExecutionTime(timing.per_sample_s),
                    "measurements": timing.times, "num_threads": timing.num_threads, "device": timing.device}
@@ -146,9 +149,9 @@ class ComputeLayerwiseSummary(ProfilerFunction):
                  batch_size: int = 1, split: str | None = None, meta: bool = False, mode: str = "eval"):
         from deeplite_like.backends.torch.layers import layerwise_summary
 
-        args, kwargs = model_inputs(data_splits, forward_pass, split, batch_size)
-        with inference_mode_of(model, mode):
-            return layerwise_summary(model, args, kwargs, meta=meta)
+        taken = take_inputs(data_splits, forward_pass, split, batch_size)
+        with inference_mode_of(model, mode), explained_failures(model, taken):
+            return layerwise_summary(model, taken.args, taken.kwargs, meta=meta)
 
 
 ComputeFlops = ComputeComplexity  # deeplite-profiler's name (its TensorFlow backend)

@@ -31,9 +31,14 @@ def model_inputs(data_splits: Mapping[str, Any], forward_pass: ForwardPass, spli
     split = resolve_split(data_splits, split)
     args, kwargs = forward_pass.inputs_for(data_splits, split, batch_size=batch_size)
     if device is not None:
-        target = torch.device(str(Device.parse(device)))
-        args, kwargs = tree_map(lambda t: t.to(target) if isinstance(t, torch.Tensor) else t, (tuple(args), dict(kwargs)))
+        args, kwargs = moved(args, kwargs, device)
     return tuple(args), dict(kwargs)
+
+
+def moved(args: tuple, kwargs: Mapping[str, Any], device: Any) -> tuple[tuple, dict]:
+    """``(args, kwargs)`` with every tensor moved to ``device`` (the caller's tensors are not changed)."""
+    target = torch.device(str(Device.parse(device)))
+    return tree_map(lambda t: t.to(target) if isinstance(t, torch.Tensor) else t, (tuple(args), dict(kwargs)))
 
 
 def batch_size_of(args: tuple, kwargs: dict) -> int | None:

@@ -40,6 +40,12 @@ def _own_params(module: torch.nn.Module) -> int:
     return total
 
 
+#: Why a TorchScript module has no per-layer table (the command line states the same limit).
+SCRIPT_NO_LAYERS = ("a TorchScript module takes no forward hooks, so it has no per-layer table; profile the Python "
+                    "nn.Module it was scripted or traced from to get one (MACs, FLOPs, params, memory and time work "
+                    "on the TorchScript module)")
+
+
 def layerwise_summary(model: torch.nn.Module, args: tuple, kwargs: dict | None = None, meta: bool = False,
                       max_depth: int | None = None) -> TableReport:
     """A ``TableReport`` with one row per module that ran (parents include their children).
@@ -49,6 +55,8 @@ def layerwise_summary(model: torch.nn.Module, args: tuple, kwargs: dict | None =
     qualified name (``""`` for the model itself, shown as ``(model)``); ``max_depth`` hides
     deeper modules (their cost stays in their parents).
     """
+    if isinstance(model, torch.jit.ScriptModule):
+        raise TypeError(f"layerwise_summary: {type(model).__name__} is a TorchScript module; {SCRIPT_NO_LAYERS}")
     kwargs = kwargs or {}
     names = {id(m): n for n, m in model.named_modules(remove_duplicate=True)}
     seen: dict[str, dict[str, Any]] = {}

@@ -7,8 +7,11 @@ import torch
 
 from deeplite_like.backends.torch import data as _torch_data  # noqa: F401  (registers the tensor adapter)
 from deeplite_like.backends.torch.functions import DEFAULT_FUNCTIONS
-from deeplite_like.data import ForwardPass
+from deeplite_like.backends.torch.layers import SCRIPT_NO_LAYERS
+from deeplite_like.backends.torch.placement import checked_device
+from deeplite_like.data import ForwardPass, as_forward_pass
 from deeplite_like.profiler import Profiler
+from deeplite_like.threads import check_num_threads
 
 
 class TorchProfiler(Profiler):
@@ -20,6 +23,10 @@ class TorchProfiler(Profiler):
         name: shown in reports.
         forward_pass: which parts of a batch are the model's inputs (default: ``x`` of ``(x, y)``).
         register_defaults: register every built-in ``Compute*`` function (default ``True``).
+
+    A TorchScript module (``torch.jit.script``/``trace``) is profiled like any module, except
+    that it has no ``layerwise_summary`` (it takes no forward hooks): that key is not
+    registered, and ``limits`` says why.
 
     Options of ``compute_network_status``: ``batch_size`` (default 1), ``split``, ``meta``,
     ``backward``, ``loss_fn``, ``causal_half``, ``mode``, ``device``, ``min_run_time``,
@@ -33,10 +40,18 @@ class TorchProfiler(Profiler):
         if not isinstance(model, torch.nn.Module):
             raise TypeError(f"TorchProfiler needs a torch.nn.Module, got {type(model).__qualname__}")
         super().__init__(model, data_splits, name)
-        self.forward_pass = forward_pass or ForwardPass()
+        self.forward_pass = as_forward_pass(forward_pass, "TorchProfiler")
+        if isinstance(model, torch.jit.ScriptModule):
+            self.limits["layerwise_summary"] = SCRIPT_NO_LAYERS
         if register_defaults:
             for function in DEFAULT_FUNCTIONS:
-                self.register_profiler_function(function())
+                if not all(key.NAME in self.limits for key in function().get_bounded_status_keys()):
+                    self.register_profiler_function(function())
+
+    def _check_options(self, kwargs: Mapping[str, Any]) -> None:
+        if kwargs.get("device") is not None:
+            checked_device(kwargs["device"])
+        check_num_threads(kwargs.get("num_threads"))
 
     @classmethod
     def from_inputs(cls, model: torch.nn.Module, *example: Any, name: str = "model", **kwargs: Any) -> "TorchProfiler":

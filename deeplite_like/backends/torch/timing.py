@@ -21,8 +21,10 @@ import torch.utils.benchmark as benchmark
 from torch import nn
 from torch.utils import _pytree as pytree
 
+from deeplite_like.backends.torch.placement import checked_device
 from deeplite_like.backends.torch.state import model_device, preserved_model_state
 from deeplite_like.measurements import TimingStats
+from deeplite_like.threads import check_num_threads
 
 __all__ = ["TimingStats", "measure_execution_time"]
 
@@ -70,6 +72,8 @@ def measure_execution_time(
     """
     if not isinstance(model, nn.Module):
         raise TypeError(f"measure_execution_time expects a torch.nn.Module, got {type(model).__name__}")
+    num_threads = check_num_threads(num_threads)
+    requested = None if device is None else checked_device(device)
     if warmup < 0:
         raise ValueError(f"warmup must be >= 0, got {warmup}")
     if min_measurements < 1:
@@ -84,9 +88,7 @@ def measure_execution_time(
     if batch_size <= 0:
         raise ValueError(f"batch_size must be positive, got {batch_size}")
     previous_threads = torch.get_num_threads()
-    threads = previous_threads if num_threads is None else int(num_threads)
-    if threads < 1:
-        raise ValueError(f"num_threads must be >= 1, got {num_threads}")
+    threads = previous_threads if num_threads is None else num_threads
 
     home = model_device(model)
     if home.type == "meta":
@@ -94,7 +96,10 @@ def measure_execution_time(
             f"{type(model).__name__} is on the meta device and cannot be timed; "
             "load real weights (e.g. model.to_empty(device='cpu')) first"
         )
-    target = home if device is None else _normalise(torch.device(device))
+    if requested is not None and requested.type == "meta":
+        raise ValueError("device='meta': the meta device runs no arithmetic, so nothing can be timed; pass "
+                         "device='cpu' or 'cuda', or leave device out to time the model where it is")
+    target = home if requested is None else _normalise(requested)
     runner = model if target == home else copy.deepcopy(model).to(target)
     args, kwargs = pytree.tree_map(lambda x: x.to(target) if isinstance(x, torch.Tensor) else x, (args, kwargs))
 

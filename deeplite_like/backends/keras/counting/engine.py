@@ -10,9 +10,11 @@ from __future__ import annotations
 import warnings
 from typing import Any, Callable
 
+from deeplite_like.caller import inputs_hint
 from deeplite_like.opcount import OpCount, parent_names, roll_up_containers
 
 from .._tf import import_keras
+from ..messages import keras_message
 from ..state import preserved_model_state
 from . import formulas as _formulas  # noqa: F401  (importing the package fills the formula table)
 from .errors import ForwardError, UntrackedLayerWarning
@@ -141,9 +143,9 @@ def _forward(model: Any, inputs: Any, training: bool, recorder: LayerRecorder | 
 
 def _forward_error(model: Any, exc: Exception, recorder: LayerRecorder | None) -> ForwardError:
     """Name the innermost layer the failure went through, with the shapes it received."""
-    what = f"{type(exc).__name__}: {exc}"
+    what = keras_message(exc)
     expected = expected_inputs_text(model)
-    hint = ("Check that the inputs given to count_ops have the shapes and dtypes the model expects"
+    hint = (inputs_hint("count_ops")
             + (f" ({expected})." if expected else "."))
     record = recorder.failed_record(exc) if recorder is not None else None
     if record is None:

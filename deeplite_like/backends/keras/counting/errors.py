@@ -1,17 +1,9 @@
-"""Errors and warnings of the Keras counting engine."""
+"""Errors and warnings of the Keras counting engine (the error classes are shared with the PyTorch backend)."""
 from __future__ import annotations
 
+from deeplite_like.errors import CountingError, FormulaError, ForwardError
 
-class CountingError(RuntimeError):
-    """A counting pass could not finish; the message says where and what to do."""
-
-
-class ForwardError(CountingError):
-    """The model's forward raised while being counted (the cause is chained)."""
-
-
-class FormulaError(CountingError):
-    """A layer formula raised or returned something unusable."""
+__all__ = ["CountingError", "FormulaError", "ForwardError", "UntrackedLayerWarning"]
 
 
 class UntrackedLayerWarning(UserWarning):

@@ -9,12 +9,16 @@ from __future__ import annotations
 import time
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
+from deeplite_like.caller import inputs_hint
+from deeplite_like.data import describe
+from deeplite_like.errors import ForwardError
 from deeplite_like.profiling.result import ModelProfile
 
 from .._tf import import_keras, import_tensorflow
-from ..counting.inputs import model_input_dtypes, prepare_inputs
+from ..counting.inputs import expected_inputs_text, model_input_dtypes, prepare_inputs
 from ..counting.recorder import named_layers
 from ..inputs import as_model_input
+from ..messages import keras_message
 from ..params import parameter_stats
 from ..state import preserved_model_state
 from .assemble import profile_of
@@ -61,15 +65,31 @@ def _inputs(model: Any, input_shape: Sequence[int] | None, args: Any, kwargs: An
     return (inputs,), {}
 
 
-def _caller(model: Any, func_name: str, args: tuple, kwargs: dict) -> Callable[[], Any]:
+def _caller(model: Any, func_name: str, args: tuple, kwargs: dict, built: bool) -> Callable[[], Any]:
+    """The profiled call; a failure in it is one ``ForwardError`` naming the model, the inputs and the fix."""
     if func_name in _MODEL_CALL:
         inputs = as_model_input(args, kwargs)
-        return lambda: model(inputs, training=False)
-    entry = getattr(model, func_name, None)
-    if not callable(entry):
-        raise AttributeError(f"{type(model).__name__} {model.name!r} has no method {func_name!r} to profile "
-                             f"(func_name); use 'forward' for the model call")
-    return lambda: entry(*args, **kwargs)
+        call, what = (lambda: model(inputs, training=False)), f"{model.name!r}"
+    else:
+        entry = getattr(model, func_name, None)
+        if not callable(entry):
+            raise AttributeError(f"{type(model).__name__} {model.name!r} has no method {func_name!r} to profile "
+                                 f"(func_name); use 'forward' for the model call")
+        call, what = (lambda: entry(*args, **kwargs)), f"{model.name!r}.{func_name}"
+
+    def guarded() -> Any:
+        try:
+            return call()
+        except Exception as exc:
+            expected = expected_inputs_text(model)
+            source = (" The input was one float tensor built from input_shape: a model that takes integer ids or "
+                      "several inputs needs args=/kwargs=." if built else "")
+            given = describe(args) + (f", {describe(kwargs)}" if kwargs else "")
+            raise ForwardError(f"the call of {type(model).__name__} {what} on {given} failed: {keras_message(exc)}. "
+                               f"{inputs_hint('get_model_profile')}"
+                               + (f" ({expected})." if expected else ".") + source) from exc
+
+    return guarded
 
 
 def _run_with_backward(call: Callable[[], Any], model: Any, backend: str, loss_fn: Callable | None) -> None:
@@ -119,8 +139,9 @@ def build_model_profile(model: Any, *, input_shape: Sequence[int] | None = None,
     if meta:
         raise ValueError("meta=True counts on torch's meta device and has no Keras counterpart; Keras models are "
                          "counted on real inputs (use a small batch: the counts scale linearly)")
+    built = input_shape is not None
     args, kwargs = _inputs(model, input_shape, args, kwargs)
-    call = _caller(model, func_name, args, kwargs)
+    call = _caller(model, func_name, args, kwargs, built)
     backend = keras.config.backend()
     with preserved_model_state(model, restore_values=True):
         if not getattr(model, "built", True) or any(not getattr(layer, "built", True)

@@ -14,9 +14,11 @@ from typing import Any, Callable, Iterator, Mapping
 import torch
 from torch.utils import _pytree as pytree
 
+from deeplite_like.caller import inputs_hint
 from deeplite_like.opcount import OpCount, parent_names, roll_up_containers
 
 from ..errors import BackwardError, ForwardError, UntrackedOpWarning
+from ..input_failures import fixed_batch_hint
 from . import formulas as _formulas  # noqa: F401  (importing the package fills the formula table)
 from .describe import describe_args
 from .recorder import CountingMode, counting_mode
@@ -130,7 +132,8 @@ def _forward_error(model: torch.nn.Module, exc: Exception, mode: CountingMode, o
     hint = ("Counting ran on the meta device, where tensors have no values: a forward that reads them "
             "(.item(), data-dependent branches) must be counted with real tensors (meta=False and a model "
             "that is not on meta)." if on_meta else
-            "Check that the inputs given to count_ops have the shapes and dtypes the model expects.")
+            f"{inputs_hint('count_ops')}.")
+    hint += fixed_batch_hint(exc, mode.result.batch_size)
     if frame is None:
         return ForwardError(f"the forward pass of {type(model).__name__} failed outside any module call: "
                             f"{what}. {hint}")

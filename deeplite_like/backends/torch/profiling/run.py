@@ -16,6 +16,7 @@ from torch.utils import _pytree as pytree
 
 from ..counting.meta_values import MetaValues
 from ..errors import BackwardError, ForwardError
+from ..input_failures import fixed_batch_hint
 from .entry_point import EntryPoint, call_entry
 from .phases import PhaseCountingMode
 
@@ -66,6 +67,7 @@ def forward_error(model: nn.Module, exc: Exception, mode: PhaseCountingMode, bui
              f"in {'the root module' if frame.name == '' else repr(frame.name)} ({type(frame.module).__name__})")
     hint = (" The input was one float tensor built from input_shape: a model that takes integer ids or several "
             "inputs needs args=/kwargs=." if built else "")
+    hint = fixed_batch_hint(exc, mode.result.batch_size) or hint
     return ForwardError(f"{type(model).__name__}.{func_name} failed {where}: {type(exc).__name__}: {exc}.{hint}")
 
 
