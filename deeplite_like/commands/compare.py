@@ -41,7 +41,7 @@ def run(args: argparse.Namespace, stdout: IO[str] | None = None, stderr: IO[str]
     shapes = [parse_shape(text) for text in args.input_shape or []]
     model_args = parse_model_args(args.model_args)
     # Every model is loaded before any is profiled: a bad spec fails at once, not after minutes.
-    loaded = [load_model(spec, model_args, args.weights) for spec in args.models]
+    loaded = [load_model(spec, model_args, args.weights, args.seq_len) for spec in args.models]
     options = run_options(args)
     prepared = [prepare(model, resolve_inputs(model, shapes, args.inputs), options) for model in loaded]
     with Progress(sum(p.steps for p in prepared), stream=stderr,

@@ -3,6 +3,8 @@
 Forms, tried in this order::
 
     zoo:NAME                       a bundled model (``deeplite_like.zoo``)
+    hf:NAME_OR_DIR[?task=TASK]     a transformers model built on meta from its config (``hub_models``)
+    timm:NAME                      ``timm.create_model(NAME, pretrained=False)``
     torchvision:NAME               ``torchvision.models.get_model(NAME, weights=None)``
     keras.applications:NAME        ``keras.applications.NAME(weights=None)``
     path/to/file.py:factory        ``factory()`` from a Python file
@@ -36,7 +38,8 @@ from typing import Any, Iterator
 
 from deeplite_like.commands.errors import ProfilingFailed, UsageError
 
-FORMS = ("zoo:NAME", "torchvision:NAME", "keras.applications:NAME", "path/to/file.py:factory",
+FORMS = ("zoo:NAME", "hf:NAME_OR_DIR[?task=causal-lm]", "timm:NAME", "torchvision:NAME", "keras.applications:NAME",
+         "path/to/file.py:factory",
          "package.module:factory", "a TorchScript file (.pt, .pth, .ts)", "a torch.export file (.pt2)",
          "a Keras file (.keras)")
 FORMS_HINT = "MODEL is one of: " + "; ".join(FORMS)
@@ -102,7 +105,8 @@ def framework_of(model: Any) -> str | None:
         return None
 
 
-def load_model(spec: str, model_args: tuple[tuple, dict] = ((), {}), weights: str | None = None) -> LoadedModel:
+def load_model(spec: str, model_args: tuple[tuple, dict] = ((), {}), weights: str | None = None,
+               seq_len: int | None = None) -> LoadedModel:
     """Load the model ``spec`` names (see the module docstring for the forms).
 
     Raises ``UsageError`` when the spec cannot be resolved (unknown form or name, missing
@@ -115,6 +119,14 @@ def load_model(spec: str, model_args: tuple[tuple, dict] = ((), {}), weights: st
     prefix, sep, rest = spec.partition(":")
     if sep and prefix == "zoo":
         loaded = _load_zoo(spec, rest, model_args)
+    elif sep and prefix == "hf":
+        from deeplite_like.commands.hub_models import load_hf
+
+        loaded = load_hf(spec, rest, model_args, seq_len)
+    elif sep and prefix == "timm":
+        from deeplite_like.commands.hub_models import load_timm
+
+        loaded = load_timm(spec, rest, model_args)
     elif sep and prefix == "torchvision":
         from deeplite_like.commands.torch_files import load_torchvision
 

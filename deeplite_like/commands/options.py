@@ -76,6 +76,9 @@ def add_measure_options(parser: argparse.ArgumentParser, model_options: bool = T
                            help='arguments of a factory: a JSON object of keywords, e.g. \'{"num_classes": 10}\'')
         group.add_argument("--weights", metavar="FILE", default=None,
                            help="a PyTorch state_dict file to load into the model a factory builds")
+        group.add_argument("--seq-len", type=positive_int, metavar="N", default=None,
+                           help="tokens in the example input of an hf: text model (default 128, at most the "
+                                "model's maximum)")
     group.add_argument("--batch-size", type=positive_int, metavar="N", default=None,
                        help="samples per batch (inputs are resized by taking real samples); default: the inputs'")
     group.add_argument("--device", choices=("cpu", "cuda", "meta"), default="cpu",

@@ -28,7 +28,7 @@ def run(args: argparse.Namespace, stdout: IO[str] | None = None, stderr: IO[str]
     fmt = resolve_format(args.format, args.output)
     shapes = [parse_shape(text) for text in args.input_shape or []]
     model_args = parse_model_args(args.model_args)
-    loaded = load_model(args.model, model_args, args.weights)
+    loaded = load_model(args.model, model_args, args.weights, args.seq_len)
     prepared = prepare(loaded, resolve_inputs(loaded, shapes, args.inputs), run_options(args))
     with Progress(prepared.steps, stream=stderr, enabled=False if args.no_progress else None) as progress:
         result = execute(prepared, progress)

@@ -144,7 +144,10 @@ def execute(run: PreparedRun, progress: Progress | None = None) -> ModelResult:
                                   f"{_first_line(exc)}", _failure_hint(exc, *run.inputs)) from exc
         if progress is not None:
             progress.advance()
-    notes = list(loaded.notes) + [f"not computed: {reason}" for reason in loaded.limits.values()]
+    by_reason: dict[str, list[str]] = {}
+    for key, reason in loaded.limits.items():
+        by_reason.setdefault(reason, []).append(key)
+    notes = list(loaded.notes) + [f"not computed ({', '.join(keys)}): {reason}" for reason, keys in by_reason.items()]
     return ModelResult(loaded.name, loaded.spec, profiler.backend_name, statuses, table, notes)
 
 

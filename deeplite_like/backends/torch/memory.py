@@ -51,6 +51,8 @@ from torch.nn.modules import module as _module_globals
 from torch.utils import _pytree as pytree
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from deeplite_like.backends.torch.counting.meta_values import MetaValues
+from deeplite_like.backends.torch.counting.op_facts import op_info
 from deeplite_like.backends.torch.params import tensor_span
 from deeplite_like.backends.torch.state import model_device, preserved_model_state
 
@@ -164,8 +166,11 @@ class _ModuleStack:
 class _StorageTracker(TorchDispatchMode):
     """Counts live bytes of storages allocated by operators; see the module docstring."""
 
-    def __init__(self, base_bytes: int, external: set[tuple[str, int]], where: Callable[[], str]) -> None:
+    def __init__(self, base_bytes: int, external: set[tuple[str, int]], where: Callable[[], str],
+                 values: MetaValues | None = None) -> None:
         super().__init__()
+        self.values = values  # on meta: the values of small integer tensors (index tensors, masks)
+        self._runs: dict[int, Callable] = {}
         self.live = base_bytes
         self.peak = base_bytes
         self.allocated = 0
@@ -177,7 +182,14 @@ class _StorageTracker(TorchDispatchMode):
         self._finalizers: dict[tuple[str, int], weakref.finalize] = {}
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # noqa: ANN001 - torch's protocol
-        out = func(*args, **(kwargs or {}))
+        if self.values is None:
+            out = func(*args, **(kwargs or {}))
+        else:
+            run = self._runs.get(id(func))
+            if run is None:
+                name, written, _, _, _ = op_info(func)
+                run = self._runs[id(func)] = self.values.wrap(func, name, written, func)
+            out = run(*args, **(kwargs or {}))
         returns = func._schema.returns
         values = out if isinstance(out, (tuple, list)) and len(returns) == len(out) and len(returns) > 1 else (out,)
         for ret, value in zip(returns, values):
@@ -306,9 +318,18 @@ def peak_activation_memory(
     with preserved_model_state(model, restore_buffer_values=training):
         if train is not None:
             model.train(train)
+        values = None
         if meta:
             state = None if on_meta else _meta_state(model)
+            values = MetaValues(lambda: f"module {modules.current!r}" if modules.current else "the root module")
+            real = _tensor_leaves((args, kwargs))
             args, kwargs = _to_device((args, kwargs), torch.device("meta"))
+            for before, after in zip(real, _tensor_leaves((args, kwargs))):
+                values.seed(after, before)
+            buffers = dict(model.named_buffers())
+            for name, tensor in (state or {}).items():
+                if name in buffers:
+                    values.seed(tensor, buffers[name])
         else:
             state = None
             args, kwargs = _to_device((args, kwargs), model_device(model))
@@ -320,7 +341,7 @@ def peak_activation_memory(
                 external.add(key)
 
         modules = _ModuleStack(model)
-        tracker = _StorageTracker(input_bytes, external, lambda: modules.current)
+        tracker = _StorageTracker(input_bytes, external, lambda: modules.current, values)
         try:
             with torch.set_grad_enabled(grad), _mha_fastpath(allow_fastpath), modules, tracker:
                 if state is None:
