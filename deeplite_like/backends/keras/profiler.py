@@ -47,7 +47,7 @@ class KerasProfiler(Profiler):
         self.keras_backend = keras.config.backend()
         if register_defaults:
             for function in DEFAULT_FUNCTIONS:
-                self.register_profiler_function(function())
+                self.register_default_function(function())
 
     @classmethod
     def from_inputs(cls, model: Any, *example: Any, name: str = "model", **kwargs: Any) -> "KerasProfiler":

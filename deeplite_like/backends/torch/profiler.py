@@ -36,7 +36,7 @@ class TorchProfiler(Profiler):
         self.forward_pass = forward_pass or ForwardPass()
         if register_defaults:
             for function in DEFAULT_FUNCTIONS:
-                self.register_profiler_function(function())
+                self.register_default_function(function())
 
     @classmethod
     def from_inputs(cls, model: torch.nn.Module, *example: Any, name: str = "model", **kwargs: Any) -> "TorchProfiler":
