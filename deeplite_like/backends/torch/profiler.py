@@ -18,12 +18,14 @@ class TorchProfiler(Profiler):
         model: the module; it is never modified (mode, device, dtype, hooks, grads are restored).
         data_splits: split name -> iterable of batches (a ``DataLoader``, a list of ``(x, y)``).
         name: shown in reports.
-        forward_pass: which parts of a batch are the model's inputs (default: ``x`` of ``(x, y)``).
+        forward_pass: which parts of a batch are the model's inputs (default: the one carried by
+            splits from ``enable_forward_pass_data_splits``, else ``x`` of ``(x, y)``).
         register_defaults: register every built-in ``Compute*`` function (default ``True``).
 
     Options of ``compute_network_status``: ``batch_size`` (default 1), ``split``, ``meta``,
     ``backward``, ``loss_fn``, ``causal_half``, ``mode``, ``device``, ``min_run_time``,
-    ``num_threads``.
+    ``num_threads``, ``include_weights`` (default ``True``: the memory footprint includes the
+    parameters and buffers).
     """
 
     backend_name = "torch"
@@ -33,7 +35,8 @@ class TorchProfiler(Profiler):
         if not isinstance(model, torch.nn.Module):
             raise TypeError(f"TorchProfiler needs a torch.nn.Module, got {type(model).__qualname__}")
         super().__init__(model, data_splits, name)
-        self.forward_pass = forward_pass or ForwardPass()
+        # splits from enable_forward_pass_data_splits carry their ForwardPass (deeplite-profiler's way)
+        self.forward_pass = forward_pass or getattr(data_splits, "forward_pass", None) or ForwardPass()
         if register_defaults:
             for function in DEFAULT_FUNCTIONS:
                 self.register_default_function(function())

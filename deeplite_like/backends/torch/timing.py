@@ -22,6 +22,7 @@ from torch import nn
 from torch.utils import _pytree as pytree
 
 from deeplite_like.backends.torch.state import model_device, preserved_model_state
+from deeplite_like.device import Device
 from deeplite_like.measurements import TimingStats
 
 __all__ = ["TimingStats", "measure_execution_time"]
@@ -35,6 +36,13 @@ def _infer_batch_size(args: tuple, kwargs: Mapping[str, Any]) -> int:
         "cannot infer the batch size: no input tensor has a leading dimension; "
         "pass batch_size=... explicitly"
     )
+
+
+def torch_device(device: Any) -> torch.device:
+    """A ``torch.device`` from a ``Device`` (``Device.CPU``, ``Device('GPU')``), a name or a ``torch.device``."""
+    if isinstance(device, torch.device):
+        return device
+    return torch.device(str(Device.parse(device)))
 
 
 def _normalise(device: torch.device) -> torch.device:
@@ -94,7 +102,7 @@ def measure_execution_time(
             f"{type(model).__name__} is on the meta device and cannot be timed; "
             "load real weights (e.g. model.to_empty(device='cpu')) first"
         )
-    target = home if device is None else _normalise(torch.device(device))
+    target = home if device is None else _normalise(torch_device(device))
     runner = model if target == home else copy.deepcopy(model).to(target)
     args, kwargs = pytree.tree_map(lambda x: x.to(target) if isinstance(x, torch.Tensor) else x, (args, kwargs))
 
