@@ -47,7 +47,8 @@ class Comparative(enum.Enum):
             if text in deeplite:
                 return deeplite[text]
             by_name = {name.lower(): member for name, member in cls.__members__.items()}
-            return by_name.get(text)
+            by_value = {member.value: member for member in cls}
+            return by_name.get(text) or by_value.get(text)
         return None
 
 
