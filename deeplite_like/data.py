@@ -616,9 +616,11 @@ class ForwardPass:
 
     # -- deeplite-profiler's hooks ---------------------------------------------------------
 
-    def extract_model_inputs(self, batch: Any) -> Inputs:
-        """The model inputs of ``batch`` (deeplite-profiler's hook; override it in a subclass)."""
-        return Inputs(*self(batch))
+    def extract_model_inputs(self, batch: Any) -> tuple[tuple, dict]:
+        """The model inputs of ``batch`` as ``(args, kwargs)``; deeplite-profiler's hook, which a
+        subclass may override (returning a tuple of positional inputs, a dict of keyword inputs,
+        ``Inputs`` or the one input)."""
+        return self(batch)
 
     def create_random_model_inputs(self, batch_size: int) -> Any:
         """deeplite-profiler's hook for inputs made up at ``batch_size``: a subclass may override it.
@@ -637,7 +639,9 @@ class ForwardPass:
 
     def perform(self, model: Any, batch: Any, device: Any = None) -> Any:
         """``model_call`` on the inputs of ``batch`` (deeplite-profiler's method)."""
-        return self.model_call(model, self.extract_model_inputs(batch), device)
+        if _overrides(self, "extract_model_inputs"):
+            return self.model_call(model, self.extract_model_inputs(batch), device)
+        return self.model_call(model, Inputs(*self(batch)), device)
 
     def random_perform(self, model: Any, batch_size: int, device: Any = None) -> Any:
         """``model_call`` on ``create_random_model_inputs(batch_size)`` (deeplite-profiler's method)."""
