@@ -79,8 +79,12 @@ class Profiler:
 
     @property
     def backend(self) -> str:
-        """The backend's name (deeplite-profiler's attribute)."""
+        """The backend's name shown in reports (deeplite-profiler's attribute; assignable, as there)."""
         return self.backend_name
+
+    @backend.setter
+    def backend(self, name: str) -> None:
+        self.backend_name = str(name)
 
     @classmethod
     def enable_forward_pass_data_splits(cls, data_splits: Mapping[str, Any], forward_pass: Any = None):
@@ -107,7 +111,8 @@ class Profiler:
         self._register(function, override)
 
     def register_default_function(self, function: ProfilerFunction) -> None:
-        """Register one of the profiler's built-in functions (a user's function of the same class replaces it silently)."""
+        """Register one of the profiler's built-in functions; a user's function of the same class replaces it
+        silently (deeplite-profiler's examples register ``ComputeComplexity()`` on a profiler that has it)."""
         self._register(function, False, default=True)
 
     def _register(self, function: ProfilerFunction, override: bool, default: bool = False) -> None:
@@ -127,7 +132,7 @@ class Profiler:
         if attach is not None:
             attach(self)
 
-    def _plan(self, new: _Registration, existing: _Registration | None) -> dict[str, type[StatusKey]]:
+    def _plan(self, new: _Registration, existing: _Registration | None) -> dict[str, StatusKey]:
         """Keys ``new`` takes, after checking every rule; raises before anything changes."""
         plan: dict[str, StatusKey] = {}
         for name, key in new.keys.items():
@@ -388,12 +393,21 @@ class Profiler:
             return {n: {"value": s.value, "details": dict(s.details)} for n, s in self._status.items()}
         return {n: s.value for n, s in self._status.items()}
 
-    def load_from_dict(self, status: Mapping[str, Any]) -> None:
-        """Fill keys from ``status_to_dict()`` output; loaded values count as computed."""
+    def load_from_dict(self, status: Mapping[str, Any], to_value: bool = True) -> None:
+        """Fill keys from ``status_to_dict()`` output; loaded values count as computed.
+
+        ``to_value=False`` (deeplite-profiler's option) reads ``StatusKey`` objects, as
+        ``status_to_dict(to_value=False)`` gives them.
+        """
         for name in status:
             self._key_name(name)
         for name, value in status.items():
-            if isinstance(value, Mapping) and set(value) == {"value", "details"}:
+            if not to_value:
+                if not isinstance(value, StatusKey):
+                    raise TypeError(f"load_from_dict(to_value=False) reads StatusKey objects; {name!r} is "
+                                    f"{type(value).__name__}")
+                value = Detailed(value.value, dict(value.details))
+            elif isinstance(value, Mapping) and set(value) == {"value", "details"}:
                 value = Detailed(value["value"], dict(value["details"]))
             key = self._status[name]
             key.value, key.details = (value.value, dict(value.details)) if isinstance(value, Detailed) else (value, {})

@@ -334,8 +334,22 @@ def test_status_methods():
     statuses[0].value = 0  # a copy: the profiler's value is untouched
     assert p.status_get("macs") == 12
     assert p._profiling_functions_register["macs"].overriding is False
+    assert p.backend == "toy"
+    p.backend = "Toy backend"
+    assert p.report().title == "toy (backend: Toy backend)" and ToyProfiler.backend_name == "toy"
     with pytest.raises(ValueError, match="unknown status key 'coverage'"):
         p.status_get("coverage")
+
+
+def test_status_dict_round_trip_with_status_objects():
+    p = ToyProfiler(ToyModel([4, 3]))
+    p.compute_network_status(batch_size=2)
+    saved = p.status_to_dict(to_value=False)
+    clone = p.clone(model=ToyModel([1]))
+    clone.load_from_dict(saved, to_value=False)
+    assert clone.status_to_dict() == {"macs": 24, "flops": 54, "total_params": 15}  # 2*12; 2*24 + 2*3
+    with pytest.raises(TypeError, match="reads StatusKey objects"):
+        clone.load_from_dict({"macs": 1}, to_value=False)
 
 
 def test_display_status_logs_and_returns_the_report(caplog):

@@ -96,16 +96,16 @@ class ComputeMemory(ProfilerFunction):
         stats = parameter_stats(model)
         batch = batch_size_of(args, kwargs) or 1
         peak = int(memory.peak_bytes)
-        weights = stats.param_bytes + stats.buffer_bytes if include_weights else 0
-        footprint = weights + peak
+        param_bytes, buffer_bytes = (stats.param_bytes, stats.buffer_bytes) if include_weights else (0, 0)
+        footprint = param_bytes + buffer_bytes + peak
         return {PeakActivationMemory.NAME: Detailed(peak, {"batch_size": batch,
                                                            "per_sample": PeakActivationMemory(peak // batch),
                                                            "inputs": PeakActivationMemory(memory.input_bytes),
                                                            "outputs": PeakActivationMemory(memory.output_bytes),
                                                            "peak_at": memory.peak_at}),
                 MemoryFootprint.NAME: Detailed(footprint, {"batch_size": batch,
-                                                           "params": ModelSize(stats.param_bytes if include_weights else 0),
-                                                           "buffers": ModelSize(stats.buffer_bytes if include_weights else 0),
+                                                           "params": ModelSize(param_bytes),
+                                                           "buffers": ModelSize(buffer_bytes),
                                                            "peak_activations": PeakActivationMemory(peak),
                                                            "include_weights": include_weights})}
 
