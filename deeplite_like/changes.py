@@ -22,7 +22,7 @@ import numbers
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from deeplite_like.status import Comparative, Metric
+from deeplite_like.status import Comparative, Metric, metric_comparative
 from deeplite_like.units import format_number, pick_scale
 
 Verdict = Literal["better", "worse", "same", "n/a"]
@@ -156,7 +156,7 @@ def _ratio_change(ref: int | float, value: int | float, metric: Metric, ratio: f
     went_up = value > ref
     factor = max(value, ref) / min(value, ref)
     word = metric.INCREASE_WORD if went_up else metric.DECREASE_WORD
-    better = went_up == (metric.get_comparative() is Comparative.HIGHER_IS_BETTER)
+    better = went_up == (metric_comparative(metric) is Comparative.HIGHER_IS_BETTER)
     # Two decimals; from 1000x on the decimals say nothing and commas help: '278,350,000x'.
     factor_text = f"{factor:.2f}" if factor < 1000 else f"{round(factor):,}"
     return Change(f"{factor_text}x {word}", "better" if better else "worse", ratio, difference)
@@ -192,7 +192,9 @@ def describe_change(reference: Metric | None, other: Metric | None) -> Change:
         return Change("n/a (not finite)", "n/a")
     difference = value - ref
     ratio = value / ref if ref != 0 else None
-    comparative = reference.get_comparative()
+    comparative = metric_comparative(reference)
+    if comparative is None:
+        return Change(f"n/a (unknown comparative {reference.get_comparative()!r})", "n/a", ratio, difference)
     if comparative in _RATIO_KINDS:
         return _ratio_change(ref, value, reference, ratio, difference)
     text = _difference_text(difference, reference)

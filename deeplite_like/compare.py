@@ -32,10 +32,11 @@ def compare(profilers: Sequence[Profiler], print_mode: Any = None, short_print: 
         profiler._check_options({k: v for k, v in kwargs.items() if k in accepted})
     for profiler, accepted in zip(profilers, accepted_by):
         profiler.compute_network_status(recompute=recompute, **{k: v for k, v in kwargs.items() if k in accepted})
-    report = CompareReport([(p.name, p.backend_name, dict(p._status)) for p in profilers], short_print=short_print)
+    report = CompareReport([(p.name, p.backend_name, p._displayed_status()) for p in profilers],
+                           short_print=short_print)
     _emit(report, level)
     return report
 
 
 def _accepted(profiler: Profiler) -> set[str]:
-    return {name for r in profiler._registrations for name in r.signature.parameters} - set(profiler.context())
+    return {name for r in profiler._registrations for name in r.named_parameters} - set(profiler.context())

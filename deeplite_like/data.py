@@ -38,6 +38,7 @@ from typing import Any, Protocol, Union, runtime_checkable
 __all__ = [
     "DataError",
     "ForwardPass",
+    "ForwardPassSplits",
     "Inputs",
     "NumpyAdapter",
     "TensorAdapter",
@@ -429,8 +430,21 @@ class ForwardPass:
         extract: instead of ``inputs``, a function ``fn(batch)`` returning the inputs: a tensor
             (the one input), a tuple or list (positional inputs), or ``Inputs(args, kwargs)``.
             Returning a dict is refused as ambiguous: wrap it in ``Inputs``.
+        model_input_pattern: deeplite-profiler's spelling of ``inputs``: one entry per element
+            of a tuple batch, ``'_'`` to skip it or the position it takes among the model's
+            positional inputs. ``(0, '_')`` is ``x`` of ``(x, y)``; ``('_', 1, 0)`` calls
+            ``model(batch[2], batch[1])``. A batch that is not a tuple counts as a 1-tuple.
+        expecting_common_inputs: deeplite-profiler's flag, accepted and kept; inputs of any
+            structure are handled either way.
 
     ``forward_pass(batch)`` returns ``(args, kwargs)`` for ``model(*args, **kwargs)``.
+
+    deeplite-profiler's subclass hooks are honoured: an overridden ``extract_model_inputs(batch)``
+    gives the inputs (a tuple: positional; a dict: keyword inputs; ``Inputs``; anything else: the
+    one input), and an overridden ``create_random_model_inputs(batch_size)`` gives the inputs
+    of a run at that batch size instead of samples taken from the data. ``model_call(model, x,
+    device)`` is what ``perform`` / ``random_perform`` call; the profiler's own measurements call
+    ``model(*args, **kwargs)`` on the extracted inputs.
     """
 
     def __init__(
@@ -439,7 +453,14 @@ class ForwardPass:
         *,
         targets: TargetSpec = None,
         extract: Callable[[Any], Any] | None = None,
+        model_input_pattern: Sequence[Key] | None = None,
+        expecting_common_inputs: bool = True,
     ) -> None:
+        self._pattern = _pattern_order(model_input_pattern) if model_input_pattern is not None else None
+        self._pattern_size = len(model_input_pattern) if model_input_pattern is not None else 0
+        self.expecting_common_inputs = expecting_common_inputs
+        if self._pattern is not None and (inputs is not None or extract is not None):
+            raise TypeError("ForwardPass takes one of inputs=, extract= or model_input_pattern=")
         if extract is not None and inputs is not None:
             raise TypeError("ForwardPass takes inputs= or extract=, not both")
         if extract is not None and not callable(extract):
@@ -505,6 +526,8 @@ class ForwardPass:
 
     def __repr__(self) -> str:
         parts = []
+        if self._pattern is not None:
+            parts.append(f"inputs={self._pattern!r}")
         if self._inputs is not None:
             parts.append(f"inputs={self._inputs!r}")
         if self._extract is not None:
@@ -539,8 +562,12 @@ class ForwardPass:
 
     def __call__(self, batch: Any, split: str | None = None) -> tuple[tuple, dict]:
         """The model inputs in ``batch``, as ``(args, kwargs)``. ``split`` names it in errors."""
+        if _overrides(self, "extract_model_inputs"):
+            return self._hook_inputs(self.extract_model_inputs, batch, split, "extract_model_inputs")
         if self._extract is not None:
             return self._call_extract(batch, split)
+        if self._pattern is not None:
+            return self._take_pattern(batch, split), {}
         spec = self._inputs
         if spec is None:
             if adapter_for(batch) is not None:
@@ -565,6 +592,61 @@ class ForwardPass:
         if isinstance(spec[0], int):
             return tuple(self._take(batch, k, split, "input") for k in spec), {}
         return (), {k: self._take(batch, k, split, "input") for k in spec}
+
+    def _take_pattern(self, batch: Any, split: str | None) -> tuple:
+        elements = batch if isinstance(batch, (tuple, list)) else (batch,)
+        if len(elements) < self._pattern_size:
+            raise DataError(f"{_where(split)}batch {describe(batch)} has {len(elements)} element(s); "
+                            f"model_input_pattern expects {self._pattern_size}")
+        return tuple(elements[position] for position in self._pattern)
+
+    def _hook_inputs(self, hook: Callable[..., Any], argument: Any, split: str | None,
+                     name: str) -> tuple[tuple, dict]:
+        """``(args, kwargs)`` from what a deeplite-style hook returned."""
+        result = hook(argument)
+        if isinstance(result, Inputs):
+            return result.args, dict(result.kwargs)
+        if isinstance(result, (tuple, list)):
+            return tuple(result), {}
+        if isinstance(result, Mapping):
+            if not all(isinstance(k, str) for k in result):
+                raise DataError(f"{_where(split)}{type(self).__name__}.{name} returned a dict with non-str keys "
+                                f"{describe(result)}; keyword inputs need str names")
+            return (), dict(result)
+        return (result,), {}
+
+    # -- deeplite-profiler's hooks ---------------------------------------------------------
+
+    def extract_model_inputs(self, batch: Any) -> tuple[tuple, dict]:
+        """The model inputs of ``batch`` as ``(args, kwargs)``; deeplite-profiler's hook, which a
+        subclass may override (returning a tuple of positional inputs, a dict of keyword inputs,
+        ``Inputs`` or the one input)."""
+        return self(batch)
+
+    def create_random_model_inputs(self, batch_size: int) -> Any:
+        """deeplite-profiler's hook for inputs made up at ``batch_size``: a subclass may override it.
+
+        The base class never makes inputs up: it takes real samples (``inputs_for``)."""
+        raise TypeError(f"{type(self).__name__} makes no inputs up; override create_random_model_inputs in a "
+                        "subclass, or let the profiler take samples from the data (inputs_for)")
+
+    def model_call(self, model: Any, x: Any, device: Any = None) -> Any:
+        """Call ``model`` on inputs ``x`` (an ``Inputs``, a tuple of positional inputs, or one input)."""
+        if not callable(model):
+            raise TypeError(f"{type(self).__name__}.model_call: the model {type(model).__name__} is not callable")
+        if isinstance(x, Inputs):
+            return model(*x.args, **x.kwargs)
+        return model(*x) if isinstance(x, (tuple, list)) else model(x)
+
+    def perform(self, model: Any, batch: Any, device: Any = None) -> Any:
+        """``model_call`` on the inputs of ``batch`` (deeplite-profiler's method)."""
+        if _overrides(self, "extract_model_inputs"):
+            return self.model_call(model, self.extract_model_inputs(batch), device)
+        return self.model_call(model, Inputs(*self(batch)), device)
+
+    def random_perform(self, model: Any, batch_size: int, device: Any = None) -> Any:
+        """``model_call`` on ``create_random_model_inputs(batch_size)`` (deeplite-profiler's method)."""
+        return self.model_call(model, self.create_random_model_inputs(batch_size), device)
 
     def _call_extract(self, batch: Any, split: str | None) -> tuple[tuple, dict]:
         name = getattr(self._extract, "__qualname__", type(self._extract).__name__)
@@ -659,6 +741,8 @@ class ForwardPass:
         With ``batch_size`` they are resized to that many samples by taking real samples:
         the first ``batch_size`` when smaller, cyclic repeats when larger (see ``resize``).
         """
+        if batch_size is not None and _overrides(self, "create_random_model_inputs"):
+            return self._hook_inputs(self.create_random_model_inputs, batch_size, split, "create_random_model_inputs")
         batch = first_batch(data_splits, split)
         args, kwargs = self(batch, split)
         if batch_size is None:
@@ -688,3 +772,55 @@ def as_forward_pass(forward_pass: Any, owner: str) -> ForwardPass:
     else:
         fix = "build one with ForwardPass(inputs=...) or ForwardPass(extract=fn)"
     raise TypeError(f"{owner}(forward_pass=...) must be a deeplite_like.ForwardPass, got {got}; {fix}")
+
+
+def _overrides(forward_pass: ForwardPass, name: str) -> bool:
+    return getattr(type(forward_pass), name) is not getattr(ForwardPass, name)
+
+
+def _pattern_order(pattern: Sequence[Key]) -> tuple[int, ...]:
+    """deeplite's ``model_input_pattern`` -> the batch positions of the model's inputs, in order.
+
+    ``('_', 1, 2, '_', 0)`` -> ``(4, 1, 2)``. Entries are ``'_'`` or ints forming ``0..n-1``.
+    """
+    if isinstance(pattern, (str, bytes)) or not isinstance(pattern, Sequence):
+        raise TypeError(f"model_input_pattern must be a tuple such as (0, '_'), got {pattern!r}")
+    positions = {}
+    for index, entry in enumerate(pattern):
+        if entry == "_":
+            continue
+        if isinstance(entry, bool) or not isinstance(entry, int):
+            raise TypeError(f"model_input_pattern {tuple(pattern)!r}: entry {entry!r} is neither '_' nor an input "
+                            "position")
+        if entry in positions:
+            raise TypeError(f"model_input_pattern {tuple(pattern)!r} gives input position {entry} twice")
+        positions[entry] = index
+    if sorted(positions) != list(range(len(positions))):
+        raise TypeError(f"model_input_pattern {tuple(pattern)!r}: the input positions must be 0..n-1, got "
+                        f"{sorted(positions)}")
+    return tuple(positions[i] for i in range(len(positions)))
+
+
+class ForwardPassSplits(dict):
+    """Data splits carrying the ``ForwardPass`` to use with them (``Profiler.enable_forward_pass_data_splits``).
+
+    A plain dict of the same splits; a backend profiler built on it uses ``forward_pass`` unless
+    it is given one itself. deeplite's per-split dict ``{split: ForwardPass or None}`` may name
+    one forward pass (the others ``None``); two different ones are refused.
+    """
+
+    def __init__(self, data_splits: Mapping[str, Any], forward_pass: Any = None) -> None:
+        if not isinstance(data_splits, Mapping):
+            raise TypeError(f"enable_forward_pass_data_splits needs a dict split name -> data, got "
+                            f"{type(data_splits).__name__}")
+        super().__init__(data_splits)
+        if isinstance(forward_pass, Mapping):
+            given = {id(fp): fp for fp in forward_pass.values() if fp is not None}
+            if len(given) > 1:
+                raise ValueError("enable_forward_pass_data_splits: one ForwardPass serves every split here; got "
+                                 f"{len(given)} different ones in {sorted(map(str, forward_pass))}")
+            forward_pass = next(iter(given.values()), None)
+        if forward_pass is not None and not isinstance(forward_pass, ForwardPass):
+            raise TypeError(f"enable_forward_pass_data_splits(forward_pass=...) takes a ForwardPass, got "
+                            f"{type(forward_pass).__name__}")
+        self.forward_pass = forward_pass

@@ -12,6 +12,8 @@ class Device:
     """A device kind and optional index. ``Device.parse('GPU') == Device.CUDA``.
 
     Class constants: ``Device.CPU``, ``Device.GPU`` (same as ``Device.CUDA``), ``Device.META``.
+    The constructor reads names as ``parse`` does, so deeplite-profiler's ``Device('CPU')`` is
+    ``Device.CPU`` and ``Device('unknown device')`` raises ``ValueError``.
     ``str(Device.parse('cuda:1')) == 'cuda:1'``, which frameworks accept as a device string.
     """
 
@@ -24,8 +26,19 @@ class Device:
     META: ClassVar["Device"]
 
     def __post_init__(self) -> None:
-        if self.kind not in ("cpu", "cuda", "meta"):
-            raise ValueError(f"unknown device kind {self.kind!r}; expected 'cpu', 'cuda' or 'meta'")
+        if isinstance(self.kind, Device):
+            kind, index = self.kind.kind, self.kind.index
+        elif self.kind not in ("cpu", "cuda", "meta") and isinstance(self.kind, str):
+            kind, index = _parse_text(self.kind)
+        else:
+            kind, index = self.kind, None
+        if kind not in ("cpu", "cuda", "meta"):
+            raise ValueError(f"unknown device kind {self.kind!r}; expected 'cpu', 'gpu', 'cuda', 'cuda:N' or 'meta'")
+        if index is not None:
+            if self.index is not None and self.index != index:
+                raise ValueError(f"Device({self.kind!r}, {self.index!r}) names two indices")
+            object.__setattr__(self, "index", index)
+        object.__setattr__(self, "kind", kind)
         if self.index is not None and (self.kind != "cuda" or self.index < 0):
             raise ValueError(f"only cuda devices take a non-negative index, got {self.kind}:{self.index}")
 
@@ -36,14 +49,7 @@ class Device:
             return device
         if device is None:
             return cls.CPU
-        text = str(device).strip().lower()
-        name, sep, index = text.partition(":")
-        kind = _ALIASES.get(name)
-        if kind is None or (sep and not index.isdigit()):
-            raise ValueError(f"unknown device {device!r}; use 'cpu', 'gpu' or 'cuda', 'cuda:N' or 'meta'")
-        if sep and kind != "cuda":
-            raise ValueError(f"unknown device {device!r}: only cuda devices take an index, as in 'cuda:1'")
-        return cls(kind, int(index) if sep else None)
+        return cls(*_parse_text(str(device), device))
 
     @property
     def is_cuda(self) -> bool:
@@ -51,6 +57,18 @@ class Device:
 
     def __str__(self) -> str:
         return self.kind if self.index is None else f"{self.kind}:{self.index}"
+
+
+def _parse_text(text: str, original: Any = None) -> tuple[str, int | None]:
+    """``'GPU'`` -> ``('cuda', None)``, ``'cuda:1'`` -> ``('cuda', 1)``; ``ValueError`` for anything else."""
+    original = text if original is None else original
+    name, sep, index = text.strip().lower().partition(":")
+    kind = _ALIASES.get(name)
+    if kind is None or (sep and not index.isdigit()):
+        raise ValueError(f"unknown device {original!r}; use 'cpu', 'gpu' or 'cuda', 'cuda:N' or 'meta'")
+    if sep and kind != "cuda":
+        raise ValueError(f"unknown device {original!r}: only cuda devices take an index, as in 'cuda:1'")
+    return kind, int(index) if sep else None
 
 
 Device.CPU = Device("cpu")

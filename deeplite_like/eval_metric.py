@@ -7,7 +7,7 @@ from numbers import Real
 from typing import Any, Callable, Mapping
 
 from deeplite_like.functions import ProfilerFunction
-from deeplite_like.metrics import EvalMetric, InferenceTime, make_eval_metric
+from deeplite_like.metrics import EvalMetric, EvalMetricAlias, InferenceTime, make_eval_metric
 from deeplite_like.status import Comparative, Detailed, StatusKey
 
 
@@ -18,9 +18,14 @@ class ComputeEvalMetric(ProfilerFunction):
     more values; :meth:`add_secondary_metric` turns more dict entries into metrics of their
     own (``top5``, ``loss``), also after this function was registered with a profiler.
 
+    A primary metric named otherwise than ``eval_metric`` (``ComputeEvalMetric(get_accuracy,
+    'accuracy', unit_name='%')``, deeplite-profiler's call) also fills ``eval_metric`` with its
+    value, as deeplite did; that alias is not displayed, and yields to any other function
+    computing ``eval_metric``.
+
     Args:
         func: ``func(model, data_loader) -> number | dict``.
-        key: the primary metric's name (default ``eval_metric``).
+        key: the primary metric's name, and its entry in a dict result (default ``eval_metric``).
         default_split: the split evaluated unless ``compute_network_status(split=...)`` says otherwise.
         unit_name: display unit of the primary metric (``'%'`` is compared in points).
         comparative: how two models compare on it (default: by difference, higher is better).
@@ -43,18 +48,26 @@ class ComputeEvalMetric(ProfilerFunction):
 
     def get_bounded_status_keys(self) -> tuple[type[StatusKey], ...]:
         keys: tuple[type[StatusKey], ...] = (self.primary, *self.secondary)
+        if self.primary.NAME != EvalMetricAlias.NAME:
+            keys += (EvalMetricAlias,)
         return keys + ((InferenceTime,) if self.time_it else ())
 
-    def add_secondary_metric(self, key: str, unit_name: str = "",
-                             comparative: Comparative = Comparative.DIFFERENCE,
-                             friendly_name: str | None = None, description: str | None = None) -> None:
+    def add_secondary_metric(self, key: str, unit_name: str | None = "", description: str | None = None,
+                             comparative: Comparative | None = Comparative.DIFFERENCE,
+                             friendly_name: str | None = None) -> None:
         """Also report ``result[key]`` of the evaluation's dict result as a metric of its own.
 
-        Profilers this function is registered with learn the new key at once (registration
-        rules apply: a clash with an override raises, and then nothing changes).
+        The arguments are in deeplite-profiler's order (``key, unit_name, description,
+        comparative``); ``unit_name=None`` / ``comparative=None`` take the primary metric's, as
+        there. Profilers this function is registered with learn the new key at once
+        (registration rules apply: a clash with an override raises, and then nothing changes).
         """
+        if isinstance(description, Comparative) and comparative in (None, Comparative.DIFFERENCE):
+            description, comparative = None, description  # the older order: (key, unit_name, comparative)
         if key in {k.NAME for k in self.get_bounded_status_keys()}:
             raise ValueError(f"{self!r} already computes a metric named {key!r}")
+        unit_name = self.primary.BASE_UNIT if unit_name is None else unit_name
+        comparative = self.primary.COMPARATIVE if comparative is None else comparative
         self.secondary.append(make_eval_metric(key, unit_name, comparative, friendly_name, description))
         try:
             for profiler in list(self._owners):
@@ -77,6 +90,8 @@ class ComputeEvalMetric(ProfilerFunction):
         result = self.func(model, loader)
         elapsed = time.perf_counter() - start
         values = self._unpack(result, split)
+        if self.primary.NAME != EvalMetricAlias.NAME:
+            values[EvalMetricAlias.NAME] = values[self.primary.NAME]
         if self.time_it:
             values[InferenceTime.NAME] = Detailed(elapsed, {"split": split})
         return values

@@ -4,11 +4,12 @@ from __future__ import annotations
 import difflib
 import inspect
 import logging
+from collections import namedtuple
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping
 
 from deeplite_like.caller import called_as
-from deeplite_like.functions import ProfilerFunction, bounded_keys, call_signature
+from deeplite_like.functions import ProfilerFunction, bounded_keys, call_signature, positional_bindings
 from deeplite_like.status import Detailed, StatusKey
 
 logger = logging.getLogger("deeplite_like")
@@ -21,8 +22,26 @@ class _Registration:
     function: ProfilerFunction
     override: bool
     signature: inspect.Signature
-    keys: dict[str, type[StatusKey]]
+    keys: dict[str, StatusKey]  # NAME -> not-computed prototype of the key
     last_kwargs: Any = field(default=_UNSET)  # what the owned keys were last computed with
+    positional: dict[str, str] = field(default_factory=dict)  # parameter -> context name bound by position
+    default: bool = False  # registered by the profiler itself (a backend's built-in function)
+
+    @property
+    def named_parameters(self) -> set[str]:
+        """Parameters filled by name (from the caller's kwargs or the profiler's context)."""
+        return set(self.signature.parameters) - set(self.positional)
+
+
+#: deeplite-profiler's view of one registration: ``profiler._profiling_functions_register[NAME]``.
+FunctionRegister = namedtuple("FunctionRegister", ("function", "overriding", "status"))
+
+
+class _StatusKeyNames(tuple):
+    """The names of a profiler's keys: a tuple, and callable as deeplite's ``status_keys()`` method."""
+
+    def __call__(self) -> "_StatusKeyNames":
+        return self
 
 
 class Profiler:
@@ -33,7 +52,13 @@ class Profiler:
     * a newer non-override registration replaces an older non-override one, with a logged warning;
     * an override wins over non-overrides registered before or after it;
     * two overrides for one key raise ``RuntimeError`` naming both functions and the key;
-    * registration is atomic: if one key fails, no key of that function changes.
+    * registration is atomic: if one key fails, no key of that function changes;
+    * replacing one of the profiler's own default functions with another of the same class
+      (``register_profiler_function(ComputeComplexity())``, as deeplite-profiler's examples do)
+      is silent;
+    * a weak key (``StatusKey.WEAK``, e.g. the ``eval_metric`` alias of a named evaluation
+      metric) yields silently to any other claim, and takes a key only when it is free or held
+      by another weak key it overrides.
 
     Values are cached per key. They are recomputed when asked (``recompute=True``) or when a
     call passes arguments for their function that differ from those of the last computation;
@@ -52,6 +77,32 @@ class Profiler:
         self._status: dict[str, StatusKey] = {}
         #: status key NAME -> why this model cannot have it (such keys are not registered)
         self.limits: dict[str, str] = {}
+        #: deeplite-profiler's display filter: ``fn({NAME: StatusKey}) -> {NAME: StatusKey}`` choosing and
+        #: ordering the keys reports show; ``None`` shows every key in the built-in order.
+        self.display_status_filter_func = None
+
+    @property
+    def backend(self) -> str:
+        """The backend's name shown in reports (deeplite-profiler's attribute; assignable, as there)."""
+        return self.backend_name
+
+    @backend.setter
+    def backend(self, name: str) -> None:
+        self.backend_name = str(name)
+
+    @classmethod
+    def enable_forward_pass_data_splits(cls, data_splits: Mapping[str, Any], forward_pass: Any = None):
+        """deeplite-profiler's way to attach a ``ForwardPass`` to data splits; returns the splits to pass.
+
+        The splits are returned unchanged, in a dict that carries ``forward_pass`` to the
+        profiler built on them (a backend profiler uses it unless given ``forward_pass=``).
+        ``forward_pass`` is a ``ForwardPass``, ``None`` (the default: the inputs are the first
+        element of an ``(x, y)`` batch), or deeplite's dict split -> ``ForwardPass`` / ``None``
+        naming one forward pass.
+        """
+        from deeplite_like.data import ForwardPassSplits
+
+        return ForwardPassSplits(data_splits, forward_pass)
 
     # ------------------------------------------------------------------ context
     def context(self) -> dict[str, Any]:
@@ -61,13 +112,22 @@ class Profiler:
     # ------------------------------------------------------------- registration
     def register_profiler_function(self, function: ProfilerFunction, override: bool = False) -> None:
         """Register ``function`` for every status key it declares (see the class docstring)."""
+        self._register(function, override)
+
+    def register_default_function(self, function: ProfilerFunction) -> None:
+        """Register one of the profiler's built-in functions; a user's function of the same class replaces it
+        silently (deeplite-profiler's examples register ``ComputeComplexity()`` on a profiler that has it)."""
+        self._register(function, False, default=True)
+
+    def _register(self, function: ProfilerFunction, override: bool, default: bool = False) -> None:
         if not isinstance(function, ProfilerFunction):
             raise TypeError(f"expected a ProfilerFunction, got {function!r}; wrap a plain function in "
                             "ExternalProfilerFunction(func, keys)")
         signature = call_signature(function)
         keys = {key.NAME: key for key in bounded_keys(function)}
         existing = next((r for r in self._registrations if r.function is function), None)
-        registration = _Registration(function, override, signature, keys)
+        registration = _Registration(function, override, signature, keys,
+                                     positional=positional_bindings(signature, self.context()), default=default)
         plan = self._plan(registration, existing)
         if existing is not None:
             self._registrations.remove(existing)
@@ -76,13 +136,21 @@ class Profiler:
         if attach is not None:
             attach(self)
 
-    def _plan(self, new: _Registration, existing: _Registration | None) -> dict[str, type[StatusKey]]:
+    def _plan(self, new: _Registration, existing: _Registration | None) -> dict[str, StatusKey]:
         """Keys ``new`` takes, after checking every rule; raises before anything changes."""
-        plan: dict[str, type[StatusKey]] = {}
+        plan: dict[str, StatusKey] = {}
         for name, key in new.keys.items():
             current = self._owner.get(name)
             if current is None or current is existing:
                 plan[name] = key
+                continue
+            current_weak = current.keys[name].WEAK
+            if key.WEAK or current_weak:
+                if not key.WEAK or (current_weak and new.override and not current.override):
+                    plan[name] = key  # a weak key yields silently
+                else:
+                    logger.debug("weak status key %r stays with %r; %r does not compute it",
+                                 name, current.function, new.function)
             elif new.override and current.override:
                 raise RuntimeError(
                     f"status key {name!r} is claimed with override=True by both {current.function!r} and "
@@ -94,14 +162,17 @@ class Profiler:
                 logger.info("status key %r stays with %r (registered with override=True); %r does not "
                             "compute it", name, current.function, new.function)
             else:
-                logger.warning("%r replaces %r for status key %r", new.function, current.function, name)
+                # re-registering a default of the same class is a deliberate replacement: no warning
+                log = logger.debug if current.default and type(new.function) is type(current.function) \
+                    else logger.warning
+                log("%r replaces %r for status key %r", new.function, current.function, name)
                 plan[name] = key
         return plan
 
-    def _apply(self, registration: _Registration, plan: dict[str, type[StatusKey]]) -> None:
+    def _apply(self, registration: _Registration, plan: dict[str, StatusKey]) -> None:
         for name, key in plan.items():
             self._owner[name] = registration
-            self._status[name] = key()
+            self._status[name] = key.fresh()
         # keys the function declares but lost, and keys it no longer declares, leave it
         for name, owner in list(self._owner.items()):
             if owner.function is registration.function and name not in plan:
@@ -114,7 +185,7 @@ class Profiler:
         """Re-read the keys of an already registered function whose key set changed."""
         registration = next((r for r in self._registrations if r.function is function), None)
         if registration is not None:
-            self.register_profiler_function(function, override=registration.override)
+            self._register(function, registration.override, registration.default)
 
     def unregister_profiler_function(self, function: ProfilerFunction) -> None:
         """Remove ``function`` and the keys it computes."""
@@ -124,11 +195,48 @@ class Profiler:
                 del self._status[name]
         self._registrations = [r for r in self._registrations if r.function is not function]
 
+    def add_secondary_eval_metric(self, key: str, unit_name: str | None = None, description: str | None = None,
+                                  comparative: Any = None) -> None:
+        """Also report ``key`` of the evaluation function's dict result (deeplite-profiler's method).
+
+        Adds it to the function computing ``eval_metric`` (a ``ComputeEvalMetric``); see
+        ``ComputeEvalMetric.add_secondary_metric``.
+        """
+        owner = self._owner.get("eval_metric")
+        add = getattr(owner.function, "add_secondary_metric", None) if owner is not None else None
+        if add is None:
+            raise ValueError(f"profiler {self.name!r} has no evaluation function computing 'eval_metric' to add "
+                             f"{key!r} to; register ComputeEvalMetric(func, ...) first")
+        add(key, unit_name, description, comparative)
+
     # -------------------------------------------------------------------- status
     @property
     def status_keys(self) -> tuple[str, ...]:
-        """Names of the keys this profiler can compute."""
-        return tuple(self._status)
+        """Names of the keys this profiler can compute (also callable: deeplite's ``status_keys()``)."""
+        return _StatusKeyNames(self._status)
+
+    def status_get(self, key: Any) -> Any:
+        """The raw value of ``key`` (``None`` if not computed); deeplite-profiler's name."""
+        return self.get_status(key).value
+
+    def status_contains(self, key: Any) -> bool:
+        """Whether this profiler has the key ``key`` (a NAME or a ``StatusKey``)."""
+        name = key if isinstance(key, str) else getattr(key, "NAME", None)
+        return name in self._status
+
+    def status_values(self, to_value: bool = True) -> list[Any]:
+        """Raw values of every key in key order (``to_value=False``: copies of the ``StatusKey`` objects)."""
+        return [value for _, value in self.status_items(to_value)]
+
+    def status_items(self, to_value: bool = True) -> list[tuple[str, Any]]:
+        """``(NAME, raw value)`` of every key (``to_value=False``: copies of the ``StatusKey`` objects)."""
+        return list(self.status_to_dict(to_value=to_value).items())
+
+    @property
+    def _profiling_functions_register(self) -> dict[str, FunctionRegister]:
+        """deeplite-profiler's register, read-only: NAME -> ``(function, overriding, status)``."""
+        return {name: FunctionRegister(owner.function, owner.override, self._status[name])
+                for name, owner in self._owner.items()}
 
     @property
     def functions(self) -> tuple[ProfilerFunction, ...]:
@@ -180,13 +288,42 @@ class Profiler:
         return report
 
     def report(self, short_print: bool = True):
-        """The status report of what is computed now (nothing is computed by this call)."""
+        """The status report of what is computed now (nothing is computed by this call).
+
+        It is also a read-only mapping of every key's raw value (``report['macs']``).
+        """
         from deeplite_like.reports import StatusReport
 
-        return StatusReport(self.name, self.backend_name, dict(self._status), short_print=short_print)
+        return StatusReport(self.name, self.backend_name, self._displayed_status(), short_print=short_print,
+                            values=self.status_to_dict())
+
+    def _displayed_status(self) -> dict[str, StatusKey]:
+        statuses = dict(self._status)
+        if self.display_status_filter_func is not None:
+            statuses = dict(self.display_status_filter_func(statuses))
+        return statuses
+
+    def display_status(self, other: "Profiler | None" = None, print_mode: Any = "debug", short_print: bool = True):
+        """Show what is computed now, compared with ``other`` when given (deeplite-profiler's method).
+
+        Nothing is computed. The report (a ``StatusReport``, or a ``CompareReport`` with this
+        profiler as the reference) is logged at ``print_mode`` and returned.
+        """
+        from deeplite_like.reports import CompareReport
+
+        level = _print_level(print_mode)
+        if other is None:
+            report = self.report(short_print=short_print)
+        else:
+            if not isinstance(other, Profiler):
+                raise TypeError(f"display_status(other=...) takes another Profiler, got {type(other).__name__}")
+            report = CompareReport([(p.name, p.backend_name, p._displayed_status()) for p in (self, other)],
+                                   short_print=short_print)
+        _emit(report, level)
+        return report
 
     def _piped(self, registration: _Registration, kwargs: Mapping[str, Any]) -> dict[str, Any]:
-        parameters = registration.signature.parameters
+        parameters = registration.named_parameters
         return {k: v for k, v in kwargs.items() if k in parameters}
 
     def _stale(self, registration: _Registration, kwargs: Mapping[str, Any]) -> bool:
@@ -210,7 +347,7 @@ class Profiler:
         if clash:
             raise TypeError(f"{clash} are supplied by the profiler itself (its model and data); "
                             "do not pass them to compute_*")
-        accepted = {p for r in self._registrations for p in r.signature.parameters}
+        accepted = {p for r in self._registrations for p in r.named_parameters}
         unknown = sorted(set(kwargs) - accepted)
         if unknown:
             hints = {u: difflib.get_close_matches(u, accepted, n=1) for u in unknown}
@@ -223,6 +360,8 @@ class Profiler:
         piped = self._piped(registration, kwargs)
         call_kwargs = dict(piped)
         context = self.context()
+        for parameter, context_name in registration.positional.items():
+            call_kwargs[parameter] = context[context_name]
         for parameter in registration.signature.parameters.values():
             if parameter.name in context and parameter.name not in call_kwargs:
                 call_kwargs[parameter.name] = context[parameter.name]
@@ -259,18 +398,32 @@ class Profiler:
         return {next(iter(declared)): result}
 
     # ------------------------------------------------------------ persistence
-    def status_to_dict(self, include_details: bool = False) -> dict[str, Any]:
-        """``{NAME: raw value}`` of every key (``None`` where not computed)."""
+    def status_to_dict(self, include_details: bool = False, to_value: bool = True) -> dict[str, Any]:
+        """``{NAME: raw value}`` of every key (``None`` where not computed).
+
+        ``to_value=False`` (deeplite-profiler's option) gives copies of the ``StatusKey`` objects.
+        """
+        if not to_value:
+            return {n: _copy_status(s) for n, s in self._status.items()}
         if include_details:
             return {n: {"value": s.value, "details": dict(s.details)} for n, s in self._status.items()}
         return {n: s.value for n, s in self._status.items()}
 
-    def load_from_dict(self, status: Mapping[str, Any]) -> None:
-        """Fill keys from ``status_to_dict()`` output; loaded values count as computed."""
+    def load_from_dict(self, status: Mapping[str, Any], to_value: bool = True) -> None:
+        """Fill keys from ``status_to_dict()`` output; loaded values count as computed.
+
+        ``to_value=False`` (deeplite-profiler's option) reads ``StatusKey`` objects, as
+        ``status_to_dict(to_value=False)`` gives them.
+        """
         for name in status:
             self._key_name(name)
         for name, value in status.items():
-            if isinstance(value, Mapping) and set(value) == {"value", "details"}:
+            if not to_value:
+                if not isinstance(value, StatusKey):
+                    raise TypeError(f"load_from_dict(to_value=False) reads StatusKey objects; {name!r} is "
+                                    f"{type(value).__name__}")
+                value = Detailed(value.value, dict(value.details))
+            elif isinstance(value, Mapping) and set(value) == {"value", "details"}:
                 value = Detailed(value["value"], dict(value["details"]))
             key = self._status[name]
             key.value, key.details = (value.value, dict(value.details)) if isinstance(value, Detailed) else (value, {})
@@ -279,7 +432,7 @@ class Profiler:
     def reset_status(self) -> None:
         """Forget every computed value."""
         for name, key in list(self._status.items()):
-            self._status[name] = type(key)()
+            self._status[name] = key.fresh()
         for registration in self._registrations:
             registration.last_kwargs = _UNSET
 
@@ -295,12 +448,11 @@ class Profiler:
         other.data_splits = self.data_splits if data_splits is None else data_splits
         other.name = self.name if name is None else name
         mapping = {id(r): _Registration(r.function, r.override, r.signature, dict(r.keys),
-                                        r.last_kwargs if retain_status else _UNSET) for r in self._registrations}
+                                        r.last_kwargs if retain_status else _UNSET, dict(r.positional), r.default)
+                   for r in self._registrations}
         other._registrations = [mapping[id(r)] for r in self._registrations]
         other._owner = {n: mapping[id(r)] for n, r in self._owner.items()}
-        other._status = {}
-        for n, key in self._status.items():
-            other._status[n] = type(key)(key.value, key.details) if retain_status else type(key)()
+        other._status = {n: _copy_status(key) if retain_status else key.fresh() for n, key in self._status.items()}
         for registration in other._registrations:
             attach = getattr(registration.function, "_attach", None)
             if attach is not None:
@@ -347,6 +499,12 @@ def check_data_splits(data_splits: Any, owner: str) -> None:
     raise TypeError(f"{owner}(model, data_splits): data_splits must be a dict of split name -> batches, e.g. "
                     f"{{'test': test_loader}}; got a {shown}. Name the split: {owner}(model, {{'test': batches}}) "
                     f"with your {shown} of batches as batches")
+
+
+def _copy_status(key: StatusKey) -> StatusKey:
+    copied = key.fresh()
+    copied.value, copied.details = key.value, dict(key.details)
+    return copied
 
 
 def _same_kwargs(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:

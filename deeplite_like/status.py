@@ -9,21 +9,57 @@ Values are raw, in base units: counts as ints, bytes as ints, seconds as floats.
 """
 from __future__ import annotations
 
+import copy
 import enum
+import inspect
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from deeplite_like.units import format_number, pick_scale
+from deeplite_like.units import format_number, pick_scale, scaled_value
 
 
 class Comparative(enum.Enum):
-    """Which direction of change is an improvement when two models are compared."""
+    """Which direction of change is an improvement when two models are compared.
+
+    deeplite-profiler's names are aliases of the same members, with its meaning: ``DIFF``
+    compares by difference (``ref - value``; higher is better, as for accuracy), ``DIV`` by the
+    ratio ``ref / value`` (higher is better), ``RECIPROCAL`` by ``value / ref`` (lower is better,
+    as for size, MACs, time). ``Comparative('reciprocal')`` and the other lower-case names of
+    deeplite's enum are accepted too.
+    """
 
     LOWER_IS_BETTER = "lower is better"  # size, MACs, latency
     HIGHER_IS_BETTER = "higher is better"  # throughput, accuracy as a ratio
     DIFFERENCE = "difference"  # compared by difference, e.g. accuracy in points; higher is better
     DIFFERENCE_LOWER = "difference, lower is better"  # compared by difference, e.g. a loss
     NONE = "none"  # shown side by side, never judged
+    # deeplite-profiler's names (aliases: ``Comparative.DIFF is Comparative.DIFFERENCE``)
+    DIFF = "difference"
+    DIV = "higher is better"
+    RECIPROCAL = "lower is better"
+
+    @classmethod
+    def _missing_(cls, value: object) -> "Comparative | None":
+        if isinstance(value, str):
+            text = value.strip().lower()
+            deeplite = {"diff": cls.DIFFERENCE, "div": cls.HIGHER_IS_BETTER, "reciprocal": cls.LOWER_IS_BETTER,
+                        "none": cls.NONE}
+            if text in deeplite:
+                return deeplite[text]
+            by_name = {name.lower(): member for name, member in cls.__members__.items()}
+            by_value = {member.value: member for member in cls}
+            return by_name.get(text) or by_value.get(text)
+        return None
+
+
+def as_comparative(value: Any) -> Comparative | None:
+    """``value`` as a ``Comparative`` (a member, its value or a deeplite name), or ``None`` if unknown."""
+    if isinstance(value, Comparative):
+        return value
+    try:
+        return Comparative(value)
+    except (ValueError, TypeError):
+        return None
 
 
 @dataclass(frozen=True)
@@ -43,11 +79,24 @@ class StatusKey:
 
     NAME: ClassVar[str] = ""
 
+    #: A weak key yields to any other function claiming the same NAME, silently (see ``Profiler``).
+    WEAK: ClassVar[bool] = False
+
     def __init__(self, value: Any = None, details: dict | None = None) -> None:
-        if not self.NAME:
-            raise TypeError(f"{type(self).__name__} must set the class attribute NAME")
+        if not self.NAME or not isinstance(self.NAME, str):
+            raise TypeError(f"{type(self).__name__} must set the class attribute NAME to a non-empty str")
         self.value = value
         self.details: dict = dict(details or {})
+
+    def fresh(self) -> "StatusKey":
+        """A not-computed copy of this key: same class and instance settings, no value, no details.
+
+        Copies rather than calling the class, so that a key configured per instance (deeplite's
+        ``EvalMetric(unit_name='%')``) and one whose ``__init__`` takes no arguments both work.
+        """
+        new = copy.copy(self)
+        new.value, new.details = None, {}
+        return new
 
     @property
     def computed(self) -> bool:
@@ -103,10 +152,44 @@ class Metric(StatusKey):
         scale = scale or self.display_scale()
         return f"{scale.prefix}{self.BASE_UNIT}"
 
+    def displayed(self, scale=None) -> tuple[Any, str]:
+        """``(value, units)`` as shown in reports, in ``scale`` (default: :meth:`display_scale`).
+
+        A subclass may override :meth:`get_value` / :meth:`get_units` with the ``scale``
+        parameter or, as deeplite-profiler's metrics do, with none (``def get_value(self)``);
+        either form is honoured. Not overridden, the value is ``value / scale.factor`` rounded
+        to 12 significant digits (an int stays an int at factor 1).
+        """
+        scale = scale or self.display_scale()
+        if _overrides(self, "get_value"):
+            value = _call_display(self.get_value, scale)
+        else:
+            value = scaled_value(self.value, scale)
+        units = _call_display(self.get_units, scale) if _overrides(self, "get_units") else self.get_units(scale)
+        return value, "" if units is None else str(units)
+
     def format(self, scale=None) -> str:
         """``'4.100 GMACs'``: scaled value and unit, or ``'not computed'``."""
         if self.value is None:
             return "not computed"
-        value = self.get_value(scale)
-        units = self.get_units(scale)
+        value, units = self.displayed(scale)
         return f"{format_number(value)} {units}".rstrip()
+
+
+def _overrides(metric: Metric, name: str) -> bool:
+    return getattr(type(metric), name) is not getattr(Metric, name)
+
+
+def _call_display(method: Any, scale: Any) -> Any:
+    """Call an overridden ``get_value`` / ``get_units`` with ``scale`` if it takes a parameter."""
+    try:
+        parameters = inspect.signature(method).parameters
+    except (TypeError, ValueError):  # a builtin without a signature: assume ours
+        return method(scale)
+    return method(scale) if parameters else method()
+
+
+def metric_comparative(metric: Metric) -> Comparative | None:
+    """``metric.get_comparative()`` read as a ``Comparative`` (deeplite's metrics may return a str);
+    ``None`` when it names none. Never raises for an unknown value: a report says ``n/a`` instead."""
+    return as_comparative(metric.get_comparative())

@@ -6,7 +6,8 @@ Counts use SI prefixes (k, M, G, T = 10**3 ...); bytes use binary prefixes
 from __future__ import annotations
 
 import math
-from typing import NamedTuple
+import numbers
+from typing import Any, NamedTuple
 
 
 class Scale(NamedTuple):
@@ -37,6 +38,20 @@ def pick_scale(value: float | None, kind: str) -> Scale:
         if magnitude >= scale.factor:
             return scale
     return scales[-1]
+
+
+def scaled_value(value: Any, scale: Scale) -> Any:
+    """``value / scale.factor`` for real numbers (an int stays an int at factor 1); others unchanged.
+
+    A display value: rounded to 12 significant digits, which no 4-digit display can show.
+    """
+    if not isinstance(value, numbers.Real) or isinstance(value, bool):
+        return value
+    if scale.factor == 1:
+        return int(value) if isinstance(value, numbers.Integral) else float(value)
+    # 12 significant digits drop the noise of the division (0.0021 / 1e-3 = 2.0999999999999996);
+    # the exact raw value is always reported beside it.
+    return float(f"{float(value) / scale.factor:.12g}")
 
 
 def scaled(value: float, kind: str, base_unit: str) -> tuple[float, str]:

@@ -6,7 +6,7 @@ Values are raw: counts as ints, bytes as ints, seconds as floats.
 from __future__ import annotations
 
 from deeplite_like.status import Comparative, Metric, StatusKey
-from deeplite_like.metrics.eval import EvalMetric, make_eval_metric
+from deeplite_like.metrics.eval import EvalMetric, EvalMetricAlias, make_eval_metric
 
 
 class _CountMetric(Metric):
@@ -115,7 +115,7 @@ BUILTIN_KEYS = {cls.NAME: cls for cls in (
     ExecutionTime, Throughput, EvalMetricDefault, InferenceTime, LayerwiseSummary)}
 
 __all__ = [
-    "BUILTIN_KEYS", "EvalMetric", "EvalMetricDefault", "ExecutionTime", "Flops", "InferenceTime",
+    "BUILTIN_KEYS", "EvalMetric", "EvalMetricAlias", "EvalMetricDefault", "ExecutionTime", "Flops", "InferenceTime",
     "LayerwiseSummary", "Macs", "MemoryFootprint", "ModelSize", "PeakActivationMemory", "Throughput",
     "TotalParams", "TrainableParams", "make_eval_metric",
 ]

@@ -5,7 +5,7 @@ import keyword
 import re
 from typing import Iterable
 
-from deeplite_like.status import Comparative, Metric
+from deeplite_like.status import Comparative, Metric, StatusKey, as_comparative
 
 
 class EvalMetric(Metric):
@@ -13,6 +13,18 @@ class EvalMetric(Metric):
 
     UNIT_KIND = "plain"
     COMPARATIVE = Comparative.DIFFERENCE
+
+
+class EvalMetricAlias(StatusKey):
+    """``eval_metric`` holding the value of an evaluation metric named otherwise (``'accuracy'``).
+
+    deeplite-profiler stores every evaluation under ``eval_metric``; ``ComputeEvalMetric(f, 'accuracy')``
+    fills both. The alias is not displayed (the named metric is), and it is weak: any other
+    function computing ``eval_metric`` takes the key from it silently.
+    """
+
+    NAME = "eval_metric"
+    WEAK = True
 
 
 def make_eval_metric(name: str, unit_name: str = "", comparative: Comparative = Comparative.DIFFERENCE,
@@ -26,7 +38,11 @@ def make_eval_metric(name: str, unit_name: str = "", comparative: Comparative = 
     if not isinstance(name, str) or not name:
         raise ValueError(f"an evaluation metric needs a non-empty string name, got {name!r}")
     if not isinstance(comparative, Comparative):
-        raise TypeError(f"comparative must be a Comparative member, got {comparative!r}")
+        parsed = as_comparative(comparative) if isinstance(comparative, str) else None
+        if parsed is None:
+            raise TypeError(f"comparative must be a Comparative member (or deeplite's name of one, 'diff', 'div', "
+                            f"'reciprocal', 'none'), got {comparative!r}")
+        comparative = parsed
     lower = comparative in (Comparative.LOWER_IS_BETTER, Comparative.DIFFERENCE_LOWER)
     attrs = {
         "NAME": name,

@@ -12,7 +12,8 @@ from typing import Any
 
 from deeplite_like.changes import NOT_COMPUTED, Change, conversion_factor, describe_change, is_number
 from deeplite_like.reports.base import Report, unique_names
-from deeplite_like.reports.formatting import format_in_scale, jsonable, scaled_value
+from deeplite_like.reports.formatting import format_cell, format_in_scale, jsonable, scaled_value
+from deeplite_like.reports.status import comparative_text
 from deeplite_like.reports.ordering import ordered_keys
 from deeplite_like.status import Metric, StatusKey
 from deeplite_like.units import Scale, pick_scale
@@ -51,12 +52,36 @@ def _metric(statuses: Mapping[str, StatusKey], key: str) -> Metric | None:
     return status if isinstance(status, Metric) else None
 
 
-def _cell(metric: Metric | None, template: Metric, scale: Scale, model: str, notes: list[str]) -> CompareCell:
+def _row_unit(metrics: list[Metric | None], template: Metric, scale: Scale) -> str:
+    """The row's display unit: as the first computed number shows itself, else the template's."""
+    for metric in metrics:
+        if metric is not None and is_number(metric.value) and conversion_factor(metric.BASE_UNIT,
+                                                                                template.BASE_UNIT) == 1:
+            return metric.displayed(scale)[1]
+    return template.get_units(scale) if _default_units(template) else template.BASE_UNIT
+
+
+def _default_units(metric: Metric) -> bool:
+    return type(metric).get_units is Metric.get_units
+
+
+def _custom_display(metric: Metric) -> bool:
+    return type(metric).get_value is not Metric.get_value or not _default_units(metric)
+
+
+def _cell(metric: Metric | None, template: Metric, scale: Scale, model: str, notes: list[str],
+          row_unit: str) -> CompareCell:
     if metric is None or not metric.computed:
         return CompareCell(None, template.BASE_UNIT if metric is None else metric.BASE_UNIT, None, NOT_COMPUTED)
     value = metric.value
     if not is_number(value):
         return CompareCell(value, metric.BASE_UNIT, value, format_in_scale(value, scale))
+    if _custom_display(metric) and conversion_factor(metric.BASE_UNIT, template.BASE_UNIT) == 1:
+        # the metric scales itself (deeplite's get_value() / get_units()): show it as it says,
+        # with its unit in the cell where it differs from the row's
+        shown, unit = metric.displayed(scale)
+        text = format_cell(shown) + ("" if unit == row_unit else f" {unit}".rstrip())
+        return CompareCell(value, metric.BASE_UNIT, shown, text)
     factor = conversion_factor(metric.BASE_UNIT, template.BASE_UNIT)
     if factor is None:
         notes.append(f"{template.friendly_name()}: {model}'s unit {metric.BASE_UNIT!r} cannot be converted "
@@ -109,10 +134,11 @@ class CompareReport(Report):
     def _row(self, key: str, metrics: list[Metric | None]) -> CompareRow:
         template = metrics[0] if metrics[0] is not None else next(m for m in metrics if m is not None)
         scale = _row_scale(metrics, template)
-        cells = [_cell(metric, template, scale, name, self._conversion_notes)
+        row_unit = _row_unit(metrics, template, scale)
+        cells = [_cell(metric, template, scale, name, self._conversion_notes, row_unit)
                  for metric, name in zip(metrics, self.names)]
         return CompareRow(key=key, name=template.friendly_name(), unit=template.BASE_UNIT,
-                          display_unit=template.get_units(scale), comparative=template.get_comparative().value,
+                          display_unit=row_unit, comparative=comparative_text(template),
                           description=template.description(), cells=cells,
                           changes=[describe_change(metrics[0], metric) for metric in metrics[1:]])
 

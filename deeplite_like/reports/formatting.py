@@ -12,23 +12,7 @@ from typing import Any
 
 from deeplite_like.changes import NOT_COMPUTED, is_number
 from deeplite_like.status import Metric
-from deeplite_like.units import Scale, format_number
-
-
-def scaled_value(value: Any, scale: Scale) -> Any:
-    """``value / scale.factor`` for numbers (an int stays an int at factor 1); others unchanged.
-
-    A display value: rounded to 12 significant digits, which no 4-digit display can show.
-    """
-    if not is_number(value):
-        return value
-    if isinstance(value, numbers.Integral) and scale.factor == 1:
-        return int(value)
-    if scale.factor == 1:
-        return float(value)
-    # 12 significant digits drop the noise of the division (0.0021 / 1e-3 = 2.0999999999999996);
-    # the exact raw value is always reported beside it.
-    return float(f"{float(value) / scale.factor:.12g}")
+from deeplite_like.units import Scale, format_number, scaled_value
 
 
 def format_cell(value: Any) -> str:

@@ -1,15 +1,15 @@
 """``StatusReport``: one model's computed metrics, one row each (value scaled, unit)."""
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from deeplite_like.changes import is_number
 from deeplite_like.reports.base import Report
-from deeplite_like.reports.formatting import format_details, format_in_scale, jsonable, scaled_value
+from deeplite_like.reports.formatting import format_cell, format_details, jsonable
 from deeplite_like.reports.ordering import ordered_keys
-from deeplite_like.status import Metric, StatusKey
+from deeplite_like.status import Metric, StatusKey, metric_comparative
 
 
 @dataclass(frozen=True)
@@ -34,20 +34,32 @@ class MetricRow:
                 "description": self.description, "details": self.details}
 
 
+def comparative_text(metric: Metric) -> str:
+    """The metric's comparative in words; ``'unknown (...)'`` when it returns no ``Comparative``."""
+    comparative = metric_comparative(metric)
+    return comparative.value if comparative is not None else f"unknown ({metric.get_comparative()!r})"
+
+
 def metric_row(key: str, metric: Metric) -> MetricRow:
-    """Snapshot a computed metric, scaled with its own display scale."""
-    scale = metric.display_scale()
-    numeric = is_number(metric.value)
+    """Snapshot a computed metric as the metric displays itself (its own scale, or its own
+    ``get_value`` / ``get_units`` where a subclass overrides them)."""
+    if is_number(metric.value):
+        display_value, display_unit = metric.displayed()
+    else:
+        display_value, display_unit = metric.value, metric.BASE_UNIT
     return MetricRow(key=key, name=metric.friendly_name(), value=metric.value, unit=metric.BASE_UNIT,
-                     display_value=scaled_value(metric.value, scale),
-                     display_unit=metric.get_units(scale) if numeric else metric.BASE_UNIT,
-                     display=format_in_scale(metric.value, scale),
-                     comparative=metric.get_comparative().value, description=metric.description(),
+                     display_value=display_value, display_unit=display_unit,
+                     display=format_cell(display_value),
+                     comparative=comparative_text(metric), description=metric.description(),
                      details=jsonable(metric.details) if metric.details else {})
 
 
-class StatusReport(Report):
-    """The computed metrics of one model.
+class StatusReport(Report, Mapping):
+    """The computed metrics of one model; also a read-only mapping NAME -> raw value.
+
+    ``report['macs']``, ``'flops' in report``, ``dict(report)``: every status key the profiler
+    holds, computed or not (``None``), as deeplite-profiler's ``compute_network_status`` returned.
+    The display (table, JSON, CSV, ...) shows only the computed metrics.
 
     Args:
         name: the model's name (shown in the title).
@@ -56,9 +68,12 @@ class StatusReport(Report):
             rows (a ``layerwise_summary`` is reported on its own).
         short_print: when False, a note under the table gives each metric's description and
             its details (``StatusKey.details``).
+        values: the raw values the mapping holds (default: those of ``statuses``).
     """
 
-    def __init__(self, name: str, backend: str, statuses: Mapping[str, StatusKey], short_print: bool = True) -> None:
+    def __init__(self, name: str, backend: str, statuses: Mapping[str, StatusKey], short_print: bool = True,
+                 values: Mapping[str, Any] | None = None) -> None:
+        self._values = dict(values) if values is not None else {k: s.value for k, s in statuses.items()}
         self.name = str(name)
         self.backend = str(backend)
         self.short_print = short_print
@@ -70,6 +85,24 @@ class StatusReport(Report):
                 self.rows.append(metric_row(key, status))
                 if status.details:
                     self._detail_text[key] = format_details(status.details)
+
+    # -- read-only mapping of raw values (deeplite-profiler's status dict) --------------------
+    def __getitem__(self, key: str) -> Any:
+        try:
+            return self._values[key]
+        except KeyError:
+            raise KeyError(f"{key!r} is not a status key of {self.name!r}; keys: {', '.join(self._values)}") from None
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._values)
+
+    def __len__(self) -> int:
+        return len(self._values)
+
+    __hash__ = object.__hash__  # a report is an object, not a value: Mapping would make it unhashable
+
+    def __eq__(self, other: object) -> bool:
+        return self is other
 
     @property
     def title(self) -> str:

@@ -133,7 +133,8 @@ def test_clone_keeps_name_functions_and_optionally_status():
 
 def test_missing_required_argument_names_the_function():
     p = Profiler(ToyModel([2]))
-    p.register_profiler_function(ExternalProfilerFunction(lambda model, split: 1, Macs))
+    # the third parameter: the first two receive the model and the data splits by position (deeplite's rule)
+    p.register_profiler_function(ExternalProfilerFunction(lambda model, data_splits, split: 1, Macs))
     with pytest.raises(TypeError, match=r"needs the argument\(s\) \['split'\]"):
         p.compute_status("macs")
 

@@ -102,13 +102,18 @@ class ComputeSize(ProfilerFunction):
 
 
 class ComputeMemory(ProfilerFunction):
-    """Peak live activation bytes of one forward, and the footprint: parameters + state + peak."""
+    """Peak live activation bytes of one forward, and the footprint: parameters + state + peak.
+
+    ``include_weights=False`` (deeplite-profiler's option) leaves parameters and state out of
+    the footprint: it is then the peak activation memory alone.
+    """
 
     def get_bounded_status_keys(self):
         return KerasPeakActivationMemory, MemoryFootprint
 
     def __call__(self, model: keras.Model, data_splits: Mapping[str, Any], forward_pass: ForwardPass,
-                 batch_size: int = 1, split: str | None = None, mode: str = "eval") -> dict:
+                 batch_size: int = 1, split: str | None = None, mode: str = "eval",
+                 include_weights: bool = True) -> dict:
         from deeplite_like.backends.keras.memory import peak_activation_memory
         from deeplite_like.backends.keras.params import parameter_stats
 
@@ -117,15 +122,17 @@ class ComputeMemory(ProfilerFunction):
         memory = peak_activation_memory(model, inputs, training=training)
         stats = parameter_stats(model)
         peak = int(memory.peak_bytes)
-        footprint = stats.param_bytes + stats.buffer_bytes + peak
+        param_bytes, buffer_bytes = (stats.param_bytes, stats.buffer_bytes) if include_weights else (0, 0)
+        footprint = param_bytes + buffer_bytes + peak
         return {KerasPeakActivationMemory.NAME: Detailed(peak, {
                     "batch_size": memory.batch_size, "per_sample": peak / memory.batch_size,
                     "input_bytes": memory.input_bytes, "output_bytes": memory.output_bytes,
                     "peak_at": memory.peak_at, "method": memory.method, "opaque_ops": list(memory.opaque_ops)}),
                 MemoryFootprint.NAME: Detailed(footprint, {"batch_size": memory.batch_size,
-                                                           "param_bytes": stats.param_bytes,
-                                                           "buffer_bytes": stats.buffer_bytes,
-                                                           "peak_activation_bytes": peak})}
+                                                           "param_bytes": param_bytes,
+                                                           "buffer_bytes": buffer_bytes,
+                                                           "peak_activation_bytes": peak,
+                                                           "include_weights": include_weights})}
 
 
 class ComputeExecutionTime(ProfilerFunction):

@@ -24,13 +24,15 @@ class KerasProfiler(Profiler):
             whole arrays as a tuple ``(x, y)`` / a single array (served in batches of
             ``array_batch_size``; see ``deeplite_like.backends.keras.data``).
         name: shown in reports.
-        forward_pass: which parts of a batch are the model's inputs (default: ``x`` of ``(x, y)``).
+        forward_pass: which parts of a batch are the model's inputs (default: the one carried by
+            splits from ``enable_forward_pass_data_splits``, else ``x`` of ``(x, y)``).
         register_defaults: register every built-in ``Compute*`` function (default ``True``).
         array_batch_size: batch size of whole-array splits (default 32, as Keras' ``fit``).
 
     Options of ``compute_network_status`` (the PyTorch backend's names): ``batch_size``
     (default 1), ``split``, ``mode`` (``'eval'``: ``training=False``), ``method`` (counting
-    method of ``count_ops``), ``causal_half``, ``device``, ``min_run_time``, ``num_threads``.
+    method of ``count_ops``), ``causal_half``, ``device``, ``min_run_time``, ``num_threads``,
+    ``include_weights`` (default ``True``: the memory footprint includes the weights and state).
     """
 
     backend_name = "keras"
@@ -44,11 +46,12 @@ class KerasProfiler(Profiler):
                             "TorchProfiler, or deeplite_like.profiler_for(model, ...) to pick the backend")
         super().__init__(model, _keras_data.normalise_splits(data_splits, array_batch_size), name)
         self.array_batch_size = array_batch_size
-        self.forward_pass = as_forward_pass(forward_pass, "KerasProfiler")
+        # splits from enable_forward_pass_data_splits carry their ForwardPass (deeplite-profiler's way)
+        self.forward_pass = as_forward_pass(forward_pass or getattr(data_splits, "forward_pass", None), "KerasProfiler")
         self.keras_backend = keras.config.backend()
         if register_defaults:
             for function in DEFAULT_FUNCTIONS:
-                self.register_profiler_function(function())
+                self.register_default_function(function())
 
     @classmethod
     def from_inputs(cls, model: Any, *example: Any, name: str = "model", **kwargs: Any) -> "KerasProfiler":

@@ -88,13 +88,18 @@ class ComputeSize(ProfilerFunction):
 
 
 class ComputeMemory(ProfilerFunction):
-    """Peak live activation bytes of one forward, and the footprint: parameters + buffers + peak."""
+    """Peak live activation bytes of one forward, and the footprint: parameters + buffers + peak.
+
+    ``include_weights=False`` (deeplite-profiler's option) leaves parameters and buffers out of
+    the footprint: it is then the peak activation memory alone.
+    """
 
     def get_bounded_status_keys(self):
         return PeakActivationMemory, MemoryFootprint
 
     def __call__(self, model: torch.nn.Module, data_splits: Mapping[str, Any], forward_pass: ForwardPass,
-                 batch_size: int = 1, split: str | None = None, meta: bool = False, mode: str = "eval") -> dict:
+                 batch_size: int = 1, split: str | None = None, meta: bool = False, mode: str = "eval",
+                 include_weights: bool = True) -> dict:
         from deeplite_like.backends.torch.memory import peak_activation_memory
         from deeplite_like.backends.torch.params import parameter_stats
 
@@ -105,15 +110,18 @@ class ComputeMemory(ProfilerFunction):
         stats = parameter_stats(model)
         batch = batch_size_of(args, kwargs) or 1
         peak = int(memory.peak_bytes)
-        footprint = stats.param_bytes + stats.buffer_bytes + peak
+        param_bytes, buffer_bytes = (stats.param_bytes, stats.buffer_bytes) if include_weights else (0, 0)
+        footprint = param_bytes + buffer_bytes + peak
         return {PeakActivationMemory.NAME: Detailed(peak, {"batch_size": batch,
                                                            "per_sample": PeakActivationMemory(peak // batch),
                                                            "inputs": PeakActivationMemory(memory.input_bytes),
                                                            "outputs": PeakActivationMemory(memory.output_bytes),
                                                            "peak_at": memory.peak_at}),
-                MemoryFootprint.NAME: Detailed(footprint, {"batch_size": batch, "params": ModelSize(stats.param_bytes),
-                                                           "buffers": ModelSize(stats.buffer_bytes),
-                                                           "peak_activations": PeakActivationMemory(peak)})}
+                MemoryFootprint.NAME: Detailed(footprint, {"batch_size": batch,
+                                                           "params": ModelSize(param_bytes),
+                                                           "buffers": ModelSize(buffer_bytes),
+                                                           "peak_activations": PeakActivationMemory(peak),
+                                                           "include_weights": include_weights})}
 
 
 class ComputeExecutionTime(ProfilerFunction):

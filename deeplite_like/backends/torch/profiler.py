@@ -21,7 +21,8 @@ class TorchProfiler(Profiler):
         model: the module; it is never modified (mode, device, dtype, hooks, grads are restored).
         data_splits: split name -> iterable of batches (a ``DataLoader``, a list of ``(x, y)``).
         name: shown in reports.
-        forward_pass: which parts of a batch are the model's inputs (default: ``x`` of ``(x, y)``).
+        forward_pass: which parts of a batch are the model's inputs (default: the one carried by
+            splits from ``enable_forward_pass_data_splits``, else ``x`` of ``(x, y)``).
         register_defaults: register every built-in ``Compute*`` function (default ``True``).
 
     A TorchScript module (``torch.jit.script``/``trace``) is profiled like any module, except
@@ -30,7 +31,8 @@ class TorchProfiler(Profiler):
 
     Options of ``compute_network_status``: ``batch_size`` (default 1), ``split``, ``meta``,
     ``backward``, ``loss_fn``, ``causal_half``, ``mode``, ``device``, ``min_run_time``,
-    ``num_threads``.
+    ``num_threads``, ``include_weights`` (default ``True``: the memory footprint includes the
+    parameters and buffers).
     """
 
     backend_name = "torch"
@@ -40,13 +42,14 @@ class TorchProfiler(Profiler):
         if not isinstance(model, torch.nn.Module):
             raise TypeError(f"TorchProfiler needs a torch.nn.Module, got {type(model).__qualname__}")
         super().__init__(model, data_splits, name)
-        self.forward_pass = as_forward_pass(forward_pass, "TorchProfiler")
+        # splits from enable_forward_pass_data_splits carry their ForwardPass (deeplite-profiler's way)
+        self.forward_pass = as_forward_pass(forward_pass or getattr(data_splits, "forward_pass", None), "TorchProfiler")
         if isinstance(model, torch.jit.ScriptModule):
             self.limits["layerwise_summary"] = SCRIPT_NO_LAYERS
         if register_defaults:
             for function in DEFAULT_FUNCTIONS:
                 if not all(key.NAME in self.limits for key in function().get_bounded_status_keys()):
-                    self.register_profiler_function(function())
+                    self.register_default_function(function())
 
     def _check_options(self, kwargs: Mapping[str, Any]) -> None:
         if kwargs.get("device") is not None:
