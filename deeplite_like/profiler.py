@@ -274,7 +274,9 @@ class Profiler:
         """Compute every registered key; return the report (also logged at ``print_mode``).
 
         ``print_mode`` names a logging level (``'info'``, ``'debug'``, ...) of the
-        ``deeplite_like`` logger, or ``'print'`` for standard output; ``None`` logs nothing.
+        ``deeplite_like`` logger, or ``'print'`` for standard output; ``None`` logs nothing. With
+        no logging configured at all, a level prints to standard output (as deeplite-profiler's
+        examples show their tables).
         """
         level = _print_level(print_mode)
         self._check_kwargs(kwargs)
@@ -543,7 +545,10 @@ def _print_level(print_mode: Any) -> int | str | None:
 def _emit(report: Any, level: int | str | None) -> None:
     if level is None:
         return
-    if level == "print":
+    # deeplite-profiler's examples pass print_mode='debug' and show the table: with no logging set
+    # up anywhere (no handler on our logger or its ancestors), the report is printed instead of
+    # going to Python's last-resort handler, which drops everything below WARNING.
+    if level == "print" or not logger.hasHandlers():
         print(report)
     else:
         logger.log(level, "\n%s", report)

@@ -18,7 +18,7 @@ SEEDS = ROOT / "examples" / "seeds"
 
 #: Seed examples that need the core part of issue 9 (deeplite's Metric/StatusKey spellings,
 #: include_weights, clone(model=), enable_forward_pass_data_splits, ...), not yet on this branch.
-NEEDS_CORE = {
+MANUAL = {
     "deeplite_usage_torch.py", "deeplite_usage_tf.py", "deeplite_torch_example.py", "deeplite_tf_example.py",
     "deeplite_custom_metric.py",
 }
@@ -35,14 +35,9 @@ def run_seed(name: str, **env: str) -> str:
     return result.stdout
 
 
-def _param(name: str):
-    marks = [pytest.mark.xfail(strict=False, reason="needs issue 9 core part")] if name in NEEDS_CORE else []
-    return pytest.param(name, marks=marks, id=name)
-
-
 def test_every_seed_example_is_listed_here():
     scripts = {p.name for p in SEEDS.glob("*.py")} - {"seed_stand_ins.py"}
-    assert scripts == set(CHECKS) | NEEDS_CORE | {"deeplite_register.py"}
+    assert scripts == set(CHECKS) | MANUAL | {"deeplite_register.py"}
 
 
 # AlexNet by hand (torchvision's layers), MACs per image:
@@ -74,7 +69,7 @@ def test_deepspeed_seed_examples(name):
         assert text in out, f"{text!r} not in the output of {name}:\n{out[-3000:]}"
 
 
-@pytest.mark.parametrize("name", [_param(n) for n in sorted(NEEDS_CORE | {"deeplite_register.py"})])
+@pytest.mark.parametrize("name", sorted(MANUAL | {"deeplite_register.py"}))
 def test_deeplite_manual_examples(name):
     if name in KERAS and importlib.util.find_spec("keras") is None:
         pytest.skip("needs keras")

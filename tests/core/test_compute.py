@@ -148,3 +148,13 @@ def test_print_mode_logs_the_report(caplog, capsys):
     assert str(report) in capsys.readouterr().out
     with pytest.raises(ValueError, match="not a logging level"):
         p.compute_network_status(print_mode="loud")
+
+
+def test_print_mode_prints_when_no_logging_is_configured(capsys, monkeypatch):
+    # deeplite-profiler's manual calls compute_network_status(print_mode='debug') and shows the table.
+    import logging
+
+    monkeypatch.setattr(logging.getLogger("deeplite_like"), "hasHandlers", lambda: False)
+    p = ToyProfiler(ToyModel([4, 3, 2]), name="tiny")
+    report = p.compute_network_status(print_mode="debug")
+    assert str(report) in capsys.readouterr().out
