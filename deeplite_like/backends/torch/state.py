@@ -32,7 +32,6 @@ a model. Everything a measurement may touch is snapshotted on entry and put back
 from __future__ import annotations
 
 import contextlib
-import itertools
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -160,9 +159,26 @@ def _restore_tensor(snap: _TensorSnapshot, is_parameter: bool) -> None:
             _restore_hook_dict(current, saved or {})
 
 
+class _TensorTypes(dict):
+    """type -> whether it is a ``torch.Tensor`` subclass, filled on first look-up (``_IS_TENSOR[type(v)]``)."""
+
+    def __missing__(self, cls: type) -> bool:
+        known = self[cls] = issubclass(cls, torch.Tensor)
+        return known
+
+
+_IS_TENSOR = _TensorTypes()  # a look-up per attribute, in C: cheaper than isinstance(v, torch.Tensor) in Python
+
+
+def _has_tensor_attribute(module: nn.Module) -> bool:
+    return any(map(_IS_TENSOR.__getitem__, map(type, module.__dict__.values())))
+
+
 def tensor_attributes(module: nn.Module) -> dict[str, torch.Tensor]:
     """The tensors ``module`` keeps as plain attributes (not parameters, not registered buffers), by name."""
-    return {name: value for name, value in module.__dict__.items() if isinstance(value, torch.Tensor)}
+    if not _has_tensor_attribute(module):
+        return {}
+    return {name: value for name, value in module.__dict__.items() if _IS_TENSOR[type(value)]}
 
 
 @contextlib.contextmanager
@@ -184,7 +200,8 @@ def kept_tensor_attributes(modules: Iterable[nn.Module]) -> Iterator[None]:
         yield
     finally:
         for module, attributes in saved:
-            _restore_tensor_attributes(module, attributes)
+            if attributes or _has_tensor_attribute(module):
+                _restore_tensor_attributes(module, attributes)
         with torch.no_grad():
             for tensor, before in values.values():
                 if tensor.shape == before.shape and tensor.dtype == before.dtype:
@@ -193,7 +210,7 @@ def kept_tensor_attributes(modules: Iterable[nn.Module]) -> Iterator[None]:
 
 def _restore_tensor_attributes(module: nn.Module, attributes: dict[str, torch.Tensor]) -> None:
     state = module.__dict__
-    for name in [n for n, v in state.items() if isinstance(v, torch.Tensor) and n not in attributes]:
+    for name in [n for n, v in state.items() if _IS_TENSOR[type(v)] and n not in attributes]:
         del state[name]
     for name, tensor in attributes.items():
         if state.get(name) is not tensor:
@@ -201,12 +218,21 @@ def _restore_tensor_attributes(module: nn.Module, attributes: dict[str, torch.Te
 
 
 @contextlib.contextmanager
-def kept_random_state(model: nn.Module) -> Iterator[None]:
-    """Leave the CPU random generator, and CUDA's on the model's devices, as found (``torch.random.fork_rng``)."""
-    cuda = sorted({t.device.index or 0 for t in itertools.chain(model.parameters(), model.buffers())
-                   if t.device.type == "cuda"})
-    with torch.random.fork_rng(devices=cuda):
+def kept_random_state(model: nn.Module | None = None) -> Iterator[None]:
+    """Leave the CPU random generator, and every initialised CUDA device's, as found.
+
+    What ``torch.random.fork_rng`` does, without its look-ups of the model's devices (which cost
+    as much as a small model's forward): a model on CUDA has initialised CUDA, and then every
+    device's generator is kept. ``model`` is accepted for symmetry with the other guards.
+    """
+    cpu_state = torch.get_rng_state()
+    cuda_states = torch.cuda.get_rng_state_all() if torch.cuda.is_initialized() else None
+    try:
         yield
+    finally:
+        torch.set_rng_state(cpu_state)
+        if cuda_states is not None:
+            torch.cuda.set_rng_state_all(cuda_states)
 
 
 @contextlib.contextmanager
