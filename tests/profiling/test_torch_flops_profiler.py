@@ -266,3 +266,81 @@ def test_matches_torch_flop_counter_on_a_training_step():
     with FlopCounterMode(display=False) as counter:
         train_step(model, optimizer, x)
     assert counter.get_total_flops() == 2 * prof.get_total_macs()  # the peer prices matmuls only, 2 per MAC
+
+
+# -- threads ------------------------------------------------------------------------------------
+def _in_thread(fn, name):
+    import threading
+
+    outcome: dict = {}
+
+    def target():
+        try:
+            outcome["value"] = fn()
+        except BaseException as exc:  # handed back to the test's thread
+            outcome["error"] = exc
+
+    thread = threading.Thread(target=target, name=name)
+    thread.start()
+    thread.join()
+    return outcome
+
+
+def _assert_nothing_attached(model):
+    from deeplite_like.backends.torch.counting import recorder
+
+    for name, module in model.named_modules():
+        assert "forward" not in module.__dict__, name
+        assert not hasattr(type(module).forward, "__counted_original__"), name
+        assert not module._forward_hooks and not module._forward_pre_hooks, name
+    assert recorder._wrapped == {}
+    assert not optim_module._global_optimizer_pre_hooks and not optim_module._global_optimizer_post_hooks
+    assert _get_current_dispatch_mode() is None and torch._C._len_torch_dispatch_stack() == 0
+
+
+@pytest.mark.parametrize("finish", ["stop_profile", "end_profile"])
+def test_stop_from_another_thread_while_the_starting_thread_runs_is_refused_and_leaves_the_profile_whole(finish):
+    model = mlp(bias=True)
+    x = torch.randn(3, 4)
+    profiler = FlopsProfiler(model)
+    profiler.start_profile()
+    model(x)
+    outcome = _in_thread(getattr(profiler, finish), "stopper")
+    error = outcome["error"]
+    assert isinstance(error, RuntimeError)
+    assert "'stopper'" in str(error) and "'MainThread'" in str(error) and "only 'MainThread' can exit it" in str(error)
+    # refused whole: still profiling, still counting this thread's forward
+    assert profiler.started
+    model(x)
+    assert profiler.get_total_macs(phase="forward") == 2 * 144  # two forwards of 144 MACs (module docstring)
+    getattr(profiler, finish)()  # from the thread that started it: fine
+    _assert_nothing_attached(model)
+
+
+@pytest.mark.parametrize("finish", ["stop_profile", "end_profile"])
+def test_a_profile_started_in_a_thread_that_has_ended_is_stopped_from_another(finish):
+    model = mlp(bias=True)
+    x = torch.randn(3, 4)
+    profiler = FlopsProfiler(model)
+
+    def step():
+        profiler.start_profile()
+        model(x).sum().backward()  # counted in the starting thread
+
+    assert _in_thread(step, "worker") == {"value": None}
+    getattr(profiler, finish)()  # the worker has ended: its dispatch mode ended with it
+    _assert_nothing_attached(model)
+    if finish == "stop_profile":
+        # forward 144 MACs / 342 FLOPs; loss 6 FLOPs; backward (input needs no grad) 192 MACs / 438 FLOPs
+        assert phase(profiler.get_profile(), "forward") == (144, 342)
+        assert phase(profiler.get_profile(), "backward") == (192, 438)
+        assert profiler.get_total_flops() == 342 + 6 + 438
+        profiler.end_profile()
+    # everything runs uncounted and unwrapped in this thread, and a new profile works here
+    model(x)
+    profiler.start_profile()
+    model(x)
+    profiler.stop_profile()
+    assert profiler.get_total_macs() == 144
+    profiler.end_profile()
+    _assert_nothing_attached(model)

@@ -75,19 +75,20 @@ def test_restores_device_dtype_and_replaced_parameters_and_modules():
     assert not hasattr(net, "extra") and len(net) == 4
 
 
-def test_buffer_values_restored_only_when_asked():
+def test_buffer_values_restored_by_default_and_kept_when_opted_out():
     net = _net().train()
     before = net[1].running_mean.clone()
-    with preserved_model_state(net, restore_buffer_values=True):
+    with preserved_model_state(net):
         net(torch.randn(8, 3) + 5.0)  # a training forward updates BatchNorm running stats
         assert not torch.equal(net[1].running_mean, before)
     assert torch.equal(net[1].running_mean, before)
     assert int(net[1].num_batches_tracked) == 0
 
-    with preserved_model_state(net):
+    with preserved_model_state(net, restore_buffer_values=False):
         net(torch.randn(8, 3) + 5.0)
-    # Without the option, in-place value updates stay (documented); only structure is restored.
+    # Opted out: in-place value updates stay (documented); only structure is restored.
     assert not torch.equal(net[1].running_mean, before)
+    assert int(net[1].num_batches_tracked) == 1
 
 
 def test_model_device():

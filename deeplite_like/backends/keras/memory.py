@@ -267,7 +267,7 @@ def peak_activation_memory(model: keras.layers.Layer, inputs: Any, training: boo
     inputs = to_backend(inputs)
     batch_size = require_batch_size(inputs, batch_size)
     backend = keras.config.backend()
-    with preserved_model_state(model, restore_values=training):
+    with preserved_model_state(model):
         if backend == "tensorflow":
             return _tensorflow_peak(model, inputs, training, batch_size)
         if backend == "torch":

@@ -10,11 +10,12 @@ the run raises):
 
 * every layer's ``trainable`` flag (and so each variable's ``trainable``);
 * every layer's list of added losses (activity regularisers add to it on each call);
-* with ``restore_values=True``, the values of every non-trainable variable: batch-norm
-  moving statistics and dropout seed states (they advance in training mode), RNN states
-  (stateful RNNs advance in any mode). Values are copied and compared with ``keras.ops`` on
-  the backend's own tensors (no round trip through NumPy) and written back only where the
-  run changed them.
+* the values of every non-trainable variable, in any mode (``restore_values=False`` skips
+  it): batch-norm moving statistics and dropout seed states (they advance in training mode),
+  RNN states (stateful RNNs advance in any mode), and a layer's own counters or caches
+  (``assign_add`` in ``call`` runs in inference too). Values are copied and compared with
+  ``keras.ops`` on the backend's own tensors (no round trip through NumPy) and written back
+  only where the run changed them.
 
 Not restored: trainable weights changed by the body (an optimizer step); a measurement must
 not do that.
@@ -33,8 +34,8 @@ __all__ = ["preserved_model_state"]
 
 
 @contextlib.contextmanager
-def preserved_model_state(model: Any, restore_values: bool = False) -> Iterator[Any]:
-    """Snapshot ``model``'s flags and losses (and state values), yield the model, restore on exit."""
+def preserved_model_state(model: Any, restore_values: bool = True) -> Iterator[Any]:
+    """Snapshot ``model``'s flags, losses and non-trainable values, yield the model, restore on exit."""
     keras = import_keras()
     if not isinstance(model, keras.layers.Layer):
         raise TypeError(f"preserved_model_state expects a Keras model or layer, got {type(model).__name__}")

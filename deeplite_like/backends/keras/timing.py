@@ -163,7 +163,7 @@ def measure_execution_time(model: keras.layers.Layer, inputs: Any, device: Any =
         raise NotImplementedError(f"execution time is measured on Keras' tensorflow and torch backends; this "
                                   f"Keras runs on {backend!r}")
     threads = _tf_threads(num_threads)
-    with preserved_model_state(model, restore_values=training), naming_failures(model, inputs):
+    with preserved_model_state(model), naming_failures(model, inputs):
         call, sync, where = _tensorflow_forward(model, inputs, training, device)
         for _ in range(warmup - 1):  # _tensorflow_forward made the first call
             call()
@@ -180,7 +180,7 @@ def _torch_timing(model: keras.layers.Layer, inputs: Any, device: Any, warmup: i
                   num_threads: int | None, batch_size: int, training: bool) -> TimingStats:
     from deeplite_like.backends.torch.timing import measure_execution_time as torch_timing
 
-    with preserved_model_state(model, restore_values=training), naming_failures(model, inputs):
+    with preserved_model_state(model), naming_failures(model, inputs):
         stats = torch_timing(model, (inputs,), {"training": training}, device=device, warmup=warmup,
                              min_run_time=min_run_time, num_threads=num_threads, batch_size=batch_size)
     return TimingStats(median_s=stats.median_s, iqr_s=stats.iqr_s, mean_s=stats.mean_s, min_s=stats.min_s,

@@ -8,7 +8,10 @@ called several times in one forward, every call. The median over ``repeats`` for
 
 The hooks add a few microseconds per module call, so the times of very small modules are
 upper bounds; the model's own median latency is measured apart, without hooks
-(``execution_time``). The model is left as found: hooks removed and mode restored in ``finally``.
+(``execution_time``). The hooks are torch's global module hooks, which time only the model's
+own modules (by identity): nothing is stored on the modules, so a copy made by the forward is
+plain. The model is left as found (``state.preserved_model_state``: mode, buffer values, the
+random generators, ...), the hooks removed in ``finally``.
 """
 from __future__ import annotations
 
@@ -18,8 +21,10 @@ from collections import defaultdict
 from typing import Any
 
 import torch
+from torch.nn.modules import module as _module_globals
 
 from .inputs import inference_mode_of
+from .state import preserved_model_state
 
 __all__ = ["module_forward_times"]
 
@@ -37,22 +42,21 @@ def module_forward_times(model: torch.nn.Module, args: tuple, kwargs: dict | Non
     this_run: dict[str, float] = defaultdict(float)
 
     def before(module: torch.nn.Module, _inputs: Any) -> None:
-        sync()
-        open_calls[id(module)].append(time.perf_counter())
+        if id(module) in names:
+            sync()
+            open_calls[id(module)].append(time.perf_counter())
 
     def after(module: torch.nn.Module, _inputs: Any, _output: Any) -> None:
-        sync()
-        started = open_calls[id(module)].pop()
-        this_run[names[id(module)]] += time.perf_counter() - started
+        if open_calls.get(id(module)):
+            sync()
+            started = open_calls[id(module)].pop()
+            this_run[names[id(module)]] += time.perf_counter() - started
 
-    handles = []
     runs: dict[str, list[float]] = defaultdict(list)
+    handles = [_module_globals.register_module_forward_pre_hook(before)]
     try:
-        for module in model.modules():
-            if id(module) in names:
-                handles.append(module.register_forward_pre_hook(before))
-                handles.append(module.register_forward_hook(after))
-        with inference_mode_of(model, "eval"), torch.no_grad():
+        handles.append(_module_globals.register_module_forward_hook(after))
+        with preserved_model_state(model), inference_mode_of(model, "eval"), torch.no_grad():
             for index in range(warmup + repeats):
                 this_run.clear()
                 model(*args, **kwargs)

@@ -1,13 +1,15 @@
 """Per-layer summary: one row per module with shapes, parameters, MACs, FLOPs and activation bytes.
 
-Facts come from one counting pass (``count_ops``) plus forward hooks that record each module's
-input and output shapes and output bytes; the rendering is a ``TableReport``.
+Facts come from one counting pass (``count_ops``) plus a global forward hook (none on the modules)
+that records each module's input and output shapes and output bytes; the rendering is a
+``TableReport``.
 """
 from __future__ import annotations
 
 from typing import Any
 
 import torch
+from torch.nn.modules import module as _module_globals
 from torch.utils._pytree import tree_leaves
 
 from deeplite_like.backends.torch.counting import count_ops
@@ -60,7 +62,6 @@ def layerwise_summary(model: torch.nn.Module, args: tuple, kwargs: dict | None =
     kwargs = kwargs or {}
     names = {id(m): n for n, m in model.named_modules(remove_duplicate=True)}
     seen: dict[str, dict[str, Any]] = {}
-    handles = []
 
     def hook(module: torch.nn.Module, inputs: Any, kw: Any, output: Any) -> None:
         name = names.get(id(module))
@@ -71,13 +72,11 @@ def layerwise_summary(model: torch.nn.Module, args: tuple, kwargs: dict | None =
             seen[name] = {"input_shapes": _shapes((inputs, kw)), "output_shapes": _shapes(output),
                           "activation_bytes": _bytes(output)}
 
+    handle = _module_globals.register_module_forward_hook(hook, with_kwargs=True)  # (global: no trace on the modules)
     try:
-        for module in model.modules():
-            handles.append(module.register_forward_hook(hook, with_kwargs=True))
         counted = count_ops(model, *args, meta=meta, **kwargs)
     finally:
-        for handle in handles:
-            handle.remove()
+        handle.remove()
     total_macs = counted.macs
     rows = []
     for name, module in model.named_modules(remove_duplicate=True):

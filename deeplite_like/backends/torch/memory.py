@@ -20,7 +20,7 @@ What counts:
 Fused fast paths: ``nn.TransformerEncoderLayer`` / ``nn.MultiheadAttention`` in eval mode
 under ``no_grad`` run one fused kernel whose intermediates are invisible (the layer would
 seem to cost only its output). The measurement therefore turns that fast path off
-(``torch.backends.mha.set_fastpath_enabled(False)``, restored in ``finally``) so the layer's
+(``fastpath.unfused``, restored in ``finally``) so the layer's
 activations are seen op by op; ``allow_fastpath=True`` keeps it.
 
 On meta tensors ``scaled_dot_product_attention`` takes the math path (the attention matrix
@@ -41,7 +41,7 @@ from __future__ import annotations
 
 import contextlib
 import weakref
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -54,6 +54,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from deeplite_like.backends.torch.counting.meta_values import MetaValues
 from deeplite_like.backends.torch.counting.op_facts import op_info
 from deeplite_like.backends.torch.params import tensor_span
+from deeplite_like.backends.torch.fastpath import unfused
 from deeplite_like.backends.torch.state import model_device, preserved_model_state
 
 __all__ = ["MemoryStats", "peak_activation_memory"]
@@ -262,21 +263,6 @@ def _meta_state(model: nn.Module) -> dict[str, torch.Tensor]:
     return state
 
 
-@contextlib.contextmanager
-def _mha_fastpath(enabled: bool) -> Iterator[None]:
-    """Set PyTorch's fused MHA / encoder-layer fast path on or off, restoring it afterwards."""
-    mha = getattr(torch.backends, "mha", None)  # absent before torch 2.2: nothing to switch
-    if mha is None:
-        yield
-        return
-    previous = mha.get_fastpath_enabled()
-    mha.set_fastpath_enabled(enabled)
-    try:
-        yield
-    finally:
-        mha.set_fastpath_enabled(previous)
-
-
 def peak_activation_memory(
     model: nn.Module,
     args: Any,
@@ -294,9 +280,10 @@ def peak_activation_memory(
     ``grad=False`` runs under ``torch.no_grad()``; ``grad=True`` records autograd so tensors
     saved for backward stay alive. ``train=True`` / ``False`` sets the module mode for the
     forward; ``None`` (default) leaves every module's mode as found, so a caller that already
-    chose the mode keeps it. Buffers updated by a forward in training mode (BatchNorm running
-    statistics) are restored afterwards. ``meta=True`` (implied by a model on the meta device)
-    runs on meta tensors and allocates nothing. ``batch_size`` defaults to the leading
+    chose the mode keeps it. Buffer values the forward writes (BatchNorm running statistics in
+    train mode, counters and observers in any mode) and the random generators are restored.
+    ``meta=True`` (implied by a model on the meta device) runs on meta tensors and allocates
+    nothing. ``batch_size`` defaults to the leading
     dimension of the first input tensor. ``allow_fastpath=False`` (default) turns off the fused
     transformer fast path during the forward so that its activations are seen (module docstring).
 
@@ -314,8 +301,7 @@ def peak_activation_memory(
     if batch_size <= 0:
         raise ValueError(f"batch_size must be positive, got {batch_size}")
 
-    training = any(m.training for m in model.modules()) if train is None else train
-    with preserved_model_state(model, restore_buffer_values=training):
+    with preserved_model_state(model):
         if train is not None:
             model.train(train)
         values = None
@@ -343,7 +329,8 @@ def peak_activation_memory(
         modules = _ModuleStack(model)
         tracker = _StorageTracker(input_bytes, external, lambda: modules.current, values)
         try:
-            with torch.set_grad_enabled(grad), _mha_fastpath(allow_fastpath), modules, tracker:
+            fastpath = contextlib.nullcontext() if allow_fastpath else unfused()
+            with torch.set_grad_enabled(grad), fastpath, modules, tracker:
                 if state is None:
                     out = model(*args, **kwargs)
                 else:

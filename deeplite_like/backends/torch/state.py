@@ -10,21 +10,29 @@ a model. Everything a measurement may touch is snapshotted on entry and put back
   (a parameter or submodule replaced in the body is put back);
 * each parameter's and buffer's data: device, dtype and storage (``p.data`` is re-pointed at
   the tensor it had, so ``model.to(...)`` / ``.half()`` inside the body is undone at no copy
-  cost). Values written in place into that storage are not undone, unless
-  ``restore_buffer_values=True`` asks for buffers (e.g. BatchNorm running statistics
-  updated by a training forward) to be copied on entry and written back on exit;
+  cost);
+* the values of every buffer, in any mode: copied on entry and written back on exit. A forward
+  writes buffers in eval mode too (a counter, a cache, QAT observers and FakeQuantize
+  ``scale``/``zero_point``, whose ``observer_enabled`` does not follow ``.eval()``), and batch
+  norm updates its running statistics in train mode. Buffers are small next to a forward: the
+  copy costs little (``restore_buffer_values=False`` skips it);
+* tensors kept as plain attributes of a module (``self.cache = torch.zeros(...)``, not
+  registered as buffers): which tensor each attribute holds (one added by the body is removed)
+  and its values;
 * ``requires_grad`` of every parameter;
 * ``.grad`` of every parameter: it is *set aside* (the body sees ``None``) and put back on
   exit, so a backward run inside the body neither reads nor accumulates into the user's
   gradients;
 * every hook dict: each module's forward/backward/state-dict hook dicts, the global module
   hooks of ``torch.nn.modules.module``, and the tensor hooks of parameters. Hook dicts are
-  restored in place (cleared and refilled), because hook handles refer to the dict object.
+  restored in place (cleared and refilled), because hook handles refer to the dict object;
+* the random generators: CPU, and CUDA on the devices the model is on (a dropout in train mode,
+  ``torch.rand`` in a forward draw numbers), with ``torch.random.fork_rng``.
 """
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -32,7 +40,8 @@ import torch
 from torch import nn
 from torch.nn.modules import module as _module_globals
 
-__all__ = ["preserved_model_state", "model_device"]
+__all__ = ["kept_random_state", "kept_tensor_attributes", "model_device", "preserved_model_state",
+           "tensor_attributes"]
 
 # Attribute names of the per-module hook dicts (those missing in this torch version are skipped).
 _MODULE_HOOK_DICTS = (
@@ -120,7 +129,7 @@ def _snapshot_tensor(tensor: torch.Tensor, is_parameter: bool, copy_values: bool
         value = getattr(tensor, name, None)
         hooks[name] = dict(value) if isinstance(value, dict) else None
     values = None
-    if copy_values and tensor.device.type != "meta":
+    if copy_values and tensor.device.type != "meta" and not tensor.is_inference():
         values = tensor.detach().clone()
     snap = _TensorSnapshot(
         tensor=tensor,
@@ -150,24 +159,101 @@ def _restore_tensor(snap: _TensorSnapshot, is_parameter: bool) -> None:
             _restore_hook_dict(current, saved or {})
 
 
+class _TensorTypes(dict):
+    """type -> whether it is a ``torch.Tensor`` subclass, filled on first look-up (``_IS_TENSOR[type(v)]``)."""
+
+    def __missing__(self, cls: type) -> bool:
+        known = self[cls] = issubclass(cls, torch.Tensor)
+        return known
+
+
+_IS_TENSOR = _TensorTypes()  # a look-up per attribute, in C: cheaper than isinstance(v, torch.Tensor) in Python
+
+
+def _has_tensor_attribute(module: nn.Module) -> bool:
+    return any(map(_IS_TENSOR.__getitem__, map(type, module.__dict__.values())))
+
+
+def tensor_attributes(module: nn.Module) -> dict[str, torch.Tensor]:
+    """The tensors ``module`` keeps as plain attributes (not parameters, not registered buffers), by name."""
+    if not _has_tensor_attribute(module):
+        return {}
+    return {name: value for name, value in module.__dict__.items() if _IS_TENSOR[type(value)]}
+
+
 @contextlib.contextmanager
-def preserved_model_state(model: nn.Module, restore_buffer_values: bool = False) -> Iterator[nn.Module]:
+def kept_tensor_attributes(modules: Iterable[nn.Module]) -> Iterator[None]:
+    """Restore the tensors the modules keep as plain attributes: which tensor each name holds, and its values.
+
+    An attribute rebound in the body is bound again to its tensor, one added is removed, one
+    deleted is put back; the values of each tensor are copied on entry and written back (not
+    for inference tensors, which cannot be written outside ``torch.inference_mode``, nor meta).
+    """
+    saved = [(module, tensor_attributes(module)) for module in modules]
+    values: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
+    with torch.no_grad():
+        for _, attributes in saved:
+            for tensor in attributes.values():
+                if id(tensor) not in values and not tensor.is_meta and not tensor.is_inference():
+                    values[id(tensor)] = (tensor, tensor.detach().clone())
+    try:
+        yield
+    finally:
+        for module, attributes in saved:
+            if attributes or _has_tensor_attribute(module):
+                _restore_tensor_attributes(module, attributes)
+        with torch.no_grad():
+            for tensor, before in values.values():
+                if tensor.shape == before.shape and tensor.dtype == before.dtype:
+                    tensor.copy_(before)
+
+
+def _restore_tensor_attributes(module: nn.Module, attributes: dict[str, torch.Tensor]) -> None:
+    state = module.__dict__
+    for name in [n for n, v in state.items() if _IS_TENSOR[type(v)] and n not in attributes]:
+        del state[name]
+    for name, tensor in attributes.items():
+        if state.get(name) is not tensor:
+            state[name] = tensor
+
+
+@contextlib.contextmanager
+def kept_random_state(model: nn.Module | None = None) -> Iterator[None]:
+    """Leave the CPU random generator, and every initialised CUDA device's, as found.
+
+    What ``torch.random.fork_rng`` does, without its look-ups of the model's devices (which cost
+    as much as a small model's forward): a model on CUDA has initialised CUDA, and then every
+    device's generator is kept. ``model`` is accepted for symmetry with the other guards.
+    """
+    cpu_state = torch.get_rng_state()
+    cuda_states = torch.cuda.get_rng_state_all() if torch.cuda.is_initialized() else None
+    try:
+        yield
+    finally:
+        torch.set_rng_state(cpu_state)
+        if cuda_states is not None:
+            torch.cuda.set_rng_state_all(cuda_states)
+
+
+@contextlib.contextmanager
+def preserved_model_state(model: nn.Module, restore_buffer_values: bool = True) -> Iterator[nn.Module]:
     """Snapshot ``model``'s mutable state, yield the model, and restore that state on exit.
 
     Restored (also when the body raises): every module's ``training`` flag; each module's
     parameter, buffer and submodule dicts; each parameter's and buffer's device, dtype and
-    storage; ``requires_grad``; every hook dict (module, global module, parameter tensor).
-    Parameter ``.grad``s are set to ``None`` for the duration of the body and put back on
-    exit. With ``restore_buffer_values=True`` the values of buffers are copied on entry and
-    written back on exit (undoes BatchNorm running-statistics updates; costs one copy of the
-    buffers).
+    storage; ``requires_grad``; every hook dict (module, global module, parameter tensor); the
+    values of every buffer, in any mode (costs one copy of the buffers;
+    ``restore_buffer_values=False`` skips it); the tensors kept as plain module attributes
+    (``kept_tensor_attributes``); the random generators (``kept_random_state``). Parameter
+    ``.grad``s are set to ``None`` for the duration of the body and put back on exit.
 
     Not restored: parameter values changed in place (an optimizer step) - a measurement must
     not do that.
     """
     if not isinstance(model, nn.Module):
         raise TypeError(f"preserved_model_state expects a torch.nn.Module, got {type(model).__name__}")
-    module_snaps = [_snapshot_module(m) for m in model.modules()]
+    modules = list(model.modules())
+    module_snaps = [_snapshot_module(m) for m in modules]
     param_snaps = [_snapshot_tensor(p, True, False) for p in model.parameters()]
     buffer_snaps = [_snapshot_tensor(b, False, restore_buffer_values) for b in model.buffers()]
     global_snaps = []
@@ -178,7 +264,8 @@ def preserved_model_state(model: nn.Module, restore_buffer_values: bool = False)
     for p in model.parameters():
         p.grad = None
     try:
-        yield model
+        with kept_random_state(model), kept_tensor_attributes(modules):
+            yield model
     finally:
         # Module tree first, so that parameters and buffers below are found where they were.
         for snap in module_snaps:

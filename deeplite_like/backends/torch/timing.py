@@ -66,8 +66,9 @@ def measure_execution_time(
     ``min_measurements`` of them, so the median and spread rest on several blocks. ``num_threads`` (default: the current
     ``torch.get_num_threads()``) is the intra-op thread count used while timing; the previous
     value is restored afterwards. ``train=True`` / ``False`` sets the module mode for the timed
-    forwards; ``None`` (default) leaves every module's mode as found. Mode, buffers updated by
-    a training-mode forward, and everything else are restored. ``device`` defaults to the
+    forwards; ``None`` (default) leaves every module's mode as found. Mode, buffer values
+    written by the forwards (in any mode), the random generators and everything else are
+    restored (``state.preserved_model_state``). ``device`` defaults to the
     model's device; see the module docstring for what happens when another one is asked for.
     """
     if not isinstance(model, nn.Module):
@@ -106,8 +107,7 @@ def measure_execution_time(
     def forward() -> None:
         runner(*args, **kwargs)
 
-    training = any(m.training for m in model.modules()) if train is None else train
-    with preserved_model_state(model, restore_buffer_values=training):
+    with preserved_model_state(model):
         if train is not None:
             runner.train(train)
         try:

@@ -19,6 +19,7 @@ from deeplite_like.opcount import OpCount, parent_names, roll_up_containers
 
 from ..errors import BackwardError, ForwardError, UntrackedOpWarning
 from ..input_failures import fixed_batch_hint
+from ..state import kept_random_state, kept_tensor_attributes
 from . import formulas as _formulas  # noqa: F401  (importing the package fills the formula table)
 from .describe import describe_args
 from .recorder import CountingMode, counting_mode
@@ -42,7 +43,10 @@ def count_ops(model: torch.nn.Module, *args: Any, backward: bool = False, meta: 
 
     The model runs in the mode it is in (train/eval) and under the caller's grad mode. It is
     left exactly as found: mode, device, dtype, ``requires_grad``, hooks, parameter and buffer
-    values (a train-mode batch norm's running statistics are restored) and ``.grad``.
+    values in any mode (a train-mode batch norm's running statistics, an eval-mode counter, QAT
+    observers and FakeQuantize scales are restored), tensors kept as plain module attributes,
+    ``.grad``, and the random generators (a train-mode dropout draws numbers). Nothing is
+    stored on the modules while counting: a copy or pickle the forward makes is a plain copy.
 
     Args:
         model: the module to run.
@@ -76,6 +80,8 @@ def count_ops(model: torch.nn.Module, *args: Any, backward: bool = False, meta: 
     mode.result.batch_size = _batch_size(args, kwargs)
 
     with contextlib.ExitStack() as cleanup:  # unwinds in reverse: the mode exits first
+        cleanup.enter_context(kept_random_state(model))
+        cleanup.enter_context(kept_tensor_attributes([module for _, module in modules]))
         state: dict[str, torch.Tensor] = {}
         if on_meta:
             state = _meta_state(model)
@@ -267,17 +273,17 @@ def _preserved_grads(model: torch.nn.Module) -> Iterator[None]:
 def _restored_tensors(slots: list[tuple[dict, str, torch.Tensor, bool, bool]], mode: CountingMode) -> Iterator[None]:
     """Put back parameters and buffers the forward replaced or changed in place.
 
-    Buffers of modules in training mode are copied up front and always written back: batch
-    norm updates its running statistics in a kernel whose schema does not declare the write
+    Buffers are copied up front and always written back, in any mode: batch norm updates its
+    running statistics in a kernel whose schema does not declare the write
     (``native_batch_norm``) and without bumping the version counter, so no cheaper test sees
-    it. Everything else (parameters, buffers of modules in eval mode), which a forward rarely
-    writes, is copied only when an op declared to write it is about to run
-    (``CountingMode.watch``), which keeps eval-mode counting free of copies.
+    it, and QAT observers and counters write buffers in eval mode too. Buffers are small next
+    to a forward. Parameters, which a forward rarely writes and which are large, are copied
+    only when an op declared to write them is about to run (``CountingMode.watch``).
     """
     with torch.no_grad():
-        buffers = [(tensor, tensor.clone()) for _, _, tensor, is_buffer, training in slots
-                   if is_buffer and training and not tensor.is_inference()]
-    mode.watch([tensor for _, _, tensor, is_buffer, training in slots if not (is_buffer and training)])
+        buffers = {id(tensor): (tensor, tensor.clone()) for _, _, tensor, is_buffer, _ in slots
+                   if is_buffer and not tensor.is_inference()}
+    mode.watch([tensor for _, _, tensor, is_buffer, _ in slots if not is_buffer])
     try:
         yield
     finally:
@@ -286,7 +292,7 @@ def _restored_tensors(slots: list[tuple[dict, str, torch.Tensor, bool, bool]], m
                 table[name] = tensor
         mode.restore_mutated()
         with torch.no_grad():
-            for tensor, before in buffers:
+            for tensor, before in buffers.values():
                 tensor.copy_(before)
 
 

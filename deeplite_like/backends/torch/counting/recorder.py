@@ -6,10 +6,12 @@ methods, Python operators). It knows no particular op: it asks the formula table
 (``registry.lookup`` / ``registry.is_free``) once per op overload and caches the answer.
 
 Attribution
-    Forward: ``attach`` wraps the ``forward`` of each of the model's modules (an entry in the
-    instance's ``__dict__``, removed by ``detach``). The wrapper looks up the mode counting in
-    *this thread* (a thread-local): other threads running the same modules go straight to the
-    original ``forward``, and two threads may count the same model at once. A module call
+    Forward: ``attach`` gives the class of each of the model's modules a dispatching ``forward``
+    (removed by ``detach``; nothing is stored on the instances, so copies and pickles made while
+    counting are plain). The dispatcher looks up the mode counting in *this thread* (a
+    thread-local), which counts the call only for a module it attached (by identity): other
+    threads, copies and other instances go straight to the original ``forward``, and two
+    threads may count the same model at once. A module call
     opens a *context*: the ``OpStats`` of the module and of every module that encloses this
     call, and the module's own ``module_ops`` dict. An op adds its cost to a per-context
     accumulator (three integer adds); the accumulators are spread over the enclosing modules,
@@ -18,8 +20,9 @@ Attribution
 
     The wrappers and why they are not hooks: ``module_wrappers.py``. A module's own hooks (the
     user's) run outside the wrapped ``forward``: operators they run count toward the enclosing
-    module. A module whose ``forward`` cannot be wrapped gets two hooks, which check the thread.
-    TorchScript modules take neither: their operators count toward the enclosing module.
+    module. Modules whose ``forward`` cannot be dispatched from their class are followed through
+    two global module hooks, which check the thread and the module's identity. TorchScript
+    modules take neither: their operators count toward the enclosing module.
 
     Backward: no module code runs in backward, so each forward context is also filed under the
     autograd *sequence number* at which it began (``torch.autograd._get_sequence_nr()``, a
@@ -51,11 +54,13 @@ Speed
 from __future__ import annotations
 
 import bisect
+import contextlib
 import sys
 import threading
 from typing import Any, Callable
 
 import torch
+from torch.nn.modules import module as _module_globals
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from deeplite_like.opcount import OpCount, OpStats
@@ -63,9 +68,9 @@ from deeplite_like.opcount import OpCount, OpStats
 from ..errors import FormulaError
 from .describe import describe_args
 from .meta_replay import MetaOutputs
+from ..fastpath import unfused
 from .meta_values import MetaValues
-from .module_wrappers import (FUSED_UNLESS_HOOKED, can_wrap, counting_thread, keep_unfused, unwrap_forwards,
-                              wrap_forwards)
+from .module_wrappers import FUSED_UNLESS_HOOKED, can_wrap, counting_thread, unwrap_classes, wrap_classes
 from .module_wrappers import _wrapped  # noqa: F401  (re-exported: tests check that no wrapper is left)
 from .modules import lookup_module_formula, module_op_name
 from .op_facts import op_info
@@ -148,9 +153,11 @@ class CountingMode(TorchDispatchMode):
         self._watched: dict[int, list[torch.Tensor]] = {}  # storage address -> model tensors on it
         self._mutated: list[tuple[torch.Tensor, torch.Tensor]] = []  # (model tensor, copy before)
         self._module_formula_cache: dict[type, Any] = {}
-        self._names: dict[int, str] = {}  # id(module) -> qualified name, for the attached modules
+        self._names: dict[int, str] = {}  # id(module) -> qualified name, for the modules dispatched from their class
+        self._hook_names: dict[int, str] = {}  # id(module) -> qualified name, for the modules followed by hooks
+        self._unfused: contextlib.ExitStack | None = None
         self._rows: dict[str, tuple[OpStats, dict, Any]] = {}  # name -> by_module row, module_ops row, formula
-        self._modules: list[torch.nn.Module] = []
+        self._classes: list[type] = []
         self._handles: list = []
         self._attached = False
         self._thread = 0
@@ -173,45 +180,60 @@ class CountingMode(TorchDispatchMode):
 
     # -- module calls ---------------------------------------------------------------------
     def attach(self, named_modules: list[tuple[str, torch.nn.Module]]) -> None:
-        """Wrap every module's forward (``model.named_modules()``: first qualified names, the root is ``""``).
+        """Follow every module's calls (``model.named_modules()``: first qualified names, the root is ``""``).
 
-        Counting follows this thread's calls only. A module whose class makes ``forward`` a data
-        descriptor (a ``property``) cannot be wrapped: it gets a pre-hook and a forward hook
-        instead. TorchScript modules take neither: their ops count toward the enclosing module.
+        Counting follows this thread's calls only. Each module's class gets a dispatching
+        ``forward`` (``module_wrappers``); a module whose ``forward`` cannot be dispatched from its
+        class (a ``property``, or a ``forward`` set on the instance) is followed through two global
+        module hooks instead. TorchScript modules take neither: their ops count toward the
+        enclosing module. Nothing is stored on the modules.
         """
         self._thread = threading.get_ident()
-        modules = []
+        classes: dict[type, None] = {}
+        fused = False
         for name, module in named_modules:
             if isinstance(module, torch.jit.ScriptModule):
                 continue
-            self._names[id(module)] = name
-            if can_wrap(type(module)):
-                modules.append(module)
+            if can_wrap(module):
+                self._names[id(module)] = name
+                classes[type(module)] = None
             else:
-                self._handles.append(module.register_forward_pre_hook(self._hook_enter, with_kwargs=True,
-                                                                      prepend=True))
-                self._handles.append(module.register_forward_hook(self._hook_exit, with_kwargs=True,
-                                                                  always_call=True))
-            if isinstance(module, FUSED_UNLESS_HOOKED):
-                self._handles.append(module.register_forward_pre_hook(keep_unfused))
+                self._hook_names[id(module)] = name
+            fused = fused or isinstance(module, FUSED_UNLESS_HOOKED)
+        if self._hook_names:
+            self._handles.append(_module_globals.register_module_forward_pre_hook(self._hook_enter))
+            self._handles.append(_module_globals.register_module_forward_hook(self._hook_exit, with_kwargs=True,
+                                                                              always_call=True))
+        if fused:
+            self._unfused = contextlib.ExitStack()
+            self._unfused.enter_context(unfused())
         self._previous_mode = getattr(counting_thread, "mode", None)
         self._attached = True
         counting_thread.mode = self
-        wrap_forwards(modules, self._modules)
+        wrap_classes(list(classes), self._classes)
 
     def detach(self) -> None:
         """Remove what ``attach`` added (safe to call twice)."""
         while self._handles:
             self._handles.pop().remove()
-        modules, self._modules = self._modules, []
-        unwrap_forwards(modules)
+        classes, self._classes = self._classes, []
+        unwrap_classes(classes)
+        if self._unfused is not None:
+            self._unfused, unfused_stack = None, self._unfused
+            unfused_stack.close()
         if self._attached:
             self._attached = False
             counting_thread.mode = self._previous_mode
 
-    def _call(self, module: torch.nn.Module, forward: Callable, args: tuple, kwargs: dict) -> Any:
-        """Run one module call (``forward(*args, **kwargs)``) as a context of its own."""
-        name = self._names.get(id(module))
+    def _call(self, module: torch.nn.Module, forward: Callable, args: tuple, kwargs: dict,
+              name: str | None = None) -> Any:
+        """Run one module call (``forward(*args, **kwargs)``) as a context of its own.
+
+        ``name``: the module's qualified name; by default looked up among the modules dispatched
+        from their class (a module this mode did not attach, e.g. a copy, runs uncounted as a call).
+        """
+        if name is None:
+            name = self._names.get(id(module))
         if name is None or self._in_backward:  # not this model's module; a re-run forward in backward
             return forward(*args, **kwargs)
         row = None if self._opaque or self._track_backward else self._rows.get(name)
@@ -242,6 +264,11 @@ class CountingMode(TorchDispatchMode):
         if opened is not None and opened[2] is not None:
             self._price_module(opened[2], name, module, args, kwargs, output, opened[1])
         return output
+
+    def attached_name(self, module: torch.nn.Module) -> str | None:
+        """The qualified name of an attached module (``None``: not one of the model's modules)."""
+        name = self._names.get(id(module))
+        return self._hook_names.get(id(module)) if name is None else name
 
     def _open(self, module: torch.nn.Module, name: str) -> tuple[_Context, _Context, Any] | None:
         """Enter a module call: ``(parent context, its context, module formula)``, or None inside a
@@ -280,19 +307,24 @@ class CountingMode(TorchDispatchMode):
         if self._track_backward:
             self._mark_context()
 
-    def _hook_enter(self, module: torch.nn.Module, args: tuple, kwargs: dict) -> None:
-        """``_call`` split in two, for a module that cannot be wrapped: the pre-hook half."""
+    def _hook_enter(self, module: torch.nn.Module, args: tuple) -> None:
+        """``_call`` split in two, for a module that cannot be dispatched: the (global) pre-hook half."""
         if threading.get_ident() != self._thread or self._in_backward:
             return None
-        name = self._names[id(module)]
+        name = self._hook_names.get(id(module))
+        if name is None:  # (a global hook: it sees every module of the process)
+            return None
         self._hooked.append((module, name, self._open(module, name), sys.exc_info()[1]))
         return None
 
-    def _hook_exit(self, module: torch.nn.Module, args: tuple, kwargs: dict, output: Any) -> None:
+    def _hook_exit(self, module: torch.nn.Module, args: tuple, *kwargs_output: Any) -> None:
+        """The (global, always called) forward-hook half: ``(module, args, kwargs, output)``, or
+        ``(module, args, None)`` when the forward raised (torch then passes no kwargs)."""
         if threading.get_ident() != self._thread or self._in_backward:
             return None
+        kwargs, output = kwargs_output if len(kwargs_output) == 2 else ({}, kwargs_output[0])
         if not self._hooked or self._hooked[-1][0] is not module:
-            return None  # our pre-hook did not run for this call (an earlier pre-hook raised)
+            return None  # not one of ours, or our pre-hook did not run for this call (an earlier one raised)
         _, name, opened, exc_before = self._hooked.pop()
         exc = sys.exc_info()[1]  # (always_call: this hook also runs when the forward raised)
         failed = exc is not None and exc is not exc_before

@@ -38,7 +38,7 @@ def call_entry(model: nn.Module, func_name: str, args: tuple, kwargs: dict,
     if mode is None:
         return entry(*args, **kwargs)
     try:
-        return mode._call(model, entry, args, kwargs)
+        return mode._call(model, entry, args, kwargs, name=mode.attached_name(model))
     finally:
         root = mode.result.by_module.get("")
         if root is not None and root.calls:

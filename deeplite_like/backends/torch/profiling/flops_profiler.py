@@ -2,11 +2,21 @@
 
 Between ``start_profile()`` and ``stop_profile()`` a ``PhaseCountingMode`` is active on the
 calling thread; the forward, the backward and the optimizer step are counted operator by
-operator and timed (``timers.py``). Nothing stays attached: module wrappers, timing hooks,
-optimizer hooks and the dispatch mode are removed by ``stop_profile()``.
+operator and timed (``timers.py``). Nothing stays attached: the class-level forward
+dispatchers, the global timing hooks, the optimizer hooks and the dispatch mode are removed by
+``stop_profile()``. Nothing is stored on the model's modules meanwhile, so a copy
+(``copy.deepcopy``: an EMA, a best-model snapshot) or a ``torch.save`` made inside the window
+is a plain copy of the user's model.
+
+Threads: a dispatch mode belongs to the thread that entered it, and only that thread can exit
+it. ``stop_profile()`` (and ``end_profile()``) from another thread is therefore refused with an
+error that names both threads, and the profile keeps running, whole, until it is stopped from
+the thread that started it; if that thread has ended, its dispatch mode ended with it, and any
+thread may stop the profile (everything else is removed, the figures stay readable).
 """
 from __future__ import annotations
 
+import threading
 import time
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable
@@ -68,7 +78,7 @@ class TorchFlopsProfiler(FlopsProfiler):
                          steps=StepTimer(mode, sync), sync=sync, ignored=ignored_names(named, ignore),
                          params=module_params(named), total_params=stats.total_params,
                          trainable_params=stats.trainable_params, model_parallel_size=mp, world_size=world,
-                         device=device_name(model))
+                         device=device_name(model), thread=threading.current_thread())
         try:
             mode.attach(named)
             window.timer.attach()
@@ -84,11 +94,19 @@ class TorchFlopsProfiler(FlopsProfiler):
 
     def _stop(self) -> None:
         window = self._window
-        if _get_current_dispatch_mode() is not window.mode:
+        here, owner = threading.current_thread(), window.thread
+        in_owner = here is owner
+        if not in_owner and owner.is_alive():
+            raise RuntimeError(f"stop_profile() was called in thread {here.name!r}, but start_profile() ran in thread "
+                               f"{owner.name!r}, which is still running: the counting dispatch mode is per thread and "
+                               f"only {owner.name!r} can exit it. Call stop_profile() (or end_profile()) in "
+                               f"{owner.name!r}; the profile keeps running until then.")
+        if in_owner and _get_current_dispatch_mode() is not window.mode:
             raise RuntimeError("stop_profile(): another TorchDispatchMode was entered after start_profile() and is "
                                "still active; exit it first, then call stop_profile()")
         try:
-            window.mode.__exit__(None, None, None)
+            if in_owner:  # (a thread that has ended took its dispatch modes with it)
+                window.mode.__exit__(None, None, None)
             if window.sync is not None:
                 window.sync()
             window.end = time.perf_counter()
@@ -143,11 +161,12 @@ class _Window:
     model_parallel_size: int
     world_size: int | None
     device: str
+    thread: threading.Thread
     start: float = 0.0
     end: float | None = None
 
     def detach(self) -> None:
-        """Remove the module wrappers, the timing hooks and the optimizer hooks (safe to call twice)."""
+        """Remove the forward dispatchers, the timing hooks and the optimizer hooks (safe to call twice)."""
         try:
             self.mode.detach()
         finally:

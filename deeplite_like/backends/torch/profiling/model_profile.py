@@ -22,7 +22,7 @@ from .devices import device_name, synchronizer
 from .entry_point import check_entry
 from .inputs import profile_inputs
 from .phases import PhaseCountingMode
-from .run import ProfileRun, forward_error, rng_kept, tensors_of, timed
+from .run import ProfileRun, forward_error, tensors_of, timed
 from .timers import ModuleTimer
 
 __all__ = ["build_model_profile"]
@@ -57,7 +57,7 @@ def build_model_profile(model: nn.Module, *, input_shape: Sequence[int] | None =
     timings: dict[str, float] = {}
     module_seconds: dict[str, float] | None = None
 
-    with preserved_model_state(model, restore_buffer_values=True), rng_kept(model):
+    with preserved_model_state(model):  # (buffer values and random generators included)
         mode = PhaseCountingMode(time_backward=False, meta=on_meta)  # meta: replay, values of index tensors
         run = ProfileRun(model, func_name, args, kwargs, backward, on_meta, loss_fn, mode.values)
         mode.watch([p for p in model.parameters()])  # a forward that writes its weights is undone below

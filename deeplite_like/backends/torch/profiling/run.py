@@ -1,14 +1,13 @@
 """``ProfileRun``: one call of the entry point (and its backward), on the real model or on meta copies.
 
 Also the small pieces around it: the loss to differentiate, the ``ForwardError`` that says where
-the forward failed, a synchronised timer, and the random generators kept as found.
+the forward failed, and a synchronised timer.
 """
 from __future__ import annotations
 
-import contextlib
 import itertools
 import time
-from typing import Any, Callable, Iterator, Mapping
+from typing import Any, Callable, Mapping
 
 import torch
 from torch import nn
@@ -20,7 +19,7 @@ from ..input_failures import fixed_batch_hint
 from .entry_point import EntryPoint, call_entry
 from .phases import PhaseCountingMode
 
-__all__ = ["ProfileRun", "forward_error", "rng_kept", "tensors_of", "timed"]
+__all__ = ["ProfileRun", "forward_error", "tensors_of", "timed"]
 
 
 def _meta_like(tensor: torch.Tensor) -> torch.Tensor:
@@ -128,11 +127,3 @@ def timed(fn: Callable[[], Any], sync: Callable[[], None] | None) -> tuple[Any, 
     if sync is not None:
         sync()
     return out, time.perf_counter() - start
-
-
-@contextlib.contextmanager
-def rng_kept(model: nn.Module) -> Iterator[None]:
-    """Leave the CPU and CUDA random generators as found (dropout draws numbers while profiling)."""
-    cuda = sorted({t.device.index or 0 for t in model.parameters() if t.device.type == "cuda"})
-    with torch.random.fork_rng(devices=cuda):
-        yield

@@ -1,7 +1,12 @@
-"""Forward time per module (``ModuleTimer``) and optimizer-step time (``StepTimer``), by hooks.
+"""Forward time per module (``ModuleTimer``) and optimizer-step time (``StepTimer``), by global hooks.
 
 Both synchronise with ``sync`` (``devices.synchronizer``) at both ends of every timed interval
 when the model is on an accelerator; times are in seconds (``time.perf_counter``).
+
+Both use torch's *global* hooks (``register_module_forward_hook``, ``register_optimizer_step_*``),
+not hooks on the model: nothing is stored on the modules, so a copy or pickle of the model made
+while timing (an EMA, a checkpoint) is a plain copy. The module hooks see every module of the
+process and time only the model's own (by identity); a copy is not timed.
 """
 from __future__ import annotations
 
@@ -10,6 +15,7 @@ from typing import Any, Callable
 
 import torch
 from torch import nn
+from torch.nn.modules import module as _module_globals
 
 from ..inputs import batch_size_of
 from .phases import PhaseCountingMode, current_autograd_node
@@ -32,29 +38,29 @@ class ModuleTimer:
 
     def attach(self) -> None:
         for name, module in self._modules:
-            if isinstance(module, torch.jit.ScriptModule):
-                continue
-            self._names[id(module)] = name
-            self._handles.append(module.register_forward_pre_hook(self._pre, with_kwargs=True))
-            self._handles.append(module.register_forward_hook(self._post, with_kwargs=True, always_call=True,
-                                                              prepend=True))
+            if not isinstance(module, torch.jit.ScriptModule):
+                self._names[id(module)] = name
+        self._handles.append(_module_globals.register_module_forward_pre_hook(self._pre))
+        self._handles.append(_module_globals.register_module_forward_hook(self._post, with_kwargs=True,
+                                                                          always_call=True))
 
     def detach(self) -> None:
         while self._handles:
             self._handles.pop().remove()
         self._stack.clear()
 
-    def _pre(self, module: nn.Module, args: tuple, kwargs: dict) -> None:
+    def _pre(self, module: nn.Module, args: tuple) -> None:
+        if id(module) not in self._names:  # not one of the model's modules (another model, a copy)
+            return None
         if current_autograd_node() is not None:  # a forward re-run by checkpointing, inside backward
             return None
-        if self.batch_size is None and not self._stack:
-            self.batch_size = batch_size_of(args, kwargs)
         if self._sync is not None:
             self._sync()
         self._stack.append((module, time.perf_counter()))
         return None
 
-    def _post(self, module: nn.Module, args: tuple, kwargs: dict, output: Any) -> None:
+    def _post(self, module: nn.Module, args: tuple, *kwargs_output: Any) -> None:
+        """``(module, args, kwargs, output)``; ``(module, args, None)`` when the forward raised."""
         if not self._stack or self._stack[-1][0] is not module:
             return None
         if self._sync is not None:
@@ -62,6 +68,8 @@ class ModuleTimer:
         _, start = self._stack.pop()
         name = self._names[id(module)]
         self.seconds[name] = self.seconds.get(name, 0.0) + time.perf_counter() - start
+        if self.batch_size is None and not self._stack and len(kwargs_output) == 2:
+            self.batch_size = batch_size_of(args, kwargs_output[0])  # of the first outermost call
         return None
 
 
