@@ -2,8 +2,11 @@
 
 * A TorchScript archive (``torch.jit.save``) is loaded with ``torch.jit.load``: its code is
   TorchScript, run by TorchScript's interpreter, not Python.
-* A ``torch.export`` archive (``.pt2``) is loaded with ``torch.export.load``; its sample
-  inputs, when saved, become the default inputs.
+* A ``torch.export`` archive (``.pt2``) is checked record by record first
+  (``deeplite_like.commands.export_archive``: every pickle must load with
+  ``weights_only=True``, no code in shape expressions, operator names or native libraries),
+  then loaded with ``torch.export.load`` from the checked copy; its sample inputs, when saved,
+  become the default inputs.
 * Anything else is read with ``torch.load(weights_only=True)``, which unpickles only tensors
   and plain containers. A pickled module (``torch.save(model)``) needs its classes' code to
   run and is refused, with what to do instead; a ``state_dict`` is weights without a model,
@@ -71,8 +74,11 @@ def load_torch_file(spec: str, path: Path) -> LoadedModel:
 
 
 def _load_exported(spec: str, path: Path, torch: Any) -> LoadedModel:
+    from deeplite_like.commands.export_archive import checked_archive
+
+    archive = checked_archive(spec, path.read_bytes())  # raises before torch reads anything unsafe
     try:
-        program = torch.export.load(str(path))
+        program = torch.export.load(archive)
     except Exception as exc:  # torch raises RuntimeError, KeyError or ValueError on a bad archive
         raise UsageError(f"{spec!r} is not a torch.export archive that this torch can read: "
                          f"{type(exc).__name__}: {_first_line(exc)}",
