@@ -168,6 +168,8 @@ def _load_file_or_factory(spec: str, model_args: tuple[tuple, dict]) -> LoadedMo
             raise UsageError(f"no such model file: {spec!r}" + ("" if path.parent.is_dir() else
                                                                f" (no directory {str(path.parent)!r})"),
                              FORMS_HINT)
+        if suffix not in TORCH_FILE_SUFFIXES + EXPORT_SUFFIXES + KERAS_SUFFIXES:
+            _refuse_unknown_file(spec, path)
         if model_args != ((), {}):
             raise UsageError(f"--model-args applies to factories; {spec!r} is a saved model file",
                              "drop --model-args")
@@ -197,6 +199,23 @@ def _load_file_or_factory(spec: str, model_args: tuple[tuple, dict]) -> LoadedMo
     if sep and ("/" in target or os.sep in target):
         raise UsageError(f"cannot tell what model {spec!r} names: {target!r} is not a .py file", FORMS_HINT)
     raise UsageError(f"cannot tell what model {spec!r} names", FORMS_HINT)
+
+
+def _refuse_unknown_file(spec: str, path: Path) -> None:
+    """An existing file whose name is no model form: say so by its name and kind, never by its content."""
+    from deeplite_like.commands.file_kinds import describe, kind_of
+
+    if path.suffix.lower() == ".py":
+        raise UsageError(f"{spec!r} is a Python file; name the function in it that builds the model",
+                         f"write {spec}:FACTORY, e.g. deeplite-like profile {spec}:build")
+    known = ", ".join(TORCH_FILE_SUFFIXES + EXPORT_SUFFIXES + KERAS_SUFFIXES)
+    try:
+        kind = describe(kind_of(path))
+    except OSError as exc:
+        kind = f"a file that cannot be read ({exc.strerror})"
+    extension = f"the extension {path.suffix!r}" if path.suffix else "no extension"
+    raise UsageError(f"{spec!r} is not a model file deeplite-like can load: it is {kind} with {extension} "
+                     f"(model files end in {known})", FORMS_HINT)
 
 
 @contextlib.contextmanager
