@@ -39,6 +39,7 @@ def resolve_inputs(loaded: LoadedModel, shapes: list[tuple[int, ...]] | None,
     if inputs_file is not None:
         return _read_inputs(Path(inputs_file), loaded.framework)
     if shapes:
+        _check_shapes(shapes, loaded)
         return tuple(_random(shape, loaded) for shape in shapes), {}
     if loaded.example is not None:
         return loaded.example
@@ -47,6 +48,21 @@ def resolve_inputs(loaded: LoadedModel, shapes: list[tuple[int, ...]] | None,
     raise UsageError(f"{loaded.spec!r}: the input shape of this model is not known",
                      "pass --input-shape (batch axis first, e.g. --input-shape 1,3,224,224; repeat it for "
                      "several inputs) or --inputs FILE")
+
+
+def _check_shapes(shapes: list[tuple[int, ...]], loaded: LoadedModel) -> None:
+    """Refuse ``--input-shape`` tensors too large for this machine, before they are drawn."""
+    from deeplite_like.commands.input_memory import check_input_bytes, shape_bytes
+
+    dtype, itemsize = "float32", 4  # drawn in float32 (then cast to a torch model's dtype)
+    if loaded.framework == "torch":
+        import torch
+
+        first = next((p.dtype for p in loaded.model.parameters() if p.is_floating_point()), torch.float32)
+        dtype, itemsize = str(first).replace("torch.", ""), max(4, torch.empty((), dtype=first).element_size())
+    what = " + ".join(f"{'x'.join(map(str, shape))} {dtype}" for shape in shapes)
+    option = " ".join(f"--input-shape {','.join(map(str, shape))}" for shape in shapes)
+    check_input_bytes(option, what, sum(shape_bytes(shape, itemsize) for shape in shapes))
 
 
 def _random(shape: tuple[int, ...], loaded: LoadedModel) -> Any:

@@ -18,7 +18,8 @@ from deeplite_like.commands.file_kinds import ZIP, describe, kind_of
 from deeplite_like.commands.loading import LoadedModel, require_framework
 
 
-SAVE_HINT = "save the model again with model.save('model.keras'), or profile its factory: deeplite-like profile models.py:build"
+SAVE_HINT = ("save the model again with model.save('model.keras'), or profile its factory: "
+             "deeplite-like profile models.py:build")
 
 
 def _keras(spec: str) -> Any:
@@ -84,8 +85,9 @@ def load_keras_file(spec: str, path: Path) -> LoadedModel:
         if "safe_mode" in str(exc) or "arbitrary code" in str(exc):
             raise UsageError(f"{spec!r} holds Python code (such as a Lambda layer's function), which Keras would "
                              f"run to load it; deeplite-like loads .keras files with safe_mode=True and refuses: "
-                             f"{first.split(' If you trust')[0][:300]}", "rebuild the model from its code: deeplite-like profile "
-                             "models.py:build, or replace the Lambda layer by a registered custom layer") from None
+                             f"{first.split(' If you trust')[0][:300]}",
+                             "rebuild the model from its code: deeplite-like profile models.py:build, or replace the "
+                             "Lambda layer by a registered custom layer") from None
         raise UsageError(f"cannot load {spec!r} as a Keras model: {first[:300]}",
                          "a model with custom layers must register them (keras.saving.register_keras_serializable); "
                          "or use its factory: deeplite-like profile models.py:build") from None

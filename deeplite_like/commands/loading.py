@@ -182,8 +182,12 @@ def _load_file_or_factory(spec: str, model_args: tuple[tuple, dict]) -> LoadedMo
         return load_torch_file(spec, path)
     if sep and target and attribute and all(part.isidentifier() for part in target.split(".")):
         try:
-            with _importable_directory(Path.cwd()):  # as `python -m` does; a console script would not
+            # The current directory is importable as under `python -m`; a console script's would not be.
+            with _importable_directory(Path.cwd()), user_argv(target):
                 module = importlib.import_module(target)
+        except SystemExit as exc:
+            raise _exited(spec, f"module {target!r} called sys.exit({exc.code!r}) while being imported", exc) \
+                from exc
         except ModuleNotFoundError as exc:
             missing = exc.name or "?"
             if target == missing or target.startswith(missing + "."):
@@ -230,6 +234,30 @@ def _importable_directory(directory: Path) -> Iterator[None]:
             sys.path.remove(entry)
 
 
+@contextlib.contextmanager
+def user_argv(program: str) -> Iterator[None]:
+    """``sys.argv = [program]`` while user code is imported or called; restored in ``finally``.
+
+    The command line's own arguments are not the user file's: an ``argparse`` parser run at
+    import would read them, fail on the options it does not know and exit.
+    """
+    saved = sys.argv
+    sys.argv = [program]
+    try:
+        yield
+    finally:
+        sys.argv = saved
+
+
+def _exited(spec: str, what: str, exc: SystemExit) -> ProfilingFailed:
+    """The error for user code that raised ``SystemExit``: never a silent exit, whatever its code."""
+    return ProfilingFailed(f"{spec!r}: {what}; deeplite-like needs a model from it" +
+                           (" (argparse exits so when parse_args() finds an error, or on --help)"
+                            if exc.code == 2 else ""),
+                           "parse command-line arguments only under `if __name__ == '__main__':`, and return "
+                           "the model (or raise an exception) instead of exiting")
+
+
 def _import_file(path: Path, spec: str) -> Any:
     if not path.is_file():
         raise UsageError(f"{spec!r}: no such Python file {str(path)!r}", FORMS_HINT)
@@ -242,8 +270,11 @@ def _import_file(path: Path, spec: str) -> Any:
     module = importlib.util.module_from_spec(module_spec)
     sys.modules[name] = module  # dataclasses and pickling look the module up by name
     try:
-        with _importable_directory(path.resolve().parent):
+        with _importable_directory(path.resolve().parent), user_argv(str(path)):
             module_spec.loader.exec_module(module)
+    except SystemExit as exc:
+        del sys.modules[name]
+        raise _exited(spec, f"{path.name} called sys.exit({exc.code!r}) while being imported", exc) from exc
     except ImportError as exc:
         del sys.modules[name]
         raise UsageError(f"{spec!r}: {path.name} imports {exc.name or 'a module'!r}, which is not installed here",
@@ -288,7 +319,11 @@ def _from_factory(spec: str, module: Any, attribute: str, model_args: tuple[tupl
             raise UsageError(f"{spec!r}: cannot call {attribute}{shown} with --model-args: {exc}",
                              "fix --model-args (a JSON object of keyword arguments)") from None
     try:
-        result = factory(*args, **kwargs)
+        with user_argv(spec):
+            result = factory(*args, **kwargs)
+    except SystemExit as exc:
+        raise _exited(spec, f"{attribute}() called sys.exit({exc.code!r}) instead of returning a model", exc) \
+            from exc
     except Exception as exc:
         raise ProfilingFailed(f"{spec!r}: {attribute}() raised {type(exc).__name__}: {exc}",
                               "run with --verbose for the traceback") from exc
