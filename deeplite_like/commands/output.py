@@ -174,7 +174,7 @@ def _join(reports: Sequence[Report], fmt: str, notes: Sequence[str]) -> str:
     return text
 
 
-def check_output(output: str | None) -> None:
+def require_writable_output(output: str | None) -> None:
     """Refuse an ``--output`` that cannot be written, before any model is loaded or profiled.
 
     A directory, a path below a file (``notes.txt/report.html``), a missing directory and a
