@@ -56,10 +56,10 @@ def _refused(cli, path, record: str) -> str:
 
 
 def _torch_runs_it(path, marker) -> bool:
-    """Control: plain torch.export.load (and module()) on ``path``; True if it created the marker."""
+    """Control: plain torch.export.load, module() and a forward on ``path``; True if that created the marker."""
     logging.disable(logging.WARNING)  # torch logs the failed safe load before retrying it
     try:
-        torch.export.load(str(path)).module(check_guards=False)
+        torch.export.load(str(path)).module(check_guards=False)(torch.ones(2, 4))
     except Exception:  # noqa: BLE001 - the control only asks whether the plant ran
         pass
     finally:
@@ -167,16 +167,25 @@ def test_node_target_that_is_not_an_operator_is_refused(tmp_path, cli, target):
 
 
 def test_name_written_into_generated_code_is_refused(tmp_path, cli, marker):
-    # A parameter name becomes getattr(self, "NAME") in the code torch.fx generates and runs.
-    name = f'weight"); open("{marker}", "w"); ("'
-    evil = rewrite(export_archive(tmp_path / "m.pt2"), tmp_path / "evil.pt2",
-                   lambda n, d: d.replace(b'"weight"', json.dumps(name).encode()) if n == PROGRAM else None)
-    err = _refused(cli, evil, PROGRAM)
+    # A parameter name becomes getattr(self, "NAME") in the code torch.fx generates, and the
+    # forward runs it: getattr(self, "bias"); open("MARKER", "w"); ("") (no "." in the plant:
+    # fx splits the name on dots).
+    name = json.dumps(f'bias"); open("{marker}", "w"); ("').encode()
+
+    def plant(record: str, data: bytes) -> bytes | None:
+        if record == PROGRAM:
+            return data.replace(b'"parameter_name": "weight"', b'"parameter_name": ' + name)
+        return data.replace(b'{"weight": {', b"{" + name + b": {") if record == WEIGHTS_CONFIG else None
+
+    evil = rewrite(export_archive(tmp_path / "m.pt2"), tmp_path / "evil.pt2", plant)
+    assert _torch_runs_it(evil, marker)
+    err = _refused(cli, evil, WEIGHTS_CONFIG)  # the config comes first in the archive
     assert "which is not a Python name or dotted path" in err
 
 
 def test_carriage_return_in_a_stack_trace_is_refused(tmp_path, cli):
-    # fx writes the last stack-trace line into a comment; a carriage return would end it.
+    # Defence in depth: fx writes a node's last stack-trace line into a comment of the code it
+    # generates when asked to (not in module()'s code here); a carriage return would end it.
     evil = rewrite(export_archive(tmp_path / "m.pt2"), tmp_path / "evil.pt2",
                    edit_text(PROGRAM, "return F.linear(", "return F.linear(\\rimport os #"))
     err = _refused(cli, evil, PROGRAM)
