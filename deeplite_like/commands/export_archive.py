@@ -87,6 +87,7 @@ def _read_records(spec: str, data: bytes) -> dict[str, bytes]:
             raise ArchiveRefused(f"{spec!r}: the archive holds the record {duplicates[0]!r} more than once, so what "
                                  "torch reads may not be what was checked; deeplite-like refuses to load it",
                                  EXPORT_HINT)
+        _refuse_oversized(spec, infos)
         records = {}
         for info in infos:  # each entry by its own header: nothing read here is skipped by the check
             if info.is_dir():
@@ -96,6 +97,19 @@ def _read_records(spec: str, data: bytes) -> dict[str, bytes]:
     except (zipfile.BadZipFile, zipfile.LargeZipFile, EOFError, OSError, NotImplementedError) as exc:
         raise ArchiveRefused(f"{spec!r} is not a readable torch.export archive (a zip file): {exc}",
                              EXPORT_HINT) from None
+
+
+def _refuse_oversized(spec: str, infos: list[zipfile.ZipInfo]) -> None:
+    """Refuse an archive that unpacks to more than the memory here (a zip bomb), before unpacking it."""
+    from deeplite_like.commands.input_memory import available_memory
+    from deeplite_like.units import format_bytes
+
+    unpacked = sum(info.file_size for info in infos)  # zipfile never reads past an entry's declared size
+    available = available_memory()
+    if available is not None and unpacked > available:
+        raise ArchiveRefused(f"{spec!r}: the archive unpacks to {format_bytes(unpacked)}, more than the "
+                             f"{format_bytes(available)} of memory available here; refused before unpacking it",
+                             EXPORT_HINT)
 
 
 def _rebuilt(data: bytes) -> io.BytesIO:

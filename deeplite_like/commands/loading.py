@@ -181,6 +181,9 @@ def _load_file_or_factory(spec: str, model_args: tuple[tuple, dict]) -> LoadedMo
 
         return load_torch_file(spec, path)
     if sep and target and attribute and all(part.isidentifier() for part in target.split(".")):
+        from deeplite_like.commands.factory_guard import refuse_stdlib_module
+
+        refuse_stdlib_module(spec, target)
         try:
             # The current directory is importable as under `python -m`; a console script's would not be.
             with _importable_directory(Path.cwd()), user_argv(target):
@@ -298,6 +301,9 @@ def _from_factory(spec: str, module: Any, attribute: str, model_args: tuple[tupl
             f"it defines: {', '.join(sorted(n for n in names if callable(getattr(module, n))))[:300]}"
         raise UsageError(f"{spec!r}: {_module_label(module)} has no attribute {attribute!r}", hint)
     factory = getattr(module, attribute)
+    from deeplite_like.commands.factory_guard import refuse_loader
+
+    refuse_loader(spec, factory)
     args, kwargs = model_args
     if framework_of(factory) is not None:  # already a model (a module-level instance)
         if model_args != ((), {}):

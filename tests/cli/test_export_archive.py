@@ -274,3 +274,16 @@ def test_shape_expression_grammar(text, safe):
 ])
 def test_operator_grammar(target, safe):
     assert _is_operator(target) is safe
+
+
+def test_archive_larger_than_memory_is_refused_before_unpacking(tmp_path, cli, monkeypatch):
+    from deeplite_like.commands import input_memory
+    from deeplite_like.units import format_bytes
+
+    path = export_archive(tmp_path / "m.pt2")
+    unpacked = sum(info.file_size for info in zipfile.ZipFile(path).infolist())
+    monkeypatch.setattr(input_memory, "available_memory", lambda: unpacked - 1)  # a zip bomb, as this machine sees it
+    code, _, err = cli("profile", str(path), *FAST)
+    assert code == 2
+    assert (f"the archive unpacks to {format_bytes(unpacked)}, more than the {format_bytes(unpacked - 1)} of memory "
+            "available here; refused before unpacking it") in err

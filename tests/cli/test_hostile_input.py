@@ -202,3 +202,39 @@ def test_cuda_without_a_gpu_is_refused_before_loading_and_says_what_is_available
     assert line.endswith("; available here: cpu, meta")
     code, _, err = cli("profile", spec, "--device", "gpu", *FAST)
     assert code == 2 and "argument --device: invalid choice: 'gpu' (choose from" in err
+
+
+# ------------------------------------------------------------------------------ specs that are no factory
+@pytest.mark.parametrize("spec, message", [
+    ("os:system", "'os' is a standard-library module, not one that builds models"),
+    ("builtins:eval", "'builtins' is a standard-library module, not one that builds models"),
+    ("subprocess:getoutput", "'subprocess' is a standard-library module"),
+    ("pickle:loads", "'pickle' is a standard-library module"),
+    ("torch:load", "names torch.serialization.load, a loader of files or text, not a model factory"),
+    ("torch.jit:load", "names torch.jit._serialization.load, a loader of files or text"),
+    ("torch.hub:load", "names torch.hub.load, a loader of files or text"),
+    ("numpy:load", "names numpy.load, a loader of files or text"),
+])
+def test_spec_naming_a_standard_or_loader_function_runs_nothing(tmp_path, cli, spec, message):
+    marker = tmp_path / "MARKER"
+    args = {"os:system": f'["touch {marker}"]', "builtins:eval": f'["open({str(marker)!r}, \\"w\\")"]',
+            "subprocess:getoutput": f'["touch {marker}"]'}.get(spec, '{"weights_only": false}')
+    code, out, err = cli("profile", spec, "--model-args", args, *FAST)
+    assert code == 2 and out == "" and message in err
+    assert not marker.exists()
+
+
+def test_framework_model_classes_are_still_factories(cli):
+    # torch.nn.Linear(4, 3) on a batch of 2: 24 MACs.
+    code, out, err = cli("profile", "torch.nn:Linear", "--model-args", "[4, 3]", "--input-shape", "2,4",
+                         "--metrics", "macs", "--format", "json", *FAST)
+    assert code == 0, err
+    assert _macs(out) == 24
+
+
+def test_own_file_named_like_a_standard_module_works_by_path(tmp_path, cli):
+    (tmp_path / "code.py").write_text(MODEL)
+    code, out, err = cli("profile", f"{tmp_path / 'code.py'}:build", "--input-shape", "2,4", "--metrics", "macs",
+                         "--format", "json", *FAST)
+    assert code == 0, err
+    assert _macs(out) == 24
