@@ -16,6 +16,11 @@ of positional ones), or with no arguments. It returns the model, or ``(model, ex
 ``example`` is its input: a tensor, a tuple of tensors, a dict of keyword tensors or
 ``deeplite_like.Inputs``. A module attribute that already is a model is used as it is.
 
+A factory's module and the factory itself are imported and called with ``sys.argv`` holding only
+their own name, and a ``SystemExit`` from them is an error; standard-library functions and
+frameworks' file loaders are refused (``factory_guard``). A file with no model extension is
+refused by its name and kind, never by its content.
+
 Weights are never downloaded (``weights=None``). Pickled PyTorch files are read with
 ``torch.load(weights_only=True)``: a file that needs arbitrary code to load is refused, and a
 file of weights alone (a ``state_dict``) is explained (pass it with ``--weights`` to a factory).
