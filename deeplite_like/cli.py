@@ -17,7 +17,7 @@ import sys
 import traceback
 from typing import IO, Sequence
 
-from deeplite_like.commands.errors import EXIT_FAILURE, CommandError
+from deeplite_like.commands.errors import EXIT_FAILURE, CommandError, ProfilingFailed
 
 PROG = "deeplite-like"
 
@@ -68,6 +68,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print(f"\n{PROG}: interrupted", file=sys.stderr)
         return 130
+    except SystemExit as exc:  # the model's own code exited while it ran: never a silent success
+        error = ProfilingFailed(f"the model's code called sys.exit({exc.code!r}) while deeplite-like was running it",
+                                "models must return or raise, not exit; --verbose shows where it exited")
+        error.__traceback__ = exc.__traceback__
+        return report_error(error, getattr(args, "verbose", False), sys.stderr)
     except Exception as error:  # every error becomes one line and an exit code; --verbose shows the rest
         return report_error(error, getattr(args, "verbose", False), sys.stderr)
 

@@ -9,9 +9,9 @@ from deeplite_like.commands.errors import UsageError
 from deeplite_like.commands.inputs import parse_shape, resolve_inputs
 from deeplite_like.commands.loading import FORMS_HINT, load_model, parse_model_args
 from deeplite_like.commands.options import add_common_options, add_measure_options, layer_view, run_options
-from deeplite_like.commands.output import render_compare, resolve_format, write
+from deeplite_like.commands.output import render_compare, require_writable_output, resolve_format, write
 from deeplite_like.commands.progress import Progress
-from deeplite_like.commands.run import ModelResult, execute, prepare
+from deeplite_like.commands.run import ModelResult, check_device, execute, prepare
 from deeplite_like.reports import CompareReport
 
 
@@ -37,7 +37,9 @@ def run(args: argparse.Namespace, stdout: IO[str] | None = None, stderr: IO[str]
         raise UsageError(f"compare needs at least two models, got {len(args.models)}",
                          "deeplite-like compare zoo:resnet_small zoo:resnet_small_student (the first is the "
                          "reference); to profile one model use: deeplite-like profile MODEL")
+    require_writable_output(args.output)  # before any model is loaded: no work is lost to a bad path
     fmt = resolve_format(args.format, args.output)
+    check_device(args.device)
     shapes = [parse_shape(text) for text in args.input_shape or []]
     model_args = parse_model_args(args.model_args)
     # Every model is loaded before any is profiled: a bad spec fails at once, not after minutes.

@@ -19,9 +19,10 @@ from deeplite_like.commands.errors import UsageError
 from deeplite_like.commands.inputs import resolve_inputs
 from deeplite_like.commands.loading import load_model
 from deeplite_like.commands.options import add_common_options, add_measure_options, layer_view, run_options
-from deeplite_like.commands.output import Rendered, layer_title, resolve_format, select_layers, write
+from deeplite_like.commands.output import (Rendered, layer_title, require_writable_output, resolve_format,
+                                          select_layers, write)
 from deeplite_like.commands.progress import Progress
-from deeplite_like.commands.run import ModelResult, execute, prepare
+from deeplite_like.commands.run import ModelResult, check_device, execute, prepare
 from deeplite_like.reports import Report
 
 
@@ -81,10 +82,12 @@ def run(args: argparse.Namespace, stdout: IO[str] | None = None, stderr: IO[str]
     stdout, stderr = stdout or sys.stdout, stderr or sys.stderr
     if args.list:
         return list_models(stdout)
+    require_writable_output(args.output)  # before any model is loaded: no work is lost to a bad path
     fmt = resolve_format(args.format, args.output)
     if fmt == "csv":
         raise UsageError("the demo shows several tables, which one CSV file cannot hold",
                          "use --format json, markdown, html or table")
+    check_device(args.device)
     groups, skipped = [], []
     for group in demo_groups():
         if importlib.util.find_spec(group.framework) is None:

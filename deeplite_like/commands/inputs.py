@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import pickle
 import re
+import zipfile
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +39,7 @@ def resolve_inputs(loaded: LoadedModel, shapes: list[tuple[int, ...]] | None,
     if inputs_file is not None:
         return _read_inputs(Path(inputs_file), loaded.framework)
     if shapes:
+        _check_shapes(shapes, loaded)
         return tuple(_random(shape, loaded) for shape in shapes), {}
     if loaded.example is not None:
         return loaded.example
@@ -46,6 +48,21 @@ def resolve_inputs(loaded: LoadedModel, shapes: list[tuple[int, ...]] | None,
     raise UsageError(f"{loaded.spec!r}: the input shape of this model is not known",
                      "pass --input-shape (batch axis first, e.g. --input-shape 1,3,224,224; repeat it for "
                      "several inputs) or --inputs FILE")
+
+
+def _check_shapes(shapes: list[tuple[int, ...]], loaded: LoadedModel) -> None:
+    """Refuse ``--input-shape`` tensors too large for this machine, before they are drawn."""
+    from deeplite_like.commands.input_memory import check_input_bytes, shape_bytes
+
+    dtype, itemsize = "float32", 4  # drawn in float32 (then cast to a torch model's dtype)
+    if loaded.framework == "torch":
+        import torch
+
+        first = next((p.dtype for p in loaded.model.parameters() if p.is_floating_point()), torch.float32)
+        dtype, itemsize = str(first).replace("torch.", ""), max(4, torch.empty((), dtype=first).element_size())
+    what = " + ".join(f"{'x'.join(map(str, shape))} {dtype}" for shape in shapes)
+    option = " ".join(f"--input-shape {','.join(map(str, shape))}" for shape in shapes)
+    check_input_bytes(option, what, sum(shape_bytes(shape, itemsize) for shape in shapes))
 
 
 def _random(shape: tuple[int, ...], loaded: LoadedModel) -> Any:
@@ -78,17 +95,24 @@ def _read_inputs(path: Path, framework: str) -> tuple[tuple, dict]:
 def _read_numpy(path: Path) -> tuple[tuple, dict]:
     import numpy as np
 
+    hint = "save plain numeric arrays: numpy.save('x.npy', x) or numpy.savez('x.npz', x, mask=mask)"
     try:
-        data = np.load(path, allow_pickle=False)
-    except ValueError as exc:  # numpy refuses object arrays without pickle
-        raise UsageError(f"--inputs {str(path)!r} cannot be read without unpickling code: {exc}",
-                         "save plain numeric arrays") from None
-    if isinstance(data, np.ndarray):
-        return (data,), {}
-    with data:
-        names = list(data.files)
-        positional = sorted((n for n in names if re.fullmatch(r"arr_\d+", n)), key=lambda n: int(n[4:]))
-        return tuple(data[n] for n in positional), {n: data[n] for n in names if n not in positional}
+        data = np.load(path, allow_pickle=False)  # never True: a pickled object array runs code when loaded
+        if isinstance(data, np.ndarray):
+            return (data,), {}
+        with data:  # an .npz reads each array when it is indexed: the refusal comes from here
+            names = list(data.files)
+            arrays = {n: data[n] for n in names}
+    except ValueError as exc:
+        if "allow_pickle" in str(exc):
+            raise UsageError(f"--inputs {str(path)!r} holds an object array (pickled Python objects); loading it "
+                             "would run code from the file, so deeplite-like refuses to", hint) from None
+        raise UsageError(f"cannot read --inputs {str(path)!r} as a numpy file: {exc}", hint) from None
+    except (OSError, EOFError, zipfile.BadZipFile) as exc:
+        raise UsageError(f"cannot read --inputs {str(path)!r} as a numpy file: {type(exc).__name__}: {exc}", hint) \
+            from None
+    positional = sorted((n for n in names if re.fullmatch(r"arr_\d+", n)), key=lambda n: int(n[4:]))
+    return tuple(arrays[n] for n in positional), {n: arrays[n] for n in names if n not in positional}
 
 
 def _read_torch(path: Path) -> tuple[tuple, dict]:
@@ -97,15 +121,18 @@ def _read_torch(path: Path) -> tuple[tuple, dict]:
     except ImportError:
         raise UsageError(f"--inputs {str(path)!r} is a PyTorch file, and torch is not installed here",
                          "install it with: pip install 'deeplite-like[torch]', or save the inputs with numpy") from None
+    from deeplite_like.commands.torch_files import require_torch_kind
+
+    require_torch_kind(path, f"--inputs {str(path)!r}", "save the inputs with torch.save(x, path)")
     try:
         data = torch.load(str(path), map_location="cpu", weights_only=True)
     except pickle.UnpicklingError:
         raise UsageError(f"--inputs {str(path)!r} holds pickled Python objects; loading it would run code from "
                          "the file, so deeplite-like refuses to", "save tensors only: torch.save((x, mask), path)") \
             from None
-    except (RuntimeError, EOFError, OSError) as exc:
-        raise UsageError(f"cannot read --inputs {str(path)!r} as a PyTorch file: {exc}", "save it with torch.save")\
-            from None
+    except Exception as exc:  # the weights-only loader ran nothing; any other failure is a file it cannot read
+        raise UsageError(f"cannot read --inputs {str(path)!r} as a PyTorch file: {type(exc).__name__}: {exc}",
+                         "save it with torch.save") from None
     if isinstance(data, torch.Tensor):
         return (data,), {}
     if isinstance(data, (tuple, list)) and all(isinstance(x, torch.Tensor) for x in data):

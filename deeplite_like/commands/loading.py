@@ -18,6 +18,11 @@ of positional ones), or with no arguments. It returns the model, or ``(model, ex
 ``example`` is its input: a tensor, a tuple of tensors, a dict of keyword tensors or
 ``deeplite_like.Inputs``. A module attribute that already is a model is used as it is.
 
+A factory's module and the factory itself are imported and called with ``sys.argv`` holding only
+their own name, and a ``SystemExit`` from them is an error; standard-library functions and
+frameworks' file loaders are refused (``factory_guard``). A file with no model extension is
+refused by its name and kind, never by its content.
+
 Weights are never downloaded (``weights=None``). Pickled PyTorch files are read with
 ``torch.load(weights_only=True)``: a file that needs arbitrary code to load is refused, and a
 file of weights alone (a ``state_dict``) is explained (pass it with ``--weights`` to a factory).
@@ -180,6 +185,8 @@ def _load_file_or_factory(spec: str, model_args: tuple[tuple, dict]) -> LoadedMo
             raise UsageError(f"no such model file: {spec!r}" + ("" if path.parent.is_dir() else
                                                                f" (no directory {str(path.parent)!r})"),
                              FORMS_HINT)
+        if suffix not in TORCH_FILE_SUFFIXES + EXPORT_SUFFIXES + KERAS_SUFFIXES:
+            _refuse_unknown_file(spec, path)
         if model_args != ((), {}):
             raise UsageError(f"--model-args applies to factories; {spec!r} is a saved model file",
                              "drop --model-args")
@@ -191,9 +198,16 @@ def _load_file_or_factory(spec: str, model_args: tuple[tuple, dict]) -> LoadedMo
 
         return load_torch_file(spec, path)
     if sep and target and attribute and all(part.isidentifier() for part in target.split(".")):
+        from deeplite_like.commands.factory_guard import refuse_stdlib_module
+
+        refuse_stdlib_module(spec, target)
         try:
-            with _importable_directory(Path.cwd()):  # as `python -m` does; a console script would not
+            # The current directory is importable as under `python -m`; a console script's would not be.
+            with _importable_directory(Path.cwd()), user_argv(target):
                 module = importlib.import_module(target)
+        except SystemExit as exc:
+            raise _exited(spec, f"module {target!r} called sys.exit({exc.code!r}) while being imported", exc) \
+                from exc
         except ModuleNotFoundError as exc:
             missing = exc.name or "?"
             if target == missing or target.startswith(missing + "."):
@@ -211,6 +225,23 @@ def _load_file_or_factory(spec: str, model_args: tuple[tuple, dict]) -> LoadedMo
     raise UsageError(f"cannot tell what model {spec!r} names", FORMS_HINT)
 
 
+def _refuse_unknown_file(spec: str, path: Path) -> None:
+    """An existing file whose name is no model form: say so by its name and kind, never by its content."""
+    from deeplite_like.commands.file_kinds import describe, kind_of
+
+    if path.suffix.lower() == ".py":
+        raise UsageError(f"{spec!r} is a Python file; name the function in it that builds the model",
+                         f"write {spec}:FACTORY, e.g. deeplite-like profile {spec}:build")
+    known = ", ".join(TORCH_FILE_SUFFIXES + EXPORT_SUFFIXES + KERAS_SUFFIXES)
+    try:
+        kind = describe(kind_of(path))
+    except OSError as exc:
+        kind = f"a file that cannot be read ({exc.strerror})"
+    extension = f"the extension {path.suffix!r}" if path.suffix else "no extension"
+    raise UsageError(f"{spec!r} is not a model file deeplite-like can load: it is {kind} with {extension} "
+                     f"(model files end in {known})", FORMS_HINT)
+
+
 @contextlib.contextmanager
 def _importable_directory(directory: Path) -> Iterator[None]:
     """Put ``directory`` first on ``sys.path`` while a file is imported (its sibling imports work)."""
@@ -221,6 +252,30 @@ def _importable_directory(directory: Path) -> Iterator[None]:
     finally:
         with contextlib.suppress(ValueError):
             sys.path.remove(entry)
+
+
+@contextlib.contextmanager
+def user_argv(program: str) -> Iterator[None]:
+    """``sys.argv = [program]`` while user code is imported or called; restored in ``finally``.
+
+    The command line's own arguments are not the user file's: an ``argparse`` parser run at
+    import would read them, fail on the options it does not know and exit.
+    """
+    saved = sys.argv
+    sys.argv = [program]
+    try:
+        yield
+    finally:
+        sys.argv = saved
+
+
+def _exited(spec: str, what: str, exc: SystemExit) -> ProfilingFailed:
+    """The error for user code that raised ``SystemExit``: never a silent exit, whatever its code."""
+    return ProfilingFailed(f"{spec!r}: {what}; deeplite-like needs a model from it" +
+                           (" (argparse exits so when parse_args() finds an error, or on --help)"
+                            if exc.code == 2 else ""),
+                           "parse command-line arguments only under `if __name__ == '__main__':`, and return "
+                           "the model (or raise an exception) instead of exiting")
 
 
 def _import_file(path: Path, spec: str) -> Any:
@@ -235,8 +290,11 @@ def _import_file(path: Path, spec: str) -> Any:
     module = importlib.util.module_from_spec(module_spec)
     sys.modules[name] = module  # dataclasses and pickling look the module up by name
     try:
-        with _importable_directory(path.resolve().parent):
+        with _importable_directory(path.resolve().parent), user_argv(str(path)):
             module_spec.loader.exec_module(module)
+    except SystemExit as exc:
+        del sys.modules[name]
+        raise _exited(spec, f"{path.name} called sys.exit({exc.code!r}) while being imported", exc) from exc
     except ImportError as exc:
         del sys.modules[name]
         raise UsageError(f"{spec!r}: {path.name} imports {exc.name or 'a module'!r}, which is not installed here",
@@ -260,6 +318,9 @@ def _from_factory(spec: str, module: Any, attribute: str, model_args: tuple[tupl
             f"it defines: {', '.join(sorted(n for n in names if callable(getattr(module, n))))[:300]}"
         raise UsageError(f"{spec!r}: {_module_label(module)} has no attribute {attribute!r}", hint)
     factory = getattr(module, attribute)
+    from deeplite_like.commands.factory_guard import refuse_loader
+
+    refuse_loader(spec, factory)
     args, kwargs = model_args
     if framework_of(factory) is not None:  # already a model (a module-level instance)
         if model_args != ((), {}):
@@ -281,7 +342,11 @@ def _from_factory(spec: str, module: Any, attribute: str, model_args: tuple[tupl
             raise UsageError(f"{spec!r}: cannot call {attribute}{shown} with --model-args: {exc}",
                              "fix --model-args (a JSON object of keyword arguments)") from None
     try:
-        result = factory(*args, **kwargs)
+        with user_argv(spec):
+            result = factory(*args, **kwargs)
+    except SystemExit as exc:
+        raise _exited(spec, f"{attribute}() called sys.exit({exc.code!r}) instead of returning a model", exc) \
+            from exc
     except Exception as exc:
         raise ProfilingFailed(f"{spec!r}: {attribute}() raised {type(exc).__name__}: {exc}",
                               "run with --verbose for the traceback") from exc

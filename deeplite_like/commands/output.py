@@ -174,6 +174,39 @@ def _join(reports: Sequence[Report], fmt: str, notes: Sequence[str]) -> str:
     return text
 
 
+def require_writable_output(output: str | None) -> None:
+    """Refuse an ``--output`` that cannot be written, before any model is loaded or profiled.
+
+    A directory, a path below a file (``notes.txt/report.html``), a missing directory and a
+    place this process may not write are each a ``UsageError`` naming the path. The check
+    opens the file for appending (nothing is truncated) and removes it again if it was new.
+    """
+    if output is None:
+        return
+    target = Path(output)
+    if target.is_dir():
+        raise UsageError(f"--output {output!r} is a directory, not a file",
+                         f"name a file in it, e.g. --output {str(target / 'report.html')!r}")
+    ancestor = target.parent
+    while not ancestor.exists() and ancestor != ancestor.parent:
+        ancestor = ancestor.parent
+    if ancestor.exists() and not ancestor.is_dir():
+        raise UsageError(f"--output {output!r}: {str(ancestor)!r} is a file, not a directory",
+                         "write the report somewhere else")
+    if not target.parent.is_dir():
+        raise UsageError(f"--output {output!r}: the directory {str(target.parent)!r} does not exist",
+                         "create it first, or write somewhere else")
+    existed = target.exists()
+    try:
+        with open(target, "a", encoding="utf-8"):
+            pass
+    except OSError as exc:
+        raise UsageError(f"--output {output!r} cannot be written: {exc.strerror}",
+                         "write the report somewhere this user may write") from None
+    if not existed:
+        target.unlink()
+
+
 def write(rendered: Rendered, output: str | None, stdout) -> list[str]:
     """Write the text to ``output`` (or ``stdout``) and the side files; return the paths written."""
     written = []

@@ -8,9 +8,9 @@ from typing import IO
 from deeplite_like.commands.inputs import parse_shape, resolve_inputs
 from deeplite_like.commands.loading import FORMS_HINT, load_model, parse_model_args
 from deeplite_like.commands.options import add_common_options, add_measure_options, layer_view, run_options
-from deeplite_like.commands.output import render_profile, resolve_format, write
+from deeplite_like.commands.output import render_profile, require_writable_output, resolve_format, write
 from deeplite_like.commands.progress import Progress
-from deeplite_like.commands.run import execute, prepare
+from deeplite_like.commands.run import check_device, execute, prepare
 
 
 def add_parser(commands: argparse._SubParsersAction) -> None:
@@ -25,7 +25,9 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace, stdout: IO[str] | None = None, stderr: IO[str] | None = None) -> int:
     stdout, stderr = stdout or sys.stdout, stderr or sys.stderr
+    require_writable_output(args.output)  # before any model is loaded: no work is lost to a bad path
     fmt = resolve_format(args.format, args.output)
+    check_device(args.device)
     shapes = [parse_shape(text) for text in args.input_shape or []]
     model_args = parse_model_args(args.model_args)
     loaded = load_model(args.model, model_args, args.weights, args.seq_len)

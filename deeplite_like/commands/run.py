@@ -101,6 +101,8 @@ class PreparedRun:
 
 def prepare(loaded: LoadedModel, inputs: tuple[tuple, dict], options: RunOptions) -> PreparedRun:
     """Place the model, build its profiler and keep the functions computing what ``options`` asks."""
+    if options.batch_size is not None:
+        _check_batch(inputs, options.batch_size)
     args, kwargs = _place(loaded, inputs, options.device)
     profiler = _profiler(loaded, args, kwargs)
     wanted = _select(profiler, loaded, options)
@@ -183,7 +185,36 @@ def profile_loaded(loaded: LoadedModel, inputs: tuple[tuple, dict], options: Run
     return execute(run, progress)
 
 
+def check_device(device: str) -> None:
+    """Refuse ``--device cuda`` on a machine where torch sees no CUDA device, before anything is loaded."""
+    if device != "cuda":
+        return
+    import importlib.util
+
+    if importlib.util.find_spec("torch") is None:
+        raise UsageError("--device cuda runs PyTorch models, and torch is not installed here",
+                         "use --device cpu (or meta, which counts without running)")
+    import torch
+
+    if not torch.cuda.is_available():
+        build = f"torch {torch.__version__} " + ("is built without CUDA" if torch.version.cuda is None else
+                                                f"is built for CUDA {torch.version.cuda}, but finds no GPU")
+        raise UsageError(f"--device cuda: this torch sees no CUDA device ({build}); available here: cpu, meta",
+                         "use --device cpu (or --device meta, which counts without running), or install a "
+                         "CUDA build of torch on a machine with a GPU")
+
+
 # ------------------------------------------------------------------------------ helpers
+def _check_batch(inputs: tuple[tuple, dict], batch_size: int) -> None:
+    """Refuse a ``--batch-size`` whose inputs alone would not fit in memory here (estimated per sample)."""
+    from deeplite_like.commands.input_memory import check_input_bytes, sample_bytes
+    from deeplite_like.units import format_bytes
+
+    per_sample = sample_bytes(inputs)
+    check_input_bytes(f"--batch-size {batch_size}", f"{batch_size} samples of {format_bytes(per_sample)} each",
+                      per_sample * batch_size)
+
+
 def _place(loaded: LoadedModel, inputs: tuple[tuple, dict], device: str) -> tuple[tuple, dict]:
     """Move a torch model and its inputs to ``cuda`` when asked (the model is the command's own copy)."""
     if device != "cuda":
@@ -194,9 +225,7 @@ def _place(loaded: LoadedModel, inputs: tuple[tuple, dict], device: str) -> tupl
     import torch
     from torch.utils._pytree import tree_map
 
-    if not torch.cuda.is_available():
-        raise UsageError("--device cuda: this torch sees no CUDA device", "use --device cpu, or install a CUDA build "
-                         "of torch on a machine with a GPU")
+    check_device(device)
     loaded.model.to("cuda")
     return tree_map(lambda x: x.to("cuda") if isinstance(x, torch.Tensor) else x, inputs)
 

@@ -2,8 +2,11 @@
 
 * A TorchScript archive (``torch.jit.save``) is loaded with ``torch.jit.load``: its code is
   TorchScript, run by TorchScript's interpreter, not Python.
-* A ``torch.export`` archive (``.pt2``) is loaded with ``torch.export.load``; its sample
-  inputs, when saved, become the default inputs.
+* A ``torch.export`` archive (``.pt2``) is checked record by record first
+  (``deeplite_like.commands.export_archive``: every pickle must load with
+  ``weights_only=True``, no code in shape expressions, operator names or native libraries),
+  then loaded with ``torch.export.load`` from the checked copy; its sample inputs, when saved,
+  become the default inputs.
 * Anything else is read with ``torch.load(weights_only=True)``, which unpickles only tensors
   and plain containers. A pickled module (``torch.save(model)``) needs its classes' code to
   run and is refused, with what to do instead; a ``state_dict`` is weights without a model,
@@ -23,7 +26,8 @@ from pathlib import Path
 from typing import Any
 
 from deeplite_like.commands.errors import UsageError
-from deeplite_like.commands.loading import LoadedModel, require_framework
+from deeplite_like.commands.file_kinds import PICKLE, ZIP, describe, kind_of
+from deeplite_like.commands.loading import EXPORT_SUFFIXES, LoadedModel, require_framework
 
 _UNSUPPORTED_GLOBAL = re.compile(r"Unsupported global: GLOBAL ([\w.]+)")
 _WEIGHTS_UNPICKLER = re.compile(r"WeightsUnpickler error:\s*([^\n]+(?:\n(?!\n)[^\n]*)*)")
@@ -52,6 +56,8 @@ def _archive_members(path: Path) -> list[str]:
 def load_torch_file(spec: str, path: Path) -> LoadedModel:
     """A TorchScript, ``torch.export`` or pickled PyTorch file (the last one only if it is safe)."""
     torch = _torch(spec)
+    if path.suffix.lower() not in EXPORT_SUFFIXES:  # a .pt2 archive is checked record by record
+        require_torch_kind(path, f"{spec!r}", SAVE_HINT)
     members = _archive_members(path)
     name = path.stem
     if any("/code/" in m for m in members) or any(m.endswith("/constants.pkl") for m in members):
@@ -70,9 +76,23 @@ def load_torch_file(spec: str, path: Path) -> LoadedModel:
     return _refuse_pickle(spec, path, torch)
 
 
+def require_torch_kind(path: Path, what: str, hint: str) -> None:
+    """Refuse a file that is neither a zip archive nor a pickle before torch reads it.
+
+    ``what`` names the file in the message (``"'model.pth'"``, ``"--weights 'w.pt'"``).
+    """
+    kind = kind_of(path)
+    if kind not in (ZIP, PICKLE):
+        raise UsageError(f"{what} is not a PyTorch file: it is {describe(kind)}, not the zip archive (or pickle) "
+                         "that torch.save, torch.jit.save or torch.export.save writes", hint)
+
+
 def _load_exported(spec: str, path: Path, torch: Any) -> LoadedModel:
+    from deeplite_like.commands.export_archive import checked_archive
+
+    archive = checked_archive(spec, path.read_bytes())  # raises before torch reads anything unsafe
     try:
-        program = torch.export.load(str(path))
+        program = torch.export.load(archive)
     except Exception as exc:  # torch raises RuntimeError, KeyError or ValueError on a bad archive
         raise UsageError(f"{spec!r} is not a torch.export archive that this torch can read: "
                          f"{type(exc).__name__}: {_first_line(exc)}",
@@ -110,8 +130,9 @@ def _refuse_pickle(spec: str, path: Path, torch: Any) -> LoadedModel:
         raise UsageError(f"{spec!r} is a pickled Python object (it needs the Python class {match.group(1)}), such "
                          "as torch.save(model) writes; loading it would run arbitrary code from the file "
                          "(weights_only=False), so deeplite-like refuses to", SAVE_HINT) from None
-    except (RuntimeError, EOFError, ValueError, OSError) as exc:
-        raise UsageError(f"cannot read {spec!r} as a PyTorch file: {_first_line(exc)}", SAVE_HINT) from None
+    except Exception as exc:  # the weights-only loader ran nothing; any other failure is a file it cannot read
+        raise UsageError(f"cannot read {spec!r} as a PyTorch file: {type(exc).__name__}: {_first_line(exc)}",
+                         SAVE_HINT) from None
     state_dict, where = _find_state_dict(content)
     if state_dict is not None:
         tensors = [k for k, v in state_dict.items() if isinstance(v, torch.Tensor)]
@@ -147,14 +168,16 @@ def load_state_dict_into(loaded: LoadedModel, weights: str) -> None:
     path = Path(weights)
     if not path.is_file():
         raise UsageError(f"--weights: no such file {weights!r}", "give the path of a saved state_dict")
+    require_torch_kind(path, f"--weights {weights!r}", "save it with torch.save(model.state_dict(), path)")
     try:
         content = torch.load(str(path), map_location="cpu", weights_only=True)
     except pickle.UnpicklingError:
         raise UsageError(f"--weights {weights!r} is a pickled Python object, not plain weights; loading it "
                          "would run arbitrary code, so deeplite-like refuses to",
                          "save model.state_dict() instead of the model") from None
-    except (RuntimeError, EOFError, ValueError, OSError) as exc:
-        raise UsageError(f"cannot read --weights {weights!r} as a PyTorch file: {_first_line(exc)}",
+    except Exception as exc:  # the weights-only loader ran nothing; any other failure is a file it cannot read
+        raise UsageError(f"cannot read --weights {weights!r} as a PyTorch file: {type(exc).__name__}: "
+                         f"{_first_line(exc)}",
                          "save it with torch.save(model.state_dict(), path)") from None
     state_dict, _ = _find_state_dict(content)
     if state_dict is None:

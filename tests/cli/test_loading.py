@@ -209,7 +209,7 @@ def test_unreadable_or_missing_model_files(tmp_path, cli, name, content):
         path.write_bytes(content)
     code, _, err = cli("profile", str(path), *FAST)
     assert code == 2
-    assert ("cannot read" in err) if content is not None else ("no such model file" in err)
+    assert ("is not a PyTorch file: it is a text file" in err) if content is not None else ("no such model file" in err)
 
 
 # ------------------------------------------------------------------------------- torchvision
