@@ -46,6 +46,9 @@ REVIEWED = {
     ("commands/loading.py", "json.loads"): "--model-args is JSON, never Python",
     ("commands/inputs.py", "import pickle"): "for the pickle.UnpicklingError class only",
     ("commands/torch_files.py", "import pickle"): "for the pickle.UnpicklingError class only",
+    ("commands/hub_models.py", "importlib.import_module"):
+        "'transformers' or 'timm' only (the fixed names of the hf: and timm: forms); the hf: config is read with "
+        "trust_remote_code=False, so no code from the hub runs",
     # --- user code the user asked to run
     ("commands/loading.py", "module_spec.loader.exec_module"):
         "imports the Python file the user named as path/to/file.py:factory: running its code is what was asked; "
