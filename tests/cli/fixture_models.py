@@ -48,3 +48,17 @@ def not_a_model() -> str:
 
 INSTANCE = nn.Linear(4, 3)
 NUMBER = 42
+
+
+class _CtrlC(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(4, 3)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        raise KeyboardInterrupt  # what Ctrl-C does while the forward runs
+
+
+def interrupted() -> nn.Module:
+    """A model whose forward is interrupted (Ctrl-C)."""
+    return _CtrlC()
