@@ -77,3 +77,27 @@ def test_untracked_work_is_marked_beside_the_count():
     assert "'>=' marks a count that misses 1 operator(s) that ran with no formula and were counted as 0: " \
            "dltest.mystery x1" in report.to_text()
     assert json.loads(report.to_json())["metrics"][0]["details"]["untracked"] == {"dltest.mystery": 1}
+
+
+def test_per_module_times_reconcile_with_their_parents():
+    from deeplite_like.backends.torch.layer_timing import module_forward_times
+
+    class Stack(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.blocks = nn.ModuleList([nn.Sequential(nn.Linear(64, 64), nn.ReLU()) for _ in range(3)])
+            self.head = nn.Linear(64, 8)
+
+        def forward(self, x):
+            for block in self.blocks:
+                x = block(x)
+            return self.head(x)
+
+    model = Stack()
+    times = module_forward_times(model, (torch.randn(16, 64),), repeats=7, warmup=1)
+    # every module's time comes from the same forward: a parent is never less than its children
+    assert times[""] >= times["blocks"] + times["head"]
+    for i in range(3):
+        assert times[f"blocks.{i}"] >= times[f"blocks.{i}.0"] + times[f"blocks.{i}.1"]
+    # the ModuleList is never called itself: its time is its children's sum
+    assert times["blocks"] == times["blocks.0"] + times["blocks.1"] + times["blocks.2"]
