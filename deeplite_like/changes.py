@@ -10,6 +10,9 @@ depends on argument order.
 * ``DIFFERENCE`` (higher is better) / ``DIFFERENCE_LOWER`` (lower is better) compare by
   ``other - reference``: in points for a percentage, else in the metric's units, scaled.
 * ``NONE`` shows the difference and never judges.
+* A measured value with a spread (a latency's interquartile range, ``noise_interval``) is
+  ``'same (within noise)'`` when the two ranges overlap: only a difference larger than the
+  noise earns a verdict.
 
 Values are compared in the reference's base unit. When a user-defined metric declares another
 ``BASE_UNIT`` for the same ``NAME`` (``ms`` vs ``s``, ``MB`` vs ``MiB``), the other value is
@@ -28,6 +31,36 @@ from deeplite_like.units import format_number, pick_scale
 Verdict = Literal["better", "worse", "same", "n/a"]
 
 NOT_COMPUTED = "not computed"
+NOT_MEASURED = "not measured"
+WITHIN_NOISE = "same (within noise)"
+
+
+def _number(value: Any) -> float | None:
+    value = getattr(value, "value", value)  # a detail may be a Metric (ExecutionTime(iqr))
+    return float(value) if is_number(value) else None
+
+
+def noise_interval(metric: Metric | None) -> tuple[float, float] | None:
+    """The spread of a measured value, in its base unit: ``(low, high)`` or ``None`` (exact).
+
+    Read from the value's details: ``interval`` (``(low, high)``), else the quartiles ``q1`` and
+    ``q3``, else ``median +/- iqr / 2``. Counts and sizes have none: they are exact.
+    """
+    if metric is None or not is_number(metric.value):
+        return None
+    details = metric.details or {}
+    interval = details.get("interval")
+    if isinstance(interval, (tuple, list)) and len(interval) == 2:
+        low, high = _number(interval[0]), _number(interval[1])
+        if low is not None and high is not None:
+            return (min(low, high), max(low, high))
+    q1, q3 = _number(details.get("q1")), _number(details.get("q3"))
+    if q1 is not None and q3 is not None:
+        return (min(q1, q3), max(q1, q3))
+    iqr = _number(details.get("iqr"))
+    if iqr is not None:
+        return (float(metric.value) - iqr / 2, float(metric.value) + iqr / 2)
+    return None
 
 
 @dataclass(frozen=True)
@@ -173,8 +206,18 @@ def describe_change(reference: Metric | None, other: Metric | None) -> Change:
         if metric is not None and not isinstance(metric, Metric):
             raise TypeError(f"describe_change: {role} must be a Metric (or None), got "
                             f"{type(metric).__name__}; only Metric status keys are compared")
+    change = _describe(reference, other)
+    incomplete = [m for m in (reference, other) if m is not None and (m.details or {}).get("untracked")]
+    if incomplete and change.verdict != "n/a":
+        # a count that misses operators run without a formula is a lower bound: no verdict on it
+        return Change(f"{change.text} (incomplete count)", "n/a", change.ratio, change.difference)
+    return change
+
+
+def _describe(reference: Metric | None, other: Metric | None) -> Change:
     if reference is None or other is None or reference.value is None or other.value is None:
-        return Change(NOT_COMPUTED, "n/a")
+        unmeasured = any(m is not None and (m.details or {}).get("not_measured") for m in (reference, other))
+        return Change(NOT_MEASURED if unmeasured else NOT_COMPUTED, "n/a")
     ref, value = reference.value, other.value
     if not (is_number(ref) and is_number(value)):
         if isinstance(ref, str) and isinstance(value, str) and ref == value:
@@ -192,6 +235,11 @@ def describe_change(reference: Metric | None, other: Metric | None) -> Change:
         return Change("n/a (not finite)", "n/a")
     difference = value - ref
     ratio = value / ref if ref != 0 else None
+    spreads = noise_interval(reference), noise_interval(other)
+    if spreads[0] is not None and spreads[1] is not None and factor == 1 \
+            and spreads[0][0] <= spreads[1][1] and spreads[1][0] <= spreads[0][1]:
+        # the interquartile ranges overlap: the measured difference is not told apart from noise
+        return Change(WITHIN_NOISE, "same", ratio, difference)
     comparative = metric_comparative(reference)
     if comparative is None:
         return Change(f"n/a (unknown comparative {reference.get_comparative()!r})", "n/a", ratio, difference)

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
+from deeplite_like.caller import called_as
 from deeplite_like.profiler import Profiler, _emit, _print_level
 
 
@@ -30,8 +31,10 @@ def compare(profilers: Sequence[Profiler], print_mode: Any = None, short_print: 
         profilers[0]._check_kwargs({k: kwargs[k] for k in unknown})  # raises with hints
     for profiler, accepted in zip(profilers, accepted_by):  # every option checked before any model runs
         profiler._check_options({k: v for k, v in kwargs.items() if k in accepted})
-    for profiler, accepted in zip(profilers, accepted_by):
-        profiler.compute_network_status(recompute=recompute, **{k: v for k, v in kwargs.items() if k in accepted})
+    with called_as("compare"):
+        for profiler, accepted in zip(profilers, accepted_by):
+            # strict: a value cached with other options (another batch size, ...) is measured again
+            profiler._compute_all({k: v for k, v in kwargs.items() if k in accepted}, recompute, strict=True)
     report = CompareReport([(p.name, p.backend_name, p._displayed_status()) for p in profilers],
                            short_print=short_print)
     _emit(report, level)

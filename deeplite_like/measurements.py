@@ -57,3 +57,24 @@ class TimingStats:
     device: str
     raw_s: tuple[float, ...]
     compiled: str = ""
+
+    @property
+    def quartiles_s(self) -> tuple[float, float]:
+        """``(q1, q3)``: the 25th and 75th percentiles of the measurements (linear interpolation,
+        as NumPy's default), in seconds; ``(median, median)`` without raw measurements."""
+        ordered = sorted(self.raw_s)
+        if not ordered:
+            return (self.median_s, self.median_s)
+
+        def percentile(q: float) -> float:
+            position = (len(ordered) - 1) * q
+            low = int(position)
+            high = min(low + 1, len(ordered) - 1)
+            return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
+
+        return (percentile(0.25), percentile(0.75))
+
+    def throughput_interval(self) -> tuple[float, float]:
+        """Samples per second at the third and first quartile times: the throughput's spread."""
+        q1, q3 = self.quartiles_s
+        return (self.batch_size / q3 if q3 else float("inf"), self.batch_size / q1 if q1 else float("inf"))

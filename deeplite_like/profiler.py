@@ -10,6 +10,7 @@ from typing import Any, Iterable, Mapping
 
 from deeplite_like.caller import called_as
 from deeplite_like.functions import ProfilerFunction, bounded_keys, call_signature, positional_bindings
+from deeplite_like.options import measured_with
 from deeplite_like.status import Detailed, StatusKey
 
 logger = logging.getLogger("deeplite_like")
@@ -281,13 +282,17 @@ class Profiler:
         level = _print_level(print_mode)
         self._check_kwargs(kwargs)
         self._check_options(kwargs)
-        with called_as("compute_network_status"):
-            for registration in list(self._registrations):
-                if recompute or self._stale(registration, kwargs):
-                    self._run(registration, kwargs)
+        self._compute_all(kwargs, recompute)
         report = self.report(short_print=short_print)
         _emit(report, level)
         return report
+
+    def _compute_all(self, kwargs: Mapping[str, Any], recompute: bool = False, strict: bool = False) -> None:
+        """Compute every registered key that is missing or stale for ``kwargs`` (``_stale``)."""
+        with called_as("compute_network_status"):
+            for registration in list(self._registrations):
+                if recompute or self._stale(registration, kwargs, strict):
+                    self._run(registration, kwargs)
 
     def report(self, short_print: bool = True):
         """The status report of what is computed now (nothing is computed by this call).
@@ -328,14 +333,42 @@ class Profiler:
         parameters = registration.named_parameters
         return {k: v for k, v in kwargs.items() if k in parameters}
 
-    def _stale(self, registration: _Registration, kwargs: Mapping[str, Any]) -> bool:
+    def _stale(self, registration: _Registration, kwargs: Mapping[str, Any], strict: bool = False) -> bool:
+        """Whether the keys ``registration`` owns must be computed (again) for the options ``kwargs`` ask.
+
+        Options are compared with the function's defaults filled in: a value computed at
+        ``batch_size=8`` is stale for a call asking ``batch_size=1``. A call that passes none of
+        the function's options returns what is cached (deeplite-profiler's behaviour), and the
+        value still says what it was measured with (``StatusKey.options``, stated by every
+        report); ``strict`` (``compare``) treats passing nothing as asking for the defaults, so
+        models are never compared on values measured differently.
+        """
         owned = [n for n, r in self._owner.items() if r is registration]
         if any(self._status[n].value is None for n in owned) or registration.last_kwargs is _UNSET:
             return True
-        piped = self._piped(registration, kwargs)
-        if registration.last_kwargs is None or not piped:  # loaded with load_from_dict, or nothing asked
+        if registration.last_kwargs is None:  # loaded with load_from_dict: its options are unknown
             return False
-        return not _same_kwargs(registration.last_kwargs, piped)
+        if not strict and not self._piped(registration, kwargs):
+            return False
+        return not _same_kwargs(registration.last_kwargs, self._effective(registration, kwargs))
+
+    def _effective(self, registration: _Registration, kwargs: Mapping[str, Any]) -> dict[str, Any]:
+        """The arguments ``registration``'s function runs with for ``kwargs``: those piped, then its defaults."""
+        piped = self._piped(registration, kwargs)
+        context = self.context()
+        effective: dict[str, Any] = {}
+        for parameter in registration.signature.parameters.values():
+            name = parameter.name
+            if name in registration.positional or name in context or parameter.kind in (
+                    inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD):
+                continue
+            if name in piped:
+                effective[name] = piped[name]
+            elif parameter.default is not inspect.Parameter.empty:
+                effective[name] = parameter.default
+        for name, value in piped.items():  # taken by a **kwargs parameter
+            effective.setdefault(name, value)
+        return effective
 
     def _check_options(self, kwargs: Mapping[str, Any]) -> None:
         """Validate option values (a device, a thread count) before anything runs; backends override.
@@ -375,6 +408,7 @@ class Profiler:
         result = function(**call_kwargs)
         values = self._unpack(registration, result)
         owned = [n for n, r in self._owner.items() if r is registration]
+        effective = self._effective(registration, kwargs)
         for name in owned:
             status = self._status[name]
             value = values.get(name)
@@ -382,7 +416,9 @@ class Profiler:
                 status.value, status.details = value.value, dict(value.details)
             else:
                 status.value, status.details = value, {}
-        registration.last_kwargs = piped
+            measured = status.value is not None or (status.details or {}).get("not_measured")
+            status.options = measured_with(effective, status.details) if measured else {}
+        registration.last_kwargs = effective
 
     def _unpack(self, registration: _Registration, result: Any) -> dict[str, Any]:
         declared = registration.keys
@@ -408,7 +444,8 @@ class Profiler:
         if not to_value:
             return {n: _copy_status(s) for n, s in self._status.items()}
         if include_details:
-            return {n: {"value": s.value, "details": dict(s.details)} for n, s in self._status.items()}
+            return {n: {"value": s.value, "details": dict(s.details), "options": dict(getattr(s, "options", {}))}
+                    for n, s in self._status.items()}
         return {n: s.value for n, s in self._status.items()}
 
     def load_from_dict(self, status: Mapping[str, Any], to_value: bool = True) -> None:
@@ -420,15 +457,19 @@ class Profiler:
         for name in status:
             self._key_name(name)
         for name, value in status.items():
+            options: dict = {}
             if not to_value:
                 if not isinstance(value, StatusKey):
                     raise TypeError(f"load_from_dict(to_value=False) reads StatusKey objects; {name!r} is "
                                     f"{type(value).__name__}")
+                options = dict(getattr(value, "options", {}))
                 value = Detailed(value.value, dict(value.details))
-            elif isinstance(value, Mapping) and set(value) == {"value", "details"}:
+            elif isinstance(value, Mapping) and set(value) in ({"value", "details"}, {"value", "details", "options"}):
+                options = dict(value.get("options") or {})
                 value = Detailed(value["value"], dict(value["details"]))
             key = self._status[name]
             key.value, key.details = (value.value, dict(value.details)) if isinstance(value, Detailed) else (value, {})
+            key.options = options
             self._owner[name].last_kwargs = None
 
     def reset_status(self) -> None:
@@ -506,6 +547,7 @@ def check_data_splits(data_splits: Any, owner: str) -> None:
 def _copy_status(key: StatusKey) -> StatusKey:
     copied = key.fresh()
     copied.value, copied.details = key.value, dict(key.details)
+    copied.options = dict(getattr(key, "options", {}))
     return copied
 
 

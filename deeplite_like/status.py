@@ -87,6 +87,8 @@ class StatusKey:
             raise TypeError(f"{type(self).__name__} must set the class attribute NAME to a non-empty str")
         self.value = value
         self.details: dict = dict(details or {})
+        #: what the value was measured with (``deeplite_like.options``): batch size, split, threads, ...
+        self.options: dict = {}
 
     def fresh(self) -> "StatusKey":
         """A not-computed copy of this key: same class and instance settings, no value, no details.
@@ -95,7 +97,7 @@ class StatusKey:
         ``EvalMetric(unit_name='%')``) and one whose ``__init__`` takes no arguments both work.
         """
         new = copy.copy(self)
-        new.value, new.details = None, {}
+        new.value, new.details, new.options = None, {}, {}
         return new
 
     @property
@@ -150,6 +152,8 @@ class Metric(StatusKey):
     def get_units(self, scale=None) -> str:
         """The display unit matching :meth:`get_value` (``'GMACs'``, ``'MiB'``, ``'ms'``)."""
         scale = scale or self.display_scale()
+        if scale.prefix and getattr(self, "UNIT_IS_WORD", False):  # '61.71 k params', not 'kparams'
+            return f"{scale.prefix} {self.BASE_UNIT}"
         return f"{scale.prefix}{self.BASE_UNIT}"
 
     def displayed(self, scale=None) -> tuple[Any, str]:

@@ -76,6 +76,13 @@ def format_number(value: float, digits: int = 4) -> str:
 
 
 def format_bytes(n: int) -> str:
-    """Human form of a byte count with binary units: ``format_bytes(3 * 2**20) == '3.000 MiB'``."""
+    """Human form of a byte count with binary units: ``format_bytes(3 * 2**20) == '3.000 MiB'``, ``'8 B'``."""
     value, unit = scaled(n, "bytes", "B")
+    if unit == "B" and float(value).is_integer():  # a byte count below 1 KiB is a whole number: '8 B'
+        return f"{int(value)} B"
     return f"{format_number(value)} {unit}"
+
+
+def format_share(percent: float) -> str:
+    """A share in percent with one decimal, the same in every row of a column: ``'100.0 %'``, ``'7.5 %'``."""
+    return f"{percent:.1f} %"

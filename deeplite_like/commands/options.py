@@ -82,7 +82,7 @@ def add_measure_options(parser: argparse.ArgumentParser, model_options: bool = T
     group.add_argument("--batch-size", type=positive_int, metavar="N", default=None,
                        help="samples per batch (inputs are resized by taking real samples); default: the inputs'")
     group.add_argument("--device", choices=("cpu", "cuda", "meta"), default="cpu",
-                       help="where to run; meta counts without running (no memory, no timing)")
+                       help="where to run; meta counts and measures memory from shapes without running (no timing)")
     group.add_argument("--backward", action="store_true", help="count the backward pass too (a training step)")
     group.add_argument("--metrics", type=metric_list, metavar="LIST", default=None,
                        help="comma-separated metrics: macs, flops, params, size, memory, time, layers or any "

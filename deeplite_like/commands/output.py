@@ -110,7 +110,8 @@ def render_profile(result: ModelResult, fmt: str, view: LayerView, output: str |
         if output and layers is not None:
             side[str(Path(output).with_suffix(".layers.csv"))] = layers.to_csv()
         return Rendered(status.to_csv(), side)
-    reports: list[Report] = [status] + ([layers] if layers is not None else [])
+    # a status table with no metric (--metrics layers) would be an empty frame: leave it out
+    reports: list[Report] = ([status] if status.rows or layers is None else []) + ([layers] if layers is not None else [])
     if fmt == "html":
         from deeplite_like.reports.html import to_html
 

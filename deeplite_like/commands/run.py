@@ -160,9 +160,11 @@ def with_layer_times(table: TableReport, model: Any, args: tuple, kwargs: dict) 
     times = module_forward_times(model, args, kwargs)
     rows = [{**row, LATENCY_COLUMN: times.get(str(row["module"]))} for row in table.rows]
     formatters = {**table.formatters, LATENCY_COLUMN: _format_seconds}
-    headers = {**table.headers, LATENCY_COLUMN: "Time"}
-    notes = [*table.notes, "Time: median forward wall time per module over 5 runs (children included; hooks add "
-                           "a few microseconds per module call)"]
+    headers = {**table.headers, LATENCY_COLUMN: "Time (hooked)"}
+    notes = [*table.notes, "Time (hooked): forward wall time per module, every module read from the same forward "
+                           "(the median of 5), children included, so a parent is its children plus its own work; "
+                           "timed with hooks (a few microseconds per module call), so the model row differs from "
+                           "the Execution time metric, a torch.utils.benchmark median without hooks"]
     return TableReport(table.title, [*table.columns, LATENCY_COLUMN], rows, formatters=formatters, headers=headers,
                        notes=notes)
 

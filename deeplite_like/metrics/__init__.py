@@ -41,12 +41,16 @@ class Flops(_CountMetric):
 
 
 class TotalParams(_CountMetric):
+    BASE_UNIT = "params"  # shown as '61.71 k params', never a bare 'k'
+    UNIT_IS_WORD = True
     NAME = "total_params"
     FRIENDLY_NAME = "Total parameters"
     DESCRIPTION = "Number of parameters, trainable or not; a parameter shared by several modules counts once."
 
 
 class TrainableParams(_CountMetric):
+    BASE_UNIT = "params"  # shown as '61.71 k params', never a bare 'k'
+    UNIT_IS_WORD = True
     NAME = "trainable_params"
     FRIENDLY_NAME = "Trainable parameters"
     DESCRIPTION = "Number of parameters that require gradients; shared parameters count once."
@@ -87,7 +91,7 @@ class Throughput(Metric):
     NAME = "throughput"
     FRIENDLY_NAME = "Throughput"
     BASE_UNIT = "samples/s"
-    UNIT_KIND = "rate"
+    UNIT_KIND = "plain"  # always samples/s: a prefix that flips between runs (samples/s, ksamples/s) misleads
     COMPARATIVE = Comparative.HIGHER_IS_BETTER
     DECREASE_WORD = "lower"
     INCREASE_WORD = "higher"

@@ -69,6 +69,10 @@ class Report(abc.ABC):
         """Lines shown under the table (descriptions, details, conversions); none by default."""
         return []
 
+    def _preamble(self) -> list[str]:
+        """Lines shown above the table (what the figures were measured with); none by default."""
+        return []
+
     @abc.abstractmethod
     def to_dict(self) -> dict:
         """Exact data made of JSON types: raw values in base units, and their display form."""
@@ -95,7 +99,7 @@ class Report(abc.ABC):
 
     def to_text(self) -> str:
         """The table as text, followed by the notes, one per line."""
-        lines = [self.to_table().get_string()]
+        lines = list(self._preamble()) + [self.to_table().get_string()]
         lines += [f"- {note}" for note in self._notes()]
         return "\n".join(lines)
 
@@ -120,7 +124,8 @@ class Report(abc.ABC):
         """A Markdown table with a bold title, then the notes as a list (special characters escaped)."""
         table = self._build_table(_markdown_escape)
         table.set_style(TableStyle.MARKDOWN)
-        lines = [table.get_string()]
+        head, _, body = table.get_string().partition("\n")  # the bold title, then the table
+        lines = [head, *(f"\n*{_markdown_escape(line)}*" for line in self._preamble()), body]
         notes = self._notes()
         if notes:
             lines.append("")

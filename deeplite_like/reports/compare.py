@@ -10,10 +10,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from deeplite_like.changes import NOT_COMPUTED, Change, conversion_factor, describe_change, is_number
+from deeplite_like.changes import (NOT_COMPUTED, NOT_MEASURED, WITHIN_NOISE, Change, conversion_factor,
+                                   describe_change, is_number)
+from deeplite_like.options import common_options, describe_options
 from deeplite_like.reports.base import Report, unique_names
 from deeplite_like.reports.formatting import format_cell, format_in_scale, jsonable, scaled_value
-from deeplite_like.reports.status import comparative_text
+from deeplite_like.reports.status import (at_least, comparative_text, labelled_name, not_measured, spread_text,
+                                          untracked_ops)
 from deeplite_like.reports.ordering import ordered_keys
 from deeplite_like.status import Metric, StatusKey
 from deeplite_like.units import Scale, pick_scale
@@ -71,6 +74,17 @@ def _custom_display(metric: Metric) -> bool:
 
 def _cell(metric: Metric | None, template: Metric, scale: Scale, model: str, notes: list[str],
           row_unit: str) -> CompareCell:
+    cell = _plain_cell(metric, template, scale, model, notes, row_unit)
+    if metric is not None and cell.display_value is not None and cell.value is not None:
+        cell = CompareCell(cell.value, cell.unit, cell.display_value,
+                           at_least(metric, cell.display) + spread_text(metric, cell.display_value))
+    return cell
+
+
+def _plain_cell(metric: Metric | None, template: Metric, scale: Scale, model: str, notes: list[str],
+                row_unit: str) -> CompareCell:
+    if metric is not None and not_measured(metric):
+        return CompareCell(None, metric.BASE_UNIT, None, NOT_MEASURED)
     if metric is None or not metric.computed:
         return CompareCell(None, template.BASE_UNIT if metric is None else metric.BASE_UNIT, None, NOT_COMPUTED)
     value = metric.value
@@ -125,11 +139,22 @@ class CompareReport(Report):
         self.rows: list[CompareRow] = []
         self._conversion_notes: list[str] = []
         all_statuses = [statuses for _, _, statuses in entries]
+        row_options: list[list[dict]] = []
+        self._metrics: list[list[Metric | None]] = []
         for key in ordered_keys(*all_statuses):
             metrics = [_metric(statuses, key) for statuses in all_statuses]
-            if not any(metric is not None and metric.computed for metric in metrics):
+            if not any(metric is not None and (metric.computed or not_measured(metric)) for metric in metrics):
                 continue
             self.rows.append(self._row(key, metrics))
+            self._metrics.append(metrics)
+            row_options.append([dict(getattr(m, "options", None) or {}) if m is not None and m.computed else {}
+                                for m in metrics])
+        #: options every value of every model shares (stated once above the table); values measured
+        #: otherwise carry their own in their cell (``differing`` names those options)
+        self.options, self.differing = common_options(o for options in row_options for o in options)
+        self._cell_options = row_options
+        self._own = [[{k: v for k, v in o.items() if k in self.differing} for o in options]
+                     for options in row_options]
 
     def _row(self, key: str, metrics: list[Metric | None]) -> CompareRow:
         template = metrics[0] if metrics[0] is not None else next(m for m in metrics if m is not None)
@@ -137,7 +162,8 @@ class CompareReport(Report):
         row_unit = _row_unit(metrics, template, scale)
         cells = [_cell(metric, template, scale, name, self._conversion_notes, row_unit)
                  for metric, name in zip(metrics, self.names)]
-        return CompareRow(key=key, name=template.friendly_name(), unit=template.BASE_UNIT,
+        computed = [m for m in metrics if m is not None and m.computed]
+        return CompareRow(key=key, name=labelled_name(computed[0] if computed else template), unit=template.BASE_UNIT,
                           display_unit=row_unit, comparative=comparative_text(template),
                           description=template.description(), cells=cells,
                           changes=[describe_change(metrics[0], metric) for metric in metrics[1:]])
@@ -158,12 +184,20 @@ class CompareReport(Report):
             header += [name, f"{name} vs {self.reference}"]
         return header
 
+    def _preamble(self) -> list[str]:
+        return [f"Measured with: {describe_options(self.options)}"] if self.options else []
+
+    def _shown(self, index: int, model: int) -> str:
+        own = self._own[index][model]
+        display = self.rows[index].cells[model].display
+        return display + (f" [{describe_options(own)}]" if own else "")
+
     def _display_rows(self) -> list[list[str]]:
         rows = []
-        for row in self.rows:
-            cells = [row.name, row.display_unit, row.cells[0].display]
-            for cell, change in zip(row.cells[1:], row.changes):
-                cells += [cell.display, change.text]
+        for index, row in enumerate(self.rows):
+            cells = [row.name, row.display_unit, self._shown(index, 0)]
+            for model, change in enumerate(row.changes, start=1):
+                cells += [self._shown(index, model), change.text]
             rows.append(cells)
         return rows
 
@@ -172,6 +206,19 @@ class CompareReport(Report):
 
     def _notes(self) -> list[str]:
         notes = list(self._conversion_notes)
+        if self.differing:
+            notes.append(f"values measured with different {', '.join(sorted(self.differing))} carry their own "
+                         "in brackets: their comparison is not like for like")
+        for row, metrics in zip(self.rows, self._metrics):
+            for name, metric in zip(self.names, metrics):
+                ops = untracked_ops(metric) if metric is not None else {}
+                if ops:
+                    notes.append(f"{row.name} of {name}: '>=' marks a count that misses operators that ran with no "
+                                 f"formula and were counted as 0: {', '.join(f'{k} x{v}' for k, v in ops.items())}")
+        if any(change.text == WITHIN_NOISE for row in self.rows for change in row.changes):
+            notes.append(f"'{WITHIN_NOISE}': the two measurements' interquartile ranges (IQR) overlap, so the "
+                         "difference is not told apart from noise; a longer min_run_time or fewer threads "
+                         "narrows them")
         if not self.short_print:
             notes += [f"{row.name} ({row.comparative}): {row.description}".rstrip() for row in self.rows]
         return notes
@@ -181,29 +228,32 @@ class CompareReport(Report):
             "report": "compare",
             "reference": self.reference,
             "models": [{"name": name, "backend": backend} for name, backend in zip(self.names, self.backends)],
+            "options": dict(self.options),
             "metrics": [{
                 "key": row.key, "name": row.name, "unit": row.unit, "display_unit": row.display_unit,
                 "comparative": row.comparative, "description": row.description,
-                "values": {name: cell.as_dict() for name, cell in zip(self.names, row.cells)},
+                "values": {name: {**cell.as_dict(), "options": own} for name, cell, own
+                           in zip(self.names, row.cells, self._own[index])},
                 "changes": {name: {"text": change.text, "verdict": change.verdict,
                                    "ratio": jsonable(change.ratio), "difference": jsonable(change.difference)}
                             for name, change in zip(self.names[1:], row.changes)},
-            } for row in self.rows],
+            } for index, row in enumerate(self.rows)],
             "notes": self._conversion_notes,
         }
 
     CSV_COLUMNS = ["key", "name", "model", "backend", "role", "value", "unit", "display_value", "display_unit",
-                   "change", "verdict", "ratio", "difference"]
+                   "change", "verdict", "ratio", "difference", "options"]
 
     def _records(self) -> tuple[list[str], list[dict[str, Any]]]:
         records = []
-        for row in self.rows:
+        for row_index, row in enumerate(self.rows):
             changes: list[Change | None] = [None, *row.changes]
             for index, (name, backend, cell, change) in enumerate(zip(self.names, self.backends, row.cells, changes)):
                 record = {"key": row.key, "name": row.name, "model": name, "backend": backend,
                           "role": "reference" if index == 0 else "compared", "value": jsonable(cell.value),
                           "unit": cell.unit, "display_value": jsonable(cell.display_value),
-                          "display_unit": row.display_unit}
+                          "display_unit": row.display_unit,
+                          "options": self._cell_options[row_index][index] or None}
                 if change is not None:
                     record.update(change=change.text, verdict=change.verdict, ratio=change.ratio,
                                   difference=change.difference)

@@ -201,6 +201,11 @@ def _compare_verdicts(report: Report) -> dict[tuple[int, int], str]:
     return marks
 
 
+def _preamble(report: Report) -> str:
+    lines = report._preamble()
+    return "".join(f'<p class="subtitle">{_e(line)}</p>' for line in lines)
+
+
 def _notes(report: Report) -> str:
     notes = report._notes()
     if not notes:
@@ -296,6 +301,7 @@ def report_section(report: Report, anchor: str = "", heading: bool = True, colla
     parts = [f'<section id="{_e(anchor)}">' if anchor else "<section>"]
     if heading:
         parts.append(f"<h2>{_e(report.title)}</h2>")
+    parts.append(_preamble(report))
     if isinstance(report, CompareReport):
         parts += [f'<div class="scroll">{_table(report, sortable=False, caption=not heading)}</div>',
                   _charts_block([compare_chart(report)])]

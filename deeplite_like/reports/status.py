@@ -2,12 +2,13 @@
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
-from deeplite_like.changes import is_number
+from deeplite_like.changes import NOT_MEASURED, is_number, noise_interval
 from deeplite_like.reports.base import Report
 from deeplite_like.reports.formatting import format_cell, format_details, jsonable
+from deeplite_like.options import common_options, describe_options
 from deeplite_like.reports.ordering import ordered_keys
 from deeplite_like.status import Metric, StatusKey, metric_comparative
 
@@ -26,12 +27,13 @@ class MetricRow:
     comparative: str
     description: str
     details: dict
+    options: dict = field(default_factory=dict)
 
     def as_dict(self) -> dict:
         return {"key": self.key, "name": self.name, "value": jsonable(self.value), "unit": self.unit,
                 "display_value": jsonable(self.display_value), "display_unit": self.display_unit,
                 "display": self.display, "comparative": self.comparative,
-                "description": self.description, "details": self.details}
+                "description": self.description, "details": self.details, "options": self.options}
 
 
 def comparative_text(metric: Metric) -> str:
@@ -40,18 +42,59 @@ def comparative_text(metric: Metric) -> str:
     return comparative.value if comparative is not None else f"unknown ({metric.get_comparative()!r})"
 
 
+def spread_text(metric: Metric, display_value: Any) -> str:
+    """``' (IQR 0.4100)'``: a measured value's interquartile range in the value's display scale, or ``''``."""
+    interval = noise_interval(metric)
+    if interval is None or not is_number(display_value) or not metric.value:
+        return ""
+    factor = float(display_value) / float(metric.value)
+    return f" (IQR {format_cell((interval[1] - interval[0]) * factor)})"
+
+
+def labelled_name(metric: StatusKey) -> str:
+    """The metric's name, with the phases it covers when a backward pass was counted too."""
+    name = metric.friendly_name()
+    if (getattr(metric, "options", None) or {}).get("backward") and metric.NAME in ("macs", "flops"):
+        return f"{name} (forward + backward)"
+    return name
+
+
+def untracked_ops(metric: StatusKey) -> dict[str, int]:
+    """Operators that ran with no formula inside a count (``details['untracked']``): name -> calls."""
+    untracked = (metric.details or {}).get("untracked")
+    return {str(k): int(v) for k, v in untracked.items()} if isinstance(untracked, Mapping) else {}
+
+
+def at_least(metric: StatusKey, text: str) -> str:
+    """``'>= 1.234'`` when the count misses operators that ran without a formula, else ``text``."""
+    return f">= {text}" if untracked_ops(metric) else text
+
+
+def not_measured(metric: StatusKey) -> str | None:
+    """Why a metric was not measured (``details['not_measured']``), or ``None``."""
+    reason = (metric.details or {}).get("not_measured") if metric.value is None else None
+    return str(reason) if reason else None
+
+
 def metric_row(key: str, metric: Metric) -> MetricRow:
     """Snapshot a computed metric as the metric displays itself (its own scale, or its own
-    ``get_value`` / ``get_units`` where a subclass overrides them)."""
+    ``get_value`` / ``get_units`` where a subclass overrides them); a measured value shows its
+    spread beside it, and a metric that could not be measured says so."""
+    if not_measured(metric):
+        return MetricRow(key=key, name=labelled_name(metric), value=None, unit=metric.BASE_UNIT,
+                         display_value=None, display_unit="", display=NOT_MEASURED,
+                         comparative=comparative_text(metric), description=metric.description(),
+                         details=jsonable(metric.details), options=dict(getattr(metric, "options", None) or {}))
     if is_number(metric.value):
         display_value, display_unit = metric.displayed()
     else:
         display_value, display_unit = metric.value, metric.BASE_UNIT
-    return MetricRow(key=key, name=metric.friendly_name(), value=metric.value, unit=metric.BASE_UNIT,
+    return MetricRow(key=key, name=labelled_name(metric), value=metric.value, unit=metric.BASE_UNIT,
                      display_value=display_value, display_unit=display_unit,
-                     display=format_cell(display_value),
+                     display=at_least(metric, format_cell(display_value)) + spread_text(metric, display_value),
                      comparative=comparative_text(metric), description=metric.description(),
-                     details=jsonable(metric.details) if metric.details else {})
+                     details=jsonable(metric.details) if metric.details else {},
+                     options=dict(getattr(metric, "options", None) or {}))
 
 
 class StatusReport(Report, Mapping):
@@ -81,10 +124,13 @@ class StatusReport(Report, Mapping):
         self._detail_text: dict[str, str] = {}
         for key in ordered_keys(statuses):
             status = statuses[key]
-            if isinstance(status, Metric) and status.computed:
+            if isinstance(status, Metric) and (status.computed or not_measured(status)):
                 self.rows.append(metric_row(key, status))
                 if status.details:
                     self._detail_text[key] = format_details(status.details)
+        #: options every value shares (stated once, above the table); a value measured with other
+        #: options than the rest carries its own (``differing`` names them) on its row
+        self.options, self.differing = common_options(row.options for row in self.rows)
 
     # -- read-only mapping of raw values (deeplite-profiler's status dict) --------------------
     def __getitem__(self, key: str) -> Any:
@@ -111,16 +157,39 @@ class StatusReport(Report, Mapping):
     def _header(self) -> list[str]:
         return ["Metric", "Value", "Unit"]
 
+    def _preamble(self) -> list[str]:
+        return [f"Measured with: {describe_options(self.options)}"] if self.options else []
+
+    def _own_options(self, row: MetricRow) -> str:
+        own = {k: v for k, v in row.options.items() if k in self.differing}
+        return f" [{describe_options(own)}]" if own else ""
+
     def _display_rows(self) -> list[list[str]]:
-        return [[row.name, row.display, row.display_unit] for row in self.rows]
+        return [[row.name + self._own_options(row), row.display, row.display_unit] for row in self.rows]
 
     def _right_aligned(self) -> set[int]:
         return {1}
 
     def _notes(self) -> list[str]:
-        if self.short_print:
-            return []
         notes = []
+        if self.differing:
+            notes.append(f"values measured with different {', '.join(sorted(self.differing))} carry their own "
+                         "in brackets: compute them again with the same options to compare them")
+        reasons: dict[str, list[str]] = {}
+        for row in self.rows:
+            if row.display == NOT_MEASURED and row.details.get("not_measured"):
+                reasons.setdefault(str(row.details["not_measured"]), []).append(row.name)
+        notes += [f"{', '.join(names)}: {NOT_MEASURED}: {reason}" for reason, names in reasons.items()]
+        untracked: dict[str, list[str]] = {}
+        for row in self.rows:
+            ops = row.details.get("untracked")
+            if isinstance(ops, Mapping) and ops:
+                listing = ", ".join(f"{op} x{calls}" for op, calls in ops.items())
+                untracked.setdefault(listing, []).append(row.name)
+        notes += [f"{', '.join(names)}: '>=' marks a count that misses {len(listing.split(', '))} operator(s) that "
+                  f"ran with no formula and were counted as 0: {listing}" for listing, names in untracked.items()]
+        if self.short_print:
+            return notes
         for row in self.rows:
             note = f"{row.name}: {row.description}".rstrip()
             if row.key in self._detail_text:
@@ -129,13 +198,15 @@ class StatusReport(Report, Mapping):
         return notes
 
     def to_dict(self) -> dict:
-        return {"report": "status", "name": self.name, "backend": self.backend,
+        return {"report": "status", "name": self.name, "backend": self.backend, "options": dict(self.options),
                 "metrics": [row.as_dict() for row in self.rows]}
 
-    CSV_COLUMNS = ["model", "backend", "key", "name", "value", "unit", "display_value", "display_unit", "details"]
+    CSV_COLUMNS = ["model", "backend", "key", "name", "value", "unit", "display_value", "display_unit", "options",
+                   "details"]
 
     def _records(self) -> tuple[list[str], list[dict[str, Any]]]:
         records = [{"model": self.name, "backend": self.backend, **row.as_dict()} for row in self.rows]
         for record in records:
             record["details"] = record["details"] or None
+            record["options"] = record["options"] or None
         return self.CSV_COLUMNS, records

@@ -44,7 +44,7 @@ def test_layer_charts_show_leaf_modules_and_what_runs_outside_them():
     # params: leaves 20 + 10 = 30 of 40; 10 are held by parents directly.
     assert _bars(params) == [("a.x", "20 (50.0 %)"), ("b", "10 (25.0 %)"), ("(outside leaf modules)", "10 (25.0 %)")]
     # output memory is not additive: no shares, no "outside" bar, no sum of other modules.
-    assert _bars(memory) == [("a.x", "4.000 KiB"), ("a.y", "2.000 KiB"), ("b", "8.000 B")]
+    assert _bars(memory) == [("a.x", "4.000 KiB"), ("a.y", "2.000 KiB"), ("b", "8 B")]
     assert "a.y at 0" not in params and "4 leaf" not in params and "3 leaf modules" in params
 
 

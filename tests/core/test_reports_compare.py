@@ -80,7 +80,7 @@ def test_three_models_and_not_computed():
     assert [m["name"] for m in data["models"]] == ["teacher", "student", "tiny"]
     assert data["models"][2]["backend"] == "keras"
     size = data["metrics"][1]
-    assert size["values"]["tiny"] == {"value": None, "unit": "B", "display_value": None, "display": "not computed"}
+    assert size["values"]["tiny"] == {"value": None, "unit": "B", "display_value": None, "display": "not computed", "options": {}}
     assert size["changes"]["tiny"] == {"text": "not computed", "verdict": "n/a", "ratio": None, "difference": None}
 
 

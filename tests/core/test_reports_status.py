@@ -88,7 +88,7 @@ def test_dict_has_raw_and_display_values():
     assert size == {
         "key": "model_size", "name": "Model size", "value": 44040192, "unit": "B",
         "display_value": 42.0, "display_unit": "MiB", "display": "42.00", "comparative": "lower is better",
-        "description": M.ModelSize.DESCRIPTION, "details": {},
+        "description": M.ModelSize.DESCRIPTION, "details": {}, "options": {},
     }
     time = data["metrics"][2]
     # 0.0021 s / 1e-3 = 2.1 ms (the float noise 2.0999999999999996 is rounded off the display value)
@@ -108,7 +108,7 @@ def test_csv_is_parseable_with_exact_values():
     assert [row["key"] for row in rows] == ["macs", "model_size", "execution_time", "custom"]
     assert rows[0] == {"model": "resnet", "backend": "torch", "key": "macs", "name": "Computational complexity",
                        "value": "1500000000", "unit": "MACs", "display_value": "1.5", "display_unit": "GMACs",
-                       "details": ""}
+                       "options": "", "details": ""}
     assert float(rows[2]["value"]) == 0.0021
     assert json.loads(rows[2]["details"]) == {"min": {"value": 0.0019, "unit": "s"}, "runs": 100}
 

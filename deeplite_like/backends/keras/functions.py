@@ -18,6 +18,7 @@ from deeplite_like.functions import ProfilerFunction
 from deeplite_like.metrics import (ExecutionTime, Flops, LayerwiseSummary, Macs, MemoryFootprint, ModelSize,
                                    PeakActivationMemory, Throughput, TotalParams, TrainableParams)
 from deeplite_like.status import Detailed
+from deeplite_like.timing_values import META_NOT_TIMED, not_measured, timing_values
 
 keras = import_keras()
 
@@ -145,15 +146,14 @@ class ComputeExecutionTime(ProfilerFunction):
                  batch_size: int = 1, split: str | None = None, device: Any = None, min_run_time: float = 0.2,
                  num_threads: int | None = None) -> dict:
         from deeplite_like.backends.keras.timing import measure_execution_time
+        from deeplite_like.device import Device
 
+        if device is not None and Device.parse(device).kind == "meta":
+            return not_measured(META_NOT_TIMED, batch_size=batch_size, device="meta")
         inputs = model_inputs(data_splits, forward_pass, split, batch_size)
         timing = measure_execution_time(model, inputs, device=device, min_run_time=min_run_time,
                                         num_threads=num_threads)
-        details = {"batch_size": timing.batch_size, "iqr_s": timing.iqr_s, "per_sample_s": timing.per_sample_s,
-                   "measurements": timing.times, "num_threads": timing.num_threads, "device": timing.device,
-                   "compiled": timing.compiled}
-        return {ExecutionTime.NAME: Detailed(timing.median_s, details),
-                Throughput.NAME: Detailed(timing.throughput, {"batch_size": timing.batch_size})}
+        return timing_values(timing, compiled=timing.compiled)
 
 
 class ComputeLayerwiseSummary(ProfilerFunction):

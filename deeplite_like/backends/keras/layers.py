@@ -21,7 +21,7 @@ from deeplite_like.backends.keras.counting.specs import shapes_text, spec_bytes
 from deeplite_like.backends.keras.inputs import add_failure_note
 from deeplite_like.backends.keras.params import params_by_layer
 from deeplite_like.reports import TableReport
-from deeplite_like.units import format_bytes, format_number
+from deeplite_like.units import format_bytes, format_share
 
 keras = import_keras()
 
@@ -90,6 +90,6 @@ def layerwise_summary(model: keras.layers.Layer, inputs: Any, training: bool = F
     if counted.untracked:
         notes.append("untracked (counted 0): " + ", ".join(f"{k} x{v}" for k, v in counted.untracked.items()))
     formatters = {"module": lambda v: v or "(model)", "params": lambda v: f"{v:,}", "macs": lambda v: f"{v:,}", "flops": lambda v: f"{v:,}",
-                  "activation_bytes": format_bytes, "macs_share": lambda v: f"{format_number(v, 3)} %"}
+                  "activation_bytes": format_bytes, "macs_share": format_share}
     return TableReport(f"Per-layer summary: {type(model).__name__} {model.name!r}", COLUMNS, rows,
                        formatters=formatters, headers=HEADERS, notes=notes)

@@ -19,6 +19,7 @@ from deeplite_like.functions import ProfilerFunction
 from deeplite_like.metrics import (ExecutionTime, Flops, LayerwiseSummary, Macs, MemoryFootprint, ModelSize,
                                    PeakActivationMemory, Throughput, TotalParams, TrainableParams)
 from deeplite_like.status import Detailed
+from deeplite_like.timing_values import META_NOT_TIMED, not_measured, timing_values
 
 
 class ComputeComplexity(ProfilerFunction):
@@ -50,8 +51,8 @@ class ComputeComplexity(ProfilerFunction):
                                 causal_half=causal_half, **kwargs)
         batch = batch_size_of(args, kwargs) or 1
         details = {"batch_size": batch, "backward": backward}
-        if counted.untracked:
-            details["untracked (counted 0)"] = ", ".join(f"{k} x{v}" for k, v in counted.untracked.items())
+        if counted.untracked:  # operator -> calls: ran with no formula, counted as 0 (reports mark the count)
+            details["untracked"] = dict(counted.untracked)
         if backward:
             details.update({f"{phase} MACs": Macs(stats.macs) for phase, stats in counted.phases.items()})
         return {Macs.NAME: Detailed(counted.macs, {**details, "per_sample": Macs(counted.macs // batch)}),
@@ -135,16 +136,15 @@ class ComputeExecutionTime(ProfilerFunction):
                  min_run_time: float = 0.2, num_threads: int | None = None) -> dict:
         from deeplite_like.backends.torch.state import model_device
         from deeplite_like.backends.torch.timing import measure_execution_time
+        from deeplite_like.device import Device
 
+        if model_device(model).type == "meta" or (device is not None and Device.parse(device).kind == "meta"):
+            return not_measured(META_NOT_TIMED, batch_size=batch_size, device="meta")
         taken = take_inputs(data_splits, forward_pass, split, batch_size, device=model_device(model))
         with inference_mode_of(model, "eval"), explained_failures(model, taken):
             timing = measure_execution_time(model, taken.args, taken.kwargs, device=device,
                                             min_run_time=min_run_time, num_threads=num_threads)
-        details = {"batch_size": timing.batch_size, "iqr": ExecutionTime(timing.iqr_s),
-                   "min": ExecutionTime(timing.min_s), "per_sample": ExecutionTime(timing.per_sample_s),
-                   "measurements": timing.times, "num_threads": timing.num_threads, "device": timing.device}
-        return {ExecutionTime.NAME: Detailed(timing.median_s, details),
-                Throughput.NAME: Detailed(timing.throughput, {"batch_size": timing.batch_size})}
+        return timing_values(timing)
 
 
 class ComputeLayerwiseSummary(ProfilerFunction):

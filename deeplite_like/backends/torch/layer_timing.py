@@ -3,8 +3,10 @@
 Each module's forward is timed by a pre-hook and a hook (``time.perf_counter``, with a CUDA
 synchronisation at both ends when the model is on a GPU), outside any counting mode, so the
 times are those of a plain forward. A module's time includes its children's and, when it is
-called several times in one forward, every call. The median over ``repeats`` forwards (after
-``warmup`` untimed ones) is reported, in seconds.
+called several times in one forward, every call. Of ``repeats`` forwards (after ``warmup``
+untimed ones), every module's time is read from the same one, the forward whose total is the
+median, in seconds: a parent's time is then its children's plus its own work, never less (a
+container that is never called itself, such as an ``nn.ModuleList``, gets its children's sum).
 
 The hooks add a few microseconds per module call, so the times of very small modules are
 upper bounds; the model's own median latency is measured apart, without hooks
@@ -15,7 +17,6 @@ random generators, ...), the hooks removed in ``finally``.
 """
 from __future__ import annotations
 
-import statistics
 import time
 from collections import defaultdict
 from typing import Any
@@ -31,7 +32,7 @@ __all__ = ["module_forward_times"]
 
 def module_forward_times(model: torch.nn.Module, args: tuple, kwargs: dict | None = None, repeats: int = 5,
                          warmup: int = 1) -> dict[str, float]:
-    """Qualified module name -> median forward seconds per model forward (children included)."""
+    """Qualified module name -> forward seconds in the median forward (children included)."""
     if repeats < 1 or warmup < 0:
         raise ValueError(f"repeats must be >= 1 and warmup >= 0, got {repeats} and {warmup}")
     kwargs = kwargs or {}
@@ -52,7 +53,7 @@ def module_forward_times(model: torch.nn.Module, args: tuple, kwargs: dict | Non
             started = open_calls[id(module)].pop()
             this_run[names[id(module)]] += time.perf_counter() - started
 
-    runs: dict[str, list[float]] = defaultdict(list)
+    runs: list[dict[str, float]] = []
     handles = [_module_globals.register_module_forward_pre_hook(before)]
     try:
         handles.append(_module_globals.register_module_forward_hook(after))
@@ -61,9 +62,28 @@ def module_forward_times(model: torch.nn.Module, args: tuple, kwargs: dict | Non
                 this_run.clear()
                 model(*args, **kwargs)
                 if index >= warmup:
-                    for name, seconds in this_run.items():
-                        runs[name].append(seconds)
+                    runs.append(dict(this_run))
     finally:
         for handle in handles:
             handle.remove()
-    return {name: statistics.median(values + [0.0] * (repeats - len(values))) for name, values in runs.items()}
+    # Every module's time from the same forward (the one whose total is the median), so that a
+    # parent's time is its children's plus its own work, never less: medians taken module by
+    # module come from different forwards and need not add up.
+    totals = [run.get("", sum(run.values())) for run in runs]
+    chosen = runs[sorted(range(len(runs)), key=totals.__getitem__)[(len(runs) - 1) // 2]]
+    return _with_containers(chosen, list(names.values()))
+
+
+def _with_containers(times: dict[str, float], names: list[str]) -> dict[str, float]:
+    """Give a module never called itself (``nn.ModuleList``) the sum of its children's times."""
+    from deeplite_like.opcount import parent_names
+
+    parents = parent_names(names)
+    result = dict(times)
+    for name in sorted(parents, key=lambda n: -n.count(".")):  # innermost first
+        if name in result:
+            continue
+        children = [result[child] for child, parent in parents.items() if parent == name and child in result]
+        if children:
+            result[name] = sum(children)
+    return result

@@ -14,7 +14,7 @@ from torch.utils._pytree import tree_leaves
 
 from deeplite_like.backends.torch.counting import count_ops
 from deeplite_like.reports import TableReport
-from deeplite_like.units import format_bytes, format_number
+from deeplite_like.units import format_bytes, format_share
 
 COLUMNS = ("module", "type", "input_shapes", "output_shapes", "params", "macs", "flops", "activation_bytes",
            "macs_share", "calls")
@@ -104,6 +104,6 @@ def layerwise_summary(model: torch.nn.Module, args: tuple, kwargs: dict | None =
     if counted.untracked:
         notes.append("untracked (counted 0): " + ", ".join(f"{k} x{v}" for k, v in counted.untracked.items()))
     formatters = {"module": lambda v: v or "(model)", "params": lambda v: f"{v:,}", "macs": lambda v: f"{v:,}", "flops": lambda v: f"{v:,}",
-                  "activation_bytes": format_bytes, "macs_share": lambda v: f"{format_number(v, 3)} %"}
+                  "activation_bytes": format_bytes, "macs_share": format_share}
     return TableReport(f"Per-layer summary: {type(model).__name__}", COLUMNS, rows, formatters=formatters,
                        headers=HEADERS, notes=notes)
