@@ -48,7 +48,8 @@ def phase_report(profile: "ModelProfile", as_string: bool = True) -> TableReport
 def render_summary(profile: "ModelProfile", as_string: bool = True) -> str:
     """Totals per device and for the whole model, the phase table, and how things were measured."""
     mp = profile.model_parallel_size
-    c = lambda v, unit="": fmt.count(v, unit, as_string)  # noqa: E731
+    bound = ">= " if profile.untracked and as_string else ""  # a count missing untracked operators: a lower bound
+    c = lambda v, unit="": (bound if unit else "") + str(fmt.count(v, unit, as_string))  # noqa: E731
     where = f" at step {profile.step}" if profile.step is not None else ""
     lines = [_banner(f"Flops profile of {profile.model} ({profile.backend}){where}")]
     facts = [("device", profile.device or "unknown"), ("batch size", profile.batch_size)]
@@ -87,7 +88,8 @@ def render_summary(profile: "ModelProfile", as_string: bool = True) -> str:
             f"{node.name} ({node.type}): {fmt.count(node.macs, 'MACs', as_string)}, "
             f"{fmt.count(node.flops, 'FLOPs', as_string)}" for node in profile.excluded))
     if profile.untracked:
-        lines.append("- untracked operators (no formula, counted as 0): " + ", ".join(
+        lines.append("- untracked operators (no formula, counted as 0; '>=' marks the counts they are missing "
+                     "from): " + ", ".join(
             f"{name} x{calls}" for name, calls in sorted(profile.untracked.items())))
     lines += [f"- {note}" for note in profile.notes]
     return "\n".join(lines)

@@ -101,3 +101,16 @@ def test_per_module_times_reconcile_with_their_parents():
         assert times[f"blocks.{i}"] >= times[f"blocks.{i}.0"] + times[f"blocks.{i}.1"]
     # the ModuleList is never called itself: its time is its children's sum
     assert times["blocks"] == times["blocks.0"] + times["blocks.1"] + times["blocks.2"]
+
+
+def test_model_profile_summary_marks_counts_missing_untracked_operators():
+    import deeplite_like
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        profile = deeplite_like.get_model_profile(WithMystery(), input_shape=(2, 4), print_profile=False, warm_up=0)
+    text = profile.to_text()
+    assert "fwd MACs per device:" in text
+    line = next(line for line in text.splitlines() if line.startswith("fwd MACs per device:"))
+    assert line.split(":", 1)[1].strip() == ">= 32 MACs"  # Linear(4, 4) at batch 2; dltest.mystery counted 0
+    assert "dltest.mystery x1" in text
