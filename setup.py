@@ -16,7 +16,8 @@ setup(
     extras_require={
         "torch": ["torch>=2.1", "numpy"],
         "keras": ["keras>=3.0", "tensorflow-cpu>=2.16", "numpy"],
-        "test": ["pytest>=7", "hypothesis>=6", "numpy"],
+        # transformers: the hf: models, meta counting of transformers decoders and the HF example run in the tests
+        "test": ["pytest>=7", "hypothesis>=6", "numpy", "transformers>=5"],
     },
     entry_points={"console_scripts": ["deeplite-like=deeplite_like.cli:main"]},
     classifiers=[
