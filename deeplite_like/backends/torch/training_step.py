@@ -103,11 +103,17 @@ class NodeLabeler(TorchFunctionMode):
 
     def __torch_function__(self, func, types, args=(), kwargs=None):  # noqa: ANN001 - torch's protocol
         out = func(*args, **(kwargs or {}))
-        if self._modules.stack:
-            for leaf in pytree.tree_leaves(out):
-                node = leaf.grad_fn if isinstance(leaf, torch.Tensor) else None
-                if node is not None and _MODULE_KEY not in node.metadata:
-                    node.metadata[_MODULE_KEY] = self._modules.current
+        # A function may create several nodes (F.linear on 3-d input: view, mm, t, view): walk back
+        # from its outputs to the nodes labelled before (every node is labelled, so the walk ends there).
+        name = self._modules.current
+        pending = [leaf.grad_fn for leaf in pytree.tree_leaves(out)
+                   if isinstance(leaf, torch.Tensor) and leaf.grad_fn is not None]
+        while pending:
+            node = pending.pop()
+            if node is None or _MODULE_KEY in node.metadata:
+                continue
+            node.metadata[_MODULE_KEY] = name
+            pending.extend(next_node for next_node, _ in node.next_functions)
         return out
 
 
