@@ -210,3 +210,44 @@ def test_real_cnn_step_within_conv_scratch_of_profiler():
     theirs = _profiler_peak(lambda: estimate_training_memory(model, x, meta=False, **kwargs))
     seen = ours.peak_bytes - ours.input_bytes
     assert seen < theirs <= seen + 3 * 32768
+
+
+@pytest.mark.parametrize("optimizer, states", [
+    # Adafactor keeps factored second moments of a matrix (a row and a column vector) and the full
+    # vector of a 1-d parameter: [16,8] -> 16 + 8, bias [16] -> 16, [4,16] -> 4 + 16, bias [4] -> 4:
+    # 64 fp32 = 256 B. Its update reads the parameter's RMS (.item()): on meta it reads 1.
+    ("adafactor", 64 * 4),
+    ("adagrad", MLP_PARAM_BYTES),  # one sum of squares per parameter
+    ("rmsprop", MLP_PARAM_BYTES),  # one square average per parameter
+])
+def test_more_optimizers_meta_equals_real(optimizer, states):
+    meta, real = both(mlp(), torch.randn(2, 8), optimizer=optimizer)
+    assert meta.optimizer_bytes == states
+    assert meta.optimizer_host_bytes == 4 * 4  # a step counter per parameter tensor
+    assert_same(meta, real)
+
+
+def test_pure_bf16_training_halves_model_states():
+    # dtype=bfloat16: parameters, gradients, AdamW states and inputs in bf16: 212 * 2 = 424 B each.
+    meta, real = both(mlp(), torch.randn(2, 8), dtype=torch.bfloat16)
+    assert meta.params_bytes == meta.grads_bytes == 424
+    assert meta.optimizer_bytes == 2 * 424
+    assert meta.input_bytes == 2 * 8 * 2
+    assert_same(meta, real)
+
+
+def test_autocast_policy_casts_like_cuda_autocast():
+    from deeplite_like.backends.torch.autocast_policy import AutocastPolicy
+
+    w = torch.randn(4, 3, device="meta", requires_grad=True)
+    x = torch.randn(2, 3, device="meta")
+    with AutocastPolicy(torch.bfloat16) as policy:
+        y = torch.nn.functional.linear(x, w)  # lower-precision list
+        assert y.dtype == torch.bfloat16
+        assert y.softmax(-1).dtype == torch.float32  # float32 list, bf16 input cast up
+        assert (y + 1).dtype == torch.bfloat16  # in no list: runs in its input's dtype
+        assert torch.cat([y, y.float()]).dtype == torch.float32  # widest input type
+        torch.nn.functional.linear(x, w)
+        assert len(policy._cache) == 1  # the weight was cast once for the region
+    assert not policy._cache  # and the cache dropped on exit
+    assert torch.nn.functional.linear(x, w).dtype == torch.float32

@@ -200,7 +200,7 @@ def estimate_training_memory(
     ``loss_fn(output)``, or ``loss_fn(output, target)`` when ``target`` is given; by default the
     model's own ``loss`` (``output.loss``) or the sum of its output. ``autocast``: ``None``, or
     ``torch.bfloat16`` / ``"bf16"`` / ``"fp16"`` (CUDA autocast's policy over forward and loss).
-    ``dtype``: cast the floating parameters and buffers to it (pure low-precision training).
+    ``dtype``: cast the floating parameters, buffers and inputs to it (pure low-precision training).
     ``activation_checkpointing``: modules to run under ``torch.utils.checkpoint`` (``True`` for
     the repeated blocks, module classes, a predicate ``(name, module) -> bool`` or qualified
     names). ``world_size`` / ``sharding`` / ``units``: per-rank figures under ``'ddp'``,
@@ -237,7 +237,7 @@ def estimate_training_memory(
         model.train(True)
         device = torch.device("meta") if meta else model_device(model)
         state = _copied_state(model, device, dtype)
-        inputs, kwargs, target = _moved((inputs, kwargs, target), device)
+        inputs, kwargs, target = _moved((inputs, kwargs, target), device, dtype)
         trainable = [t for name, t in state.items() if t.requires_grad]
         if not trainable:
             raise ValueError(f"{type(model).__name__} has no parameter that requires grad: there is no training "
@@ -303,15 +303,17 @@ def estimate_training_memory(
         )
 
 
-def _moved(tree: Any, device: torch.device) -> Any:
-    """``tree`` with its tensors on ``device``; a tensor passed twice (input and target) stays one tensor."""
+def _moved(tree: Any, device: torch.device, dtype: torch.dtype | None) -> Any:
+    """``tree`` with its tensors on ``device`` (floating ones cast to ``dtype`` when given); a tensor
+    passed twice (input and target) stays one tensor."""
     copies: dict[int, torch.Tensor] = {}
 
     def move(x: Any) -> Any:
         if not isinstance(x, torch.Tensor):
             return x
         if id(x) not in copies:
-            copies[id(x)] = x.to(device)
+            cast = dtype if dtype is not None and x.is_floating_point() else x.dtype
+            copies[id(x)] = x.to(device=device, dtype=cast)
         return copies[id(x)]
     return torch.utils._pytree.tree_map(move, tree)
 

@@ -48,6 +48,19 @@ class StepRecord:
     phase_start_events: dict[str, int] = field(default_factory=dict)
 
 
+# Phases where a scalar read of a meta tensor (``.item()``) gets a placeholder value: an optimizer
+# that scales its update by a value it reads (Adafactor's RMS of the parameter) allocates the same
+# whatever the value. In the forward and backward a read could steer control flow, so it still fails.
+_SCALAR_READ_PHASES = ("warm-up", "optimizer")
+
+
+def _placeholder_scalar(dtype: torch.dtype) -> bool | int | float:
+    """1 of the right Python type for ``Tensor.item()`` of a meta tensor of ``dtype``."""
+    if dtype == torch.bool:
+        return True
+    return 1.0 if dtype.is_floating_point or dtype.is_complex else 1
+
+
 class StepTracker(_StorageTracker):
     """``_StorageTracker`` that also records allocations, frees and a mark per operator."""
 
@@ -58,6 +71,10 @@ class StepTracker(_StorageTracker):
         self._serial: dict[tuple[str, int], int] = {}
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # noqa: ANN001 - torch's protocol
+        if func is torch.ops.aten._local_scalar_dense.default and self.phase in _SCALAR_READ_PHASES \
+                and args[0].device.type == "meta":
+            self.record.marks.append((len(self.record.events), self.phase, self._where(), str(func)))
+            return _placeholder_scalar(args[0].dtype)
         out = super().__torch_dispatch__(func, types, args, kwargs)
         self.record.marks.append((len(self.record.events), self.phase, self._where(), str(func)))
         return out
