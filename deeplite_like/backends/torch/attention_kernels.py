@@ -13,7 +13,8 @@ meta kernel and a derivative, so the step, backward included, is the one that de
 * ``"math"``: ``_scaled_dot_product_attention_math`` (the attention matrix is materialised);
 * ``None``: whatever torch picks for the tensors' device (math on meta).
 
-Grouped-query attention (``enable_gqa=True``) keeps torch's own choice.
+Grouped-query attention (``enable_gqa=True``): the flash kernels take fewer key/value heads as
+they are; for the efficient kernel (a mask on CUDA) they are repeated first.
 """
 from __future__ import annotations
 
@@ -49,16 +50,18 @@ class AttentionKernel(TorchFunctionMode):
         if getattr(func, "__name__", "") != "scaled_dot_product_attention":
             return func(*args, **kwargs)
         q, k, v, mask, dropout, causal, scale, gqa = _arguments(args, kwargs)
-        if gqa:
-            return func(*args, **kwargs)
         aten = torch.ops.aten
         if self.kind == "math":
-            return aten._scaled_dot_product_attention_math(q, k, v, mask, dropout, causal, scale=scale)[0]
-        if self.kind == "cpu":
+            return aten._scaled_dot_product_attention_math(q, k, v, mask, dropout, causal, scale=scale,
+                                                           enable_gqa=gqa)[0]
+        if self.kind == "cpu":  # takes fewer key/value heads as they are
             return aten._scaled_dot_product_flash_attention_for_cpu(q, k, v, dropout, causal, attn_mask=mask,
                                                                      scale=scale)[0]
-        if mask is None:
+        if mask is None:  # CUDA's flash kernel takes fewer key/value heads as they are
             return aten._scaled_dot_product_flash_attention(q, k, v, dropout, causal, scale=scale)[0]
+        if gqa and k.shape[-3] != q.shape[-3]:  # the efficient kernel takes equal head counts
+            groups = q.shape[-3] // k.shape[-3]
+            k, v = k.repeat_interleave(groups, dim=-3), v.repeat_interleave(groups, dim=-3)
         bias = mask if mask.dtype != torch.bool else _bool_mask_to_bias(mask, q.dtype)
         return aten._scaled_dot_product_efficient_attention(q, k, v, bias, True, dropout, causal, scale=scale)[0]
 

@@ -36,6 +36,7 @@ from torch.utils.checkpoint import checkpoint
 
 from deeplite_like.backends.torch.attention_kernels import AttentionKernel
 from deeplite_like.backends.torch.autocast_policy import AutocastPolicy, resolve_autocast_dtype
+from deeplite_like.backends.torch.counting.meta_values import MetaValues
 from deeplite_like.backends.torch.memory import (
     _ModuleStack, _infer_batch_size, _mha_fastpath, _spanned_bytes, _storage_key, _tensor_leaves,
 )
@@ -236,7 +237,9 @@ def estimate_training_memory(
     with preserved_model_state(model), _checkpointed(model, checkpoint_names, modes), _mha_fastpath(False):
         model.train(True)
         device = torch.device("meta") if meta else model_device(model)
+        real_buffers = dict(model.named_buffers())
         state = _copied_state(model, device, dtype)
+        originals = _tensor_leaves((inputs, kwargs, target))
         inputs, kwargs, target = _moved((inputs, kwargs, target), device, dtype)
         trainable = [t for name, t in state.items() if t.requires_grad]
         if not trainable:
@@ -255,6 +258,12 @@ def estimate_training_memory(
 
         modules = _ModuleStack(model)
         tracker = StepTracker(params_full + buffers_bytes + input_bytes, external, where_running(modules))
+        if meta:
+            tracker.values = MetaValues(lambda: f"module {modules.current!r}")
+            for real, moved in zip(originals, _tensor_leaves((inputs, kwargs, target))):
+                tracker.values.seed(moved, real)
+            for name, buffer in real_buffers.items():
+                tracker.values.seed(state[name], buffer)
         made = modes()
         kernel = next((m for m in made if isinstance(m, AttentionKernel)), None)
         policy = next((m for m in made if isinstance(m, AutocastPolicy)), None)

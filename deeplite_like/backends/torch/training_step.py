@@ -7,6 +7,10 @@ allocation (its serial number, bytes, phase and module) and each free, and a mar
 operator, from which ``training_memory.py`` derives the peak, the phases, the per-module
 activations and, by re-weighting the same events, the per-rank figures of a sharded run.
 
+On meta, the small integer and boolean tensors derived from the inputs keep their values (the
+counting engine's ``MetaValues``), so value-dependent control flow on index tensors (transformers'
+packed-sequence check on position ids) takes the branch a real run takes.
+
 Where an operator of the backward runs is read from the autograd node executing it: the
 forward labels each node it creates with the module that created it (``_NodeLabeler``).
 """
@@ -21,6 +25,7 @@ import torch
 from torch.overrides import TorchFunctionMode
 from torch.utils import _pytree as pytree
 
+from deeplite_like.backends.torch.counting.meta_values import MetaValues
 from deeplite_like.backends.torch.memory import _ModuleStack, _storage_key, _StorageTracker, _tensor_leaves
 
 __all__ = ["StepRecord", "StepTracker", "NodeLabeler"]
@@ -67,17 +72,37 @@ class StepTracker(_StorageTracker):
     def __init__(self, base_bytes: int, external: set[tuple[str, int]], where: Callable[[], str]) -> None:
         super().__init__(base_bytes, external, where)
         self.record = StepRecord(base_bytes)
+        self.values: MetaValues | None = None  # set for a meta step
         self.phase = "setup"
         self._serial: dict[tuple[str, int], int] = {}
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # noqa: ANN001 - torch's protocol
+        kwargs = kwargs or {}
         if func is torch.ops.aten._local_scalar_dense.default and self.phase in _SCALAR_READ_PHASES \
                 and args[0].device.type == "meta":
-            self.record.marks.append((len(self.record.events), self.phase, self._where(), str(func)))
-            return _placeholder_scalar(args[0].dtype)
-        out = super().__torch_dispatch__(func, types, args, kwargs)
+            out = _placeholder_scalar(args[0].dtype)
+        elif self.values is not None:  # meta: small integer tensors keep values (meta_values.py)
+            out = self.values.wrap(func, str(func), _written(func), func)(*args, **kwargs)
+            self._count(func, out)
+        else:
+            out = func(*args, **kwargs)
+            self._count(func, out)
         self.record.marks.append((len(self.record.events), self.phase, self._where(), str(func)))
         return out
+
+    def _count(self, func: Any, out: Any) -> None:
+        """As ``_StorageTracker.__torch_dispatch__`` after running the operator: new storages, peak."""
+        returns = func._schema.returns
+        values = out if isinstance(out, (tuple, list)) and len(returns) == len(out) and len(returns) > 1 else (out,)
+        for ret, value in zip(returns, values):
+            if ret.alias_info is not None:
+                continue  # a view, or the written-to argument of an in-place / out= op
+            for tensor in _tensor_leaves(value):
+                self._allocated(tensor)
+        if self.live > self.peak:
+            self.peak = self.live
+            self.peak_op = str(func)
+            self.peak_module = self._where()
 
     def _allocated(self, tensor: torch.Tensor) -> None:
         key = _storage_key(tensor)
@@ -132,6 +157,12 @@ class NodeLabeler(TorchFunctionMode):
             node.metadata[_MODULE_KEY] = name
             pending.extend(next_node for next_node, _ in node.next_functions)
         return out
+
+
+def _written(func: Any) -> tuple[tuple[int, str], ...]:
+    """(index, name) of the arguments ``func`` writes in place."""
+    return tuple((i, a.name) for i, a in enumerate(func._schema.arguments)
+                 if a.alias_info is not None and a.alias_info.is_write)
 
 
 def where_running(modules: _ModuleStack) -> Callable[[], str]:
