@@ -26,14 +26,13 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import inspect
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import torch
 from torch import nn
-from torch.utils.checkpoint import checkpoint
 
+from deeplite_like.backends.torch.activation_checkpointing import checkpointed
 from deeplite_like.backends.torch.attention_kernels import AttentionKernel
 from deeplite_like.backends.torch.autocast_policy import AutocastPolicy, resolve_autocast_dtype
 from deeplite_like.backends.torch.counting.meta_values import MetaValues
@@ -47,6 +46,7 @@ from deeplite_like.backends.torch.state import model_device, preserved_model_sta
 from deeplite_like.backends.torch.training_result import (
     CUDA_BLOCK_BYTES, Allowance, PhaseMemory, TrainingMemory,
 )
+from deeplite_like.backends.torch.training_optimizers import build_optimizer
 from deeplite_like.backends.torch.training_step import (
     NodeLabeler, StepRecord, StepTracker, tensor_storages, where_running,
 )
@@ -54,52 +54,6 @@ from deeplite_like.backends.torch.training_step import (
 __all__ = ["estimate_training_memory", "build_optimizer", "PHASES"]
 
 PHASES = ("forward", "loss", "backward", "optimizer")
-
-_OPTIMIZERS: dict[str, tuple[str, dict[str, Any]]] = {
-    "adamw": ("AdamW", {}),
-    "adam": ("Adam", {}),
-    "sgd": ("SGD", {"lr": 1e-3, "momentum": 0.9}),
-    "adafactor": ("Adafactor", {}),
-    "adagrad": ("Adagrad", {}),
-    "rmsprop": ("RMSprop", {}),
-}
-
-
-def build_optimizer(optimizer: Any, params: list[torch.Tensor]) -> tuple[torch.optim.Optimizer, str]:
-    """An optimizer over ``params`` from a name, an ``Optimizer`` class or a factory; and its name.
-
-    Names: ``adamw``, ``adam``, ``sgd`` (momentum 0.9, so it keeps one state), ``adafactor``,
-    ``adagrad``, ``rmsprop``. A name or a class is built with ``foreach=True`` where the class
-    takes it (torch's default on CUDA). A factory is called as ``factory(params)``.
-    """
-    if isinstance(optimizer, str):
-        key = optimizer.lower()
-        if key not in _OPTIMIZERS:
-            raise ValueError(f"optimizer={optimizer!r} is not a known name; use one of {sorted(_OPTIMIZERS)}, "
-                             "an optimizer class, or a factory params -> optimizer")
-        class_name, defaults = _OPTIMIZERS[key]
-        cls = getattr(torch.optim, class_name, None)
-        if cls is None:
-            raise ValueError(f"optimizer={optimizer!r}: torch {torch.__version__} has no torch.optim.{class_name}")
-        return _from_class(cls, params, defaults), key
-    if isinstance(optimizer, type) and issubclass(optimizer, torch.optim.Optimizer):
-        return _from_class(optimizer, params, {}), optimizer.__name__
-    if callable(optimizer):
-        built = optimizer(params)
-        if not isinstance(built, torch.optim.Optimizer):
-            raise TypeError(f"optimizer factory {optimizer!r} returned {type(built).__name__}, not a "
-                            "torch.optim.Optimizer; it is called as factory(params)")
-        return built, type(built).__name__
-    raise TypeError(f"optimizer takes a name ({sorted(_OPTIMIZERS)}), an Optimizer class or a factory "
-                    f"params -> optimizer, got {optimizer!r}")
-
-
-def _from_class(cls: type, params: list[torch.Tensor], defaults: dict[str, Any]) -> torch.optim.Optimizer:
-    kwargs = dict(defaults)
-    if "foreach" in inspect.signature(cls.__init__).parameters:
-        kwargs["foreach"] = True
-    return cls(params, **kwargs)
-
 
 def _default_loss(output: Any) -> torch.Tensor:
     """``output.loss`` / ``output["loss"]`` when the model computes its loss, else the sum of the output."""
@@ -115,65 +69,6 @@ def _default_loss(output: Any) -> torch.Tensor:
         raise ValueError("the model's output has no floating tensor that requires grad and no 'loss'; pass "
                          "loss_fn=... (called as loss_fn(output) or loss_fn(output, target))")
     return functools.reduce(torch.add, (t.sum() for t in leaves))
-
-
-@contextlib.contextmanager
-def _checkpointed(model: nn.Module, names: list[str], modes: Callable[[], list[Any]]) -> Iterator[None]:
-    """Run each named module's forward under non-reentrant ``torch.utils.checkpoint``; undone on exit.
-
-    As ``checkpoint`` re-enters ``torch.autocast`` for the recomputation, the recomputation in
-    backward re-enters the function modes of the step (autocast policy, attention kernel), which
-    the autograd engine does not carry into backward: ``modes()`` makes fresh ones.
-    """
-    modules = dict(model.named_modules())
-    patched = []
-    try:
-        for name in names:
-            module = modules[name]
-            had = "forward" in module.__dict__
-            original = module.forward
-
-            def run(*args: Any, _f: Callable = original, **kwargs: Any) -> Any:
-                if _in_forward():
-                    return _f(*args, **kwargs)
-                with contextlib.ExitStack() as stack:  # the recomputation, in backward
-                    for mode in modes():
-                        stack.enter_context(mode)
-                    return _f(*args, **kwargs)
-
-            def forward(*args: Any, _run: Callable = run, **kwargs: Any) -> Any:
-                # preserve_rng_state=False: the RNG state copy is host memory and changes no byte here.
-                return checkpoint(_run, *args, use_reentrant=False, preserve_rng_state=False, **kwargs)
-
-            module.forward = forward
-            patched.append((module, had, original))
-        yield
-    finally:
-        for module, had, original in reversed(patched):
-            if had:
-                module.forward = original
-            else:
-                del module.forward
-
-
-def _in_forward() -> bool:
-    """Whether the step's function modes are active (forward), as opposed to a backward recomputation."""
-    from torch.overrides import _get_current_function_mode_stack
-
-    return any(isinstance(mode, NodeLabeler) for mode in _get_current_function_mode_stack())
-
-
-def _resize_batch(tree: Any, old: int, new: int) -> Any:
-    """``tree`` with every tensor whose dim 0 is ``old`` made ``new`` long (meta: no allocation)."""
-    def resize(x: Any) -> Any:
-        if isinstance(x, torch.Tensor) and x.dim() >= 1 and x.shape[0] == old:
-            shape = (new, *x.shape[1:])
-            if x.device.type == "meta":
-                return torch.empty(shape, dtype=x.dtype, device="meta")
-            reps = -(-new // old)
-            return x.repeat(reps, *([1] * (x.dim() - 1)))[:new].clone()
-        return x
-    return torch.utils._pytree.tree_map(resize, tree)
 
 
 def estimate_training_memory(
@@ -234,7 +129,7 @@ def estimate_training_memory(
             made.append(AutocastPolicy(autocast_dtype))
         return made
 
-    with preserved_model_state(model), _checkpointed(model, checkpoint_names, modes), _mha_fastpath(False):
+    with preserved_model_state(model), checkpointed(model, checkpoint_names, modes), _mha_fastpath(False):
         model.train(True)
         device = torch.device("meta") if meta else model_device(model)
         real_buffers = dict(model.named_buffers())

@@ -48,7 +48,6 @@ class StepRecord:
     origin: list[tuple[str, str]] = field(default_factory=list)
     events: list[tuple[int, int]] = field(default_factory=list)
     marks: list[tuple[int, str, str, str]] = field(default_factory=list)
-    phase_bounds: dict[str, tuple[int, int]] = field(default_factory=dict)
     forward_end_events: int = 0
     phase_start_events: dict[str, int] = field(default_factory=dict)
 
@@ -126,14 +125,10 @@ class StepTracker(_StorageTracker):
 
     @contextlib.contextmanager
     def in_phase(self, name: str) -> Iterator[None]:
-        """Label the operators run in the body with phase ``name`` and remember its event range."""
+        """Label the operators run in the body with phase ``name``; remember where its events start."""
         self.phase = name
         self.record.phase_start_events[name] = len(self.record.events)
-        start = len(self.record.marks)
-        try:
-            yield
-        finally:
-            self.record.phase_bounds[name] = (start, len(self.record.marks))
+        yield
 
 
 class NodeLabeler(TorchFunctionMode):
