@@ -251,3 +251,16 @@ def test_autocast_policy_casts_like_cuda_autocast():
         assert len(policy._cache) == 1  # the weight was cast once for the region
     assert not policy._cache  # and the cache dropped on exit
     assert torch.nn.functional.linear(x, w).dtype == torch.float32
+
+
+def test_tied_weights_counted_once_and_stepped_once():
+    # The head shares the embedding's 64*32 weight: 21664 - 2048 = 19616 fp32 parameters = 78464 B,
+    # one gradient and one pair of AdamW states for the shared weight.
+    model = LlamaDecoder()
+    model.head.weight = model.embed.weight
+    ids = torch.randint(0, 64, (2, 16))
+    meta, real = both(model, ids, loss_fn=lm_loss, target=ids, attention="cpu")
+    assert meta.params_bytes == meta.grads_bytes == 78464
+    assert meta.optimizer_bytes == 2 * 78464
+    assert_same(meta, real)
+    assert model.head.weight is model.embed.weight
