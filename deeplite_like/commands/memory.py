@@ -4,7 +4,7 @@
 
     deeplite-like memory MODEL --train [--optimizer adamw] [--autocast bf16] [--checkpointing]
                          [--sharding fsdp --world-size 8] [--fit 80GiB [--fit-axis seq]]
-                         [--meta-init] [--input-shape 1,2048 --int-inputs] [--format json] [-o FILE]
+                         [--meta-init] [--input-shape 1,2048 --int-inputs] [--format json|html] [-o FILE]
 
 Without ``--train`` it measures the forward alone (``peak_activation_memory`` on meta). The
 loss is the model's own (``output.loss``) or the sum of its output: pass a factory returning a
@@ -59,7 +59,8 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
                       help="find the largest batch that fits SIZE (e.g. 80GiB), allowance included")
     step.add_argument("--fit-axis", choices=("batch", "seq"), default="batch", help="search the batch or dim 1")
     out = parser.add_argument_group("output")
-    out.add_argument("--format", choices=("table", "json"), default="table")
+    out.add_argument("--format", choices=("table", "json", "html"), default=None,
+                     help="table (default), json, or html (a page with the timeline chart); default: from --output")
     out.add_argument("--output", "-o", metavar="FILE", default=None, help="write the report to FILE")
     out.add_argument("--verbose", action="store_true", help="show the traceback of an error")
     parser.set_defaults(run=run)
@@ -93,7 +94,18 @@ def run(args: argparse.Namespace, stdout: IO[str] | None = None, stderr: IO[str]
     except (RuntimeError, NotImplementedError, ValueError, TypeError) as error:
         raise ProfilingFailed(f"measuring the memory of {loaded.name} failed: {error}",
                               "run again with --verbose for the traceback") from error
-    text = json.dumps(report, indent=2) if args.format == "json" else report["text"]
+    fmt = args.format or ("html" if (args.output or "").endswith((".html", ".htm")) else
+                          "json" if (args.output or "").endswith(".json") else "table")
+    if fmt == "html" and not args.train:
+        raise UsageError("--format html draws the timeline of a training step", "add --train")
+    if fmt == "json":
+        text = json.dumps(report, indent=2)
+    elif fmt == "html":
+        from deeplite_like.reports.memory_timeline import training_memory_page
+
+        text = training_memory_page(report, f"Training memory: {loaded.name}")
+    else:
+        text = report["text"]
     if args.output:
         Path(args.output).write_text(text + "\n")
         print(f"wrote {args.output}", file=stderr)

@@ -47,3 +47,20 @@ def test_usage_errors(cli):
     assert code == 2 and "add --train" in err
     code, _, err = cli("memory", MLP, "--input-shape", "2,4", "--train", "--optimizer", "lamb")
     assert code == 1 and "not a known name" in err
+
+
+def test_html_page_has_the_timeline_and_the_categories(cli, tmp_path):
+    page = tmp_path / "memory.html"
+    code, _, err = cli("memory", MLP, "--input-shape", "2,4", "--train", "-o", str(page))
+    assert code == 0 and f"wrote {page}" in err
+    html = page.read_text()
+    assert html.startswith("<!DOCTYPE html>") and "<script src" not in html
+    assert 'class="chart timeline-chart"' in html and html.count('<polyline class="series"') == 4  # 4 phases
+    # peak in AdamW's step: params 148 + input 2*4*4 = 32 + grads 148 + states 296 + _foreach_sqrt 148
+    assert "peak 772.0 B (772 B) in optimizer" in html
+    assert "148.0 B" in html  # parameters
+
+
+def test_html_needs_train(cli):
+    code, _, err = cli("memory", MLP, "--input-shape", "2,4", "--format", "html")
+    assert code == 2 and "add --train" in err
