@@ -264,3 +264,15 @@ def test_tied_weights_counted_once_and_stepped_once():
     assert meta.optimizer_bytes == 2 * 78464
     assert_same(meta, real)
     assert model.head.weight is model.embed.weight
+
+
+def test_allowance_rounding_by_hand():
+    # At the MLP's peak (AdamW's foreach step) the live blocks are the parameters [512, 64, 256, 16] B,
+    # the input 64 B, and four more sets of the parameters' shapes (grads, exp_avg, exp_avg_sq,
+    # the square roots). Rounded up to 512 B: per set 0 + 448 + 256 + 496 = 1200, the input 448:
+    # 5 * 1200 + 448 = 6448 B.
+    result = estimate_training_memory(mlp(), torch.randn(2, 8))
+    assert result.allowance.rounding_bytes == 6448
+    assert result.allowance.total_bytes == 6448 + 32 * 2**20 + 512 * 2**20
+    assert result.fits(result.peak_bytes + result.allowance.total_bytes)
+    assert not result.fits(result.peak_bytes + result.allowance.total_bytes - 1)

@@ -194,8 +194,12 @@ def estimate_training_memory(
         weights = _rank_weights(tracker.record, grad_serials, state_serials, plan)
         extras = _strategy_extras(model, state, param_names, unit_names, plan, grads_full)
         base_rank = params_rank + buffers_bytes + input_bytes
+        base_blocks = [_rank_bytes(t, plan, plan.params) for t in tensor_storages(
+            [t for n, t in state.items() if n in param_names])]
+        base_blocks += [t.untyped_storage().nbytes() for t in tensor_storages(
+            [*(t for n, t in state.items() if n not in param_names), *leaves])]
         return _summarise(
-            tracker.record, weights, base_rank, extras,
+            tracker.record, weights, base_rank, extras, base_blocks,
             params_bytes=params_rank,
             grads_bytes=sum(_rank_bytes(t, plan, plan.grads) for t in grads),
             optimizer_bytes=sum(_rank_bytes(t, plan, plan.states) for t in device_states),
@@ -339,12 +343,13 @@ def _alive_after(record: StepRecord, event_count: int) -> set[int]:
     return alive
 
 
-def _rounding(sizes: list[int], alive: set[int]) -> int:
-    return sum(-(-sizes[s] // CUDA_BLOCK_BYTES) * CUDA_BLOCK_BYTES - sizes[s] for s in alive if sizes[s])
+def _rounding(sizes: list[int]) -> int:
+    """Bytes the CUDA caching allocator adds to blocks of ``sizes`` by rounding each up to 512 B."""
+    return sum(-(-n // CUDA_BLOCK_BYTES) * CUDA_BLOCK_BYTES - n for n in sizes if n)
 
 
 def _summarise(record: StepRecord, weights: list[int], base: int, extras: dict[str, tuple[int, int]],
-               **fields: Any) -> TrainingMemory:
+               base_blocks: list[int], **fields: Any) -> TrainingMemory:
     """Replay the events with per-rank weights: timeline, phases, peak, activations at end of forward."""
     live = base
     alive: set[int] = set()
@@ -389,6 +394,6 @@ def _summarise(record: StepRecord, weights: list[int], base: int, extras: dict[s
         activations_bytes=activations, peak_bytes=peak[0], peak_phase=peak[1], peak_module=peak[2],
         peak_op=peak[3], phases=phases, timeline=tuple(timeline),
         activations_by_module=dict(sorted(by_module.items(), key=lambda kv: -kv[1])),
-        allowance=Allowance(rounding_bytes=_rounding(record.sizes, peak_alive)),
+        allowance=Allowance(rounding_bytes=_rounding(base_blocks + [weights[s] for s in peak_alive])),
         comm_buffer_bytes=comm, gather_bytes=max(g for _, g in extras.values()), **fields,
     )

@@ -26,7 +26,7 @@ class Allowance:
     """What the tracker cannot see on a CUDA device, documented, never added to ``peak_bytes``.
 
     ``rounding_bytes``: exact extra of the caching allocator's 512-byte rounding over the
-    blocks live at the peak (computed from the recorded allocations). ``cublas_workspace_bytes``:
+    blocks live at the peak (parameters, buffers and inputs included; computed from the record). ``cublas_workspace_bytes``:
     PyTorch's default cuBLAS workspace on Hopper (``CUBLAS_WORKSPACE_CONFIG`` unset: 32 MiB per
     handle/stream; 8 MiB + 128 KiB before Hopper). ``cuda_context_bytes``: the CUDA context and
     loaded kernels, driver- and GPU-dependent (typically 300-600 MiB with lazy module loading);
