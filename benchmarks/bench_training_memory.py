@@ -1,4 +1,4 @@
-"""Time and peak RSS of ``estimate_training_memory`` on Llama-2-7B- and 70B-shaped decoders (meta).
+"""Time (wall and CPU) and peak RSS of ``estimate_training_memory`` on Llama-2-7B- and 70B-shaped decoders (meta).
 
 Each configuration runs in a fresh process (so its peak RSS is its own), and prints one row:
 the measured figures next to what ``accelerate estimate-memory`` and DeepSpeed's ZeRO
@@ -58,18 +58,18 @@ def one(model_name: str, sharding: str, world_size: int, checkpointing: bool) ->
     from benchmarks.llama import llama_7b, llama_70b
     from deeplite_like.backends.torch import estimate_training_memory
 
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), time.process_time()
     model = llama_7b() if model_name == "7b" else llama_70b()
     ids = torch.zeros(1, 2048, dtype=torch.long, device="meta")
     result = estimate_training_memory(model, ids, labels=ids, optimizer="adamw", autocast="bf16",
                                       sharding=None if sharding == "none" else sharding, world_size=world_size,
                                       activation_checkpointing=True if checkpointing else None)
-    seconds = time.perf_counter() - start
+    seconds, cpu_seconds = time.perf_counter() - start, time.process_time() - cpu
     params = sum(p.numel() for p in model.parameters())
     largest = max(sum(p.numel() for p in m.parameters(recurse=False)) for m in model.modules())
     return {
         "model": model_name, "sharding": sharding, "world_size": world_size, "checkpointing": checkpointing,
-        "seconds": round(seconds, 2), "max_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024,
+        "seconds": round(seconds, 2), "cpu_seconds": round(cpu_seconds, 2), "max_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024,
         "params": params, "params_bytes": result.params_bytes, "grads_bytes": result.grads_bytes,
         "optimizer_bytes": result.optimizer_bytes, "activations_bytes": result.activations_bytes,
         "peak_bytes": result.peak_bytes, "peak_at": result.peak_at,
@@ -90,7 +90,7 @@ def main() -> None:
     from prettytable import PrettyTable
 
     table = PrettyTable(["model", "sharding", "ckpt", "params", "grads", "optimizer", "activations", "peak",
-                         "peak at", "time s", "RSS MiB", "accelerate fp16 / fp32", "DS zero2", "DS zero3"])
+                         "peak at", "time s", "CPU s", "RSS MiB", "accelerate fp16 / fp32", "DS zero2", "DS zero3"])
     for name, sharding, world, ckpt in CONFIGS:
         out = subprocess.run([sys.executable, __file__, "--one", name, sharding, str(world), str(int(ckpt))],
                              capture_output=True, text=True, check=True)
@@ -98,7 +98,7 @@ def main() -> None:
         gib = lambda n: f"{n / GIB:.2f}"  # noqa: E731
         table.add_row([name, f"{sharding} x{world}", "yes" if ckpt else "no", gib(row["params_bytes"]),
                        gib(row["grads_bytes"]), gib(row["optimizer_bytes"]), gib(row["activations_bytes"]),
-                       gib(row["peak_bytes"]), row["peak_at"], row["seconds"], row["max_rss_mib"],
+                       gib(row["peak_bytes"]), row["peak_at"], row["seconds"], row["cpu_seconds"], row["max_rss_mib"],
                        f"{gib(row['accelerate']['float16'])} / {gib(row['accelerate']['float32'])}",
                        gib(row["deepspeed_zero2"]), gib(row["deepspeed_zero3"])])
     print("figures in GiB (2**30 bytes), per rank; Llama-shaped, seq 2048, batch 1, AdamW, bf16 autocast")

@@ -72,6 +72,7 @@ class StepTracker(_StorageTracker):
         super().__init__(base_bytes, external, where)
         self.record = StepRecord(base_bytes)
         self.values: MetaValues | None = None  # set for a meta step
+        self._runners: dict[Any, Callable] = {}  # operator -> its run keeping values (meta)
         self.phase = "setup"
         self._serial: dict[tuple[str, int], int] = {}
 
@@ -81,7 +82,10 @@ class StepTracker(_StorageTracker):
                 and args[0].device.type == "meta":
             out = _placeholder_scalar(args[0].dtype)
         elif self.values is not None:  # meta: small integer tensors keep values (meta_values.py)
-            out = self.values.wrap(func, str(func), _written(func), func)(*args, **kwargs)
+            run = self._runners.get(func)
+            if run is None:
+                run = self._runners[func] = self.values.wrap(func, str(func), _written(func), func)
+            out = run(*args, **kwargs)
             self._count(func, out)
         else:
             out = func(*args, **kwargs)
