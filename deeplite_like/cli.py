@@ -5,6 +5,7 @@
     deeplite-like profile MODEL [--input-shape 1,3,224,224 | --inputs FILE] [--format html -o report.html]
     deeplite-like compare MODEL_A MODEL_B [MODEL_C ...]
     deeplite-like demo
+    deeplite-like memory MODEL --train [--optimizer adamw] [--fit 80GiB]
 
 Each subcommand lives in ``deeplite_like.commands``. Errors are one line plus a hint on
 standard error; exit code 2 for a usage error, 1 for a failure while profiling (see
@@ -31,7 +32,7 @@ def _demo(args: argparse.Namespace) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     from deeplite_like import __version__
-    from deeplite_like.commands import compare, demo, profile
+    from deeplite_like.commands import compare, demo, memory, profile
 
     parser = argparse.ArgumentParser(prog=PROG, description="Profile and compare deep-learning models: MACs, "
                                      "FLOPs, parameters, size, memory and latency, per model and per layer.")
@@ -40,6 +41,7 @@ def build_parser() -> argparse.ArgumentParser:
     profile.add_parser(commands)
     compare.add_parser(commands)
     demo.add_parser(commands)
+    memory.add_parser(commands)
     commands.choices["demo"].set_defaults(run=_demo)
     return parser
 

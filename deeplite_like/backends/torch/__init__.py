@@ -21,6 +21,9 @@ _EXPORTS = {
     "ComputeMemory": "deeplite_like.backends.torch.functions",
     "ComputeExecutionTime": "deeplite_like.backends.torch.functions",
     "ComputeLayerwiseSummary": "deeplite_like.backends.torch.functions",
+    "estimate_training_memory": "deeplite_like.backends.torch.training_memory",
+    "TrainingMemory": "deeplite_like.backends.torch.training_result",
+    "largest_batch": "deeplite_like.backends.torch.batch_fit",
     "accuracy": "deeplite_like.backends.torch.evaluate",
     "topk_accuracy": "deeplite_like.backends.torch.evaluate",
     # deeplite-profiler's names (code written for it runs with its import lines changed)

@@ -1,0 +1,399 @@
+"""Memory of one training step, per rank, measured on meta tensors: "will it fit?".
+
+``estimate_training_memory`` runs the real step - forward, loss, ``loss.backward()``,
+``optimizer.step()`` - on copies of the parameters (meta copies by default: shapes, dtypes and
+storage sizes are real, nothing is allocated), under the storage-lifetime tracker of
+``memory.py`` (``training_step.py`` records the events). Every byte in the result is a storage
+that an operator allocated and that was alive at that moment; nothing is a rule of thumb.
+
+Choices that make the meta step the step a CUDA run would take:
+
+* optimizers built from a name or a class get ``foreach=True``, the implementation torch picks
+  by default for CUDA parameters (its temporaries differ from the per-tensor loop that torch
+  picks for CPU / meta parameters). ``fused=True`` has no meta kernel and is refused by torch.
+* ``steady_state=True`` (default) measures a step after the first: the optimizer's states
+  exist before the forward starts (a warm-up ``optimizer.step()`` on zero gradients creates
+  them; it is not part of the figures) and the gradients are ``None`` at the start
+  (``zero_grad(set_to_none=True)``), as in every step of a run but the first.
+* ``autocast=torch.bfloat16`` applies CUDA autocast's policy (``autocast_policy.py``) over the
+  forward and the loss: the float32 parameters are the master weights, their low-precision
+  copies are activations / temporaries.
+* the model's fused transformer fast path is off (as in a training forward).
+
+The user's model is left as found (``preserved_model_state``): the step runs on copies.
+"""
+from __future__ import annotations
+
+import contextlib
+import functools
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import torch
+from torch import nn
+
+from deeplite_like.backends.torch.activation_checkpointing import checkpointed
+from deeplite_like.backends.torch.attention_kernels import AttentionKernel
+from deeplite_like.backends.torch.autocast_policy import AutocastPolicy, resolve_autocast_dtype
+from deeplite_like.backends.torch.counting.meta_values import MetaValues
+from deeplite_like.backends.torch.memory import (
+    _ModuleStack, _infer_batch_size, _mha_fastpath, _spanned_bytes, _storage_key, _tensor_leaves,
+)
+from deeplite_like.backends.torch.sharding import (
+    ShardPlan, repeated_blocks, resolve_sharding, select_modules, shard_bytes,
+)
+from deeplite_like.backends.torch.state import model_device, preserved_model_state
+from deeplite_like.backends.torch.training_result import (
+    CUDA_BLOCK_BYTES, Allowance, PhaseMemory, TrainingMemory,
+)
+from deeplite_like.backends.torch.training_optimizers import build_optimizer
+from deeplite_like.backends.torch.training_step import (
+    NodeLabeler, StepRecord, StepTracker, tensor_storages, where_running,
+)
+
+__all__ = ["estimate_training_memory", "build_optimizer", "PHASES"]
+
+PHASES = ("forward", "loss", "backward", "optimizer")
+
+def _default_loss(output: Any) -> torch.Tensor:
+    """``output.loss`` / ``output["loss"]`` when the model computes its loss, else the sum of the output."""
+    loss = getattr(output, "loss", None)
+    if loss is None and isinstance(output, Mapping):
+        loss = output.get("loss")
+    if isinstance(loss, torch.Tensor):
+        return loss
+    if isinstance(output, torch.Tensor):
+        return output.sum()
+    leaves = [t for t in _tensor_leaves(output) if t.is_floating_point() and t.requires_grad]
+    if not leaves:
+        raise ValueError("the model's output has no floating tensor that requires grad and no 'loss'; pass "
+                         "loss_fn=... (called as loss_fn(output) or loss_fn(output, target))")
+    return functools.reduce(torch.add, (t.sum() for t in leaves))
+
+
+def estimate_training_memory(
+    model: nn.Module,
+    *inputs: Any,
+    optimizer: Any = "adamw",
+    loss_fn: Callable[..., torch.Tensor] | None = None,
+    target: Any = None,
+    autocast: Any = None,
+    dtype: torch.dtype | None = None,
+    activation_checkpointing: Any = None,
+    world_size: int = 1,
+    sharding: str | None = None,
+    units: Any = None,
+    attention: str | None = "auto",
+    meta: bool = True,
+    steady_state: bool = True,
+    batch_size: int | None = None,
+    **kwargs: Any,
+) -> TrainingMemory:
+    """Measure the memory of one training step of ``model(*inputs, **kwargs)``, per rank, in bytes.
+
+    ``optimizer``: a name (``"adamw"``, ``"adam"``, ``"sgd"``, ...), an ``Optimizer`` class or a
+    factory ``params -> optimizer`` (see ``build_optimizer``). ``loss_fn``: called as
+    ``loss_fn(output)``, or ``loss_fn(output, target)`` when ``target`` is given; by default the
+    model's own ``loss`` (``output.loss``) or the sum of its output. ``autocast``: ``None``, or
+    ``torch.bfloat16`` / ``"bf16"`` / ``"fp16"`` (CUDA autocast's policy over forward and loss).
+    ``dtype``: cast the floating parameters, buffers and inputs to it (pure low-precision training).
+    ``activation_checkpointing``: modules to run under ``torch.utils.checkpoint`` (``True`` for
+    the repeated blocks, module classes, a predicate ``(name, module) -> bool`` or qualified
+    names). ``world_size`` / ``sharding`` / ``units``: per-rank figures under ``'ddp'``,
+    ``'zero1'``, ``'zero2'``, ``'zero3'`` / ``'fsdp'`` (model in ``sharding.py``; ``units``
+    chooses the FSDP units like ``activation_checkpointing``); ``inputs`` are one rank's
+    micro-batch. ``attention``: the ``scaled_dot_product_attention`` kernel (``attention_kernels.py``):
+    ``"auto"`` is ``"cuda"`` (flash / memory-efficient) on meta and torch's own choice otherwise.
+    ``meta=False`` runs the same step on real copies on the model's device (to
+    check the meta figures). ``steady_state``: see the module docstring.
+    """
+    if not isinstance(model, nn.Module):
+        raise TypeError(f"estimate_training_memory expects a torch.nn.Module, got {type(model).__name__}")
+    plan = resolve_sharding(sharding, world_size)
+    autocast_dtype = resolve_autocast_dtype(autocast)
+    if batch_size is None:
+        batch_size = _infer_batch_size(inputs, kwargs)
+    checkpoint_names = ([] if activation_checkpointing in (None, False)
+                        else select_modules(model, activation_checkpointing, "activation_checkpointing"))
+    unit_names = (select_modules(model, units, "units") if units is not None else repeated_blocks(model))
+
+    if attention == "auto":
+        attention = "cuda" if meta else None
+
+    def modes() -> list[Any]:
+        """The step's function modes, innermost last: attention kernel, then the autocast policy."""
+        made: list[Any] = []
+        if attention is not None:
+            made.append(AttentionKernel(attention))
+        if autocast_dtype is not None:
+            made.append(AutocastPolicy(autocast_dtype))
+        return made
+
+    with preserved_model_state(model), checkpointed(model, checkpoint_names, modes), _mha_fastpath(False):
+        model.train(True)
+        device = torch.device("meta") if meta else model_device(model)
+        real_buffers = dict(model.named_buffers())
+        state = _copied_state(model, device, dtype)
+        originals = _tensor_leaves((inputs, kwargs, target))
+        inputs, kwargs, target = _moved((inputs, kwargs, target), device, dtype)
+        trainable = [t for name, t in state.items() if t.requires_grad]
+        if not trainable:
+            raise ValueError(f"{type(model).__name__} has no parameter that requires grad: there is no training "
+                             "step to measure")
+        opt, opt_name = build_optimizer(optimizer, trainable)
+
+        leaves = _tensor_leaves((inputs, kwargs, target))
+        input_bytes = _spanned_bytes(leaves)
+        param_names = {name for name, _ in model.named_parameters()}
+        params_full = sum(t.untyped_storage().nbytes() for t in tensor_storages(
+            [t for n, t in state.items() if n in param_names]))
+        buffers_bytes = sum(t.untyped_storage().nbytes() for t in tensor_storages(
+            [t for n, t in state.items() if n not in param_names]))
+        external = {key for t in (*leaves, *state.values()) if (key := _storage_key(t)) is not None}
+
+        modules = _ModuleStack(model)
+        tracker = StepTracker(params_full + buffers_bytes + input_bytes, external, where_running(modules))
+        if meta:
+            tracker.values = MetaValues(lambda: f"module {modules.current!r}")
+            for real, moved in zip(originals, _tensor_leaves((inputs, kwargs, target))):
+                tracker.values.seed(moved, real)
+            for name, buffer in real_buffers.items():
+                tracker.values.seed(state[name], buffer)
+        made = modes()
+        kernel = next((m for m in made if isinstance(m, AttentionKernel)), None)
+        policy = next((m for m in made if isinstance(m, AutocastPolicy)), None)
+        try:
+            with modules, NodeLabeler(modules), kernel or contextlib.nullcontext(), tracker:
+                if steady_state:
+                    with tracker.in_phase("warm-up"):
+                        for t in trainable:
+                            t.grad = torch.zeros_like(t)
+                        opt.step()
+                        for t in trainable:
+                            t.grad = None
+                _run_step(model, state, inputs, kwargs, target, loss_fn, opt, tracker, policy)
+            grads = tensor_storages([t.grad for t in trainable if t.grad is not None])
+            grad_serials = {tracker.serial_of(t): t for t in grads}
+            states = tensor_storages([v for s in opt.state.values() for v in s.values()
+                                      if isinstance(v, torch.Tensor)])
+            host = [t for t in states if t.dim() == 0 and t.device.type == "cpu"]
+            device_states = [t for t in states if not (t.dim() == 0 and t.device.type == "cpu")]
+            state_serials = {tracker.serial_of(t): t for t in device_states}
+        except (RuntimeError, NotImplementedError) as error:
+            if meta:
+                _add_note(error, f"while running a training step of {type(model).__name__} on the meta device: an "
+                          "operator without a meta kernel, or with data-dependent shapes, cannot run there; "
+                          "pass meta=False to measure on real tensors")
+            raise
+        finally:
+            tracker.detach_all()
+
+        grads_full = sum(t.untyped_storage().nbytes() for t in grads)
+        params_rank = sum(_rank_bytes(t, plan, plan.params) for t in tensor_storages(
+            [t for n, t in state.items() if n in param_names]))
+        weights = _rank_weights(tracker.record, grad_serials, state_serials, plan)
+        extras = _strategy_extras(model, state, param_names, unit_names, plan, grads_full)
+        base_rank = params_rank + buffers_bytes + input_bytes
+        base_blocks = [_rank_bytes(t, plan, plan.params) for t in tensor_storages(
+            [t for n, t in state.items() if n in param_names])]
+        base_blocks += [t.untyped_storage().nbytes() for t in tensor_storages(
+            [*(t for n, t in state.items() if n not in param_names), *leaves])]
+        return _summarise(
+            tracker.record, weights, base_rank, extras, base_blocks,
+            params_bytes=params_rank,
+            grads_bytes=sum(_rank_bytes(t, plan, plan.grads) for t in grads),
+            optimizer_bytes=sum(_rank_bytes(t, plan, plan.states) for t in device_states),
+            optimizer_host_bytes=sum(t.untyped_storage().nbytes() for t in host),
+            buffers_bytes=buffers_bytes, input_bytes=input_bytes, batch_size=batch_size, optimizer=opt_name,
+            autocast=str(autocast_dtype).removeprefix("torch.") if autocast_dtype else None,
+            world_size=plan.world_size, sharding=plan.strategy, checkpointed=tuple(checkpoint_names),
+            steady_state=steady_state, meta=meta,
+        )
+
+
+def _moved(tree: Any, device: torch.device, dtype: torch.dtype | None) -> Any:
+    """``tree`` with its tensors on ``device`` (floating ones cast to ``dtype`` when given); a tensor
+    passed twice (input and target) stays one tensor."""
+    copies: dict[int, torch.Tensor] = {}
+
+    def move(x: Any) -> Any:
+        if not isinstance(x, torch.Tensor):
+            return x
+        if id(x) not in copies:
+            cast = dtype if dtype is not None and x.is_floating_point() else x.dtype
+            copies[id(x)] = x.to(device=device, dtype=cast)
+        return copies[id(x)]
+    return torch.utils._pytree.tree_map(move, tree)
+
+
+def _add_note(error: BaseException, note: str) -> None:
+    if hasattr(error, "add_note"):
+        error.add_note(note)
+
+
+def _copied_state(model: nn.Module, device: torch.device, dtype: torch.dtype | None) -> dict[str, torch.Tensor]:
+    """Leaf copies of parameters (keeping requires_grad) and buffers, on ``device``, optionally cast,
+    swapped into the modules in place of the originals (every owner of a tied tensor gets the same
+    copy). The caller restores the modules (``preserved_model_state`` puts the dicts back).
+
+    Swapped for the whole step rather than through ``functional_call``: a checkpointed module
+    recomputes its forward during backward, and must find the copies there too.
+    """
+    state: dict[str, torch.Tensor] = {}
+    copies: dict[int, torch.Tensor] = {}
+    for kind, named in (("param", model.named_parameters()), ("buffer", model.named_buffers())):
+        for name, tensor in named:
+            copy = tensor.detach().to(device)
+            if dtype is not None and copy.is_floating_point():
+                copy = copy.to(dtype)
+            if copy.device.type != "meta" and _storage_key(copy) == _storage_key(tensor):
+                copy = copy.clone()  # real run: never step or update the user's own storage
+            elif copy.device.type == "meta" and copy is tensor:
+                copy = copy.detach()
+            if kind == "param":
+                copy.requires_grad_(tensor.requires_grad)
+            state[name] = copy
+            copies[id(tensor)] = copy
+    for module in model.modules():
+        for slots in (module._parameters, module._buffers):
+            for attr, tensor in slots.items():
+                if tensor is not None and id(tensor) in copies:
+                    slots[attr] = copies[id(tensor)]
+    return state
+
+
+def _run_step(model: nn.Module, state: dict[str, torch.Tensor], inputs: tuple, kwargs: dict, target: Any,
+              loss_fn: Callable | None, opt: torch.optim.Optimizer, tracker: StepTracker, policy: Any) -> None:
+    """Forward, loss, backward, optimizer step, each in its phase."""
+    with policy or contextlib.nullcontext():
+        with tracker.in_phase("forward"):
+            output = model(*inputs, **kwargs)
+        tracker.record.forward_end_events = len(tracker.record.events)
+        with tracker.in_phase("loss"):
+            if loss_fn is None:
+                loss = _default_loss(output)
+            else:
+                loss = loss_fn(output) if target is None else loss_fn(output, target)
+            del output
+    if not isinstance(loss, torch.Tensor) or loss.numel() != 1:
+        raise ValueError("the loss must be a tensor with one element; loss_fn returned "
+                         f"{type(loss).__name__}{tuple(loss.shape) if isinstance(loss, torch.Tensor) else ''}")
+    with tracker.in_phase("backward"):
+        # torch.autograd.backward, not loss.backward(): a Tensor method is a torch function, and the
+        # function modes (autocast policy, attention kernel) would be off during the whole backward,
+        # checkpoint recomputations included.
+        torch.autograd.backward(loss)
+        del loss
+    with tracker.in_phase("optimizer"):
+        opt.step()
+
+
+def _rank_bytes(tensor: torch.Tensor, plan: ShardPlan, divided: bool) -> int:
+    if divided:
+        return shard_bytes(tensor, plan.world_size)
+    return tensor.untyped_storage().nbytes()
+
+
+def _rank_weights(record: StepRecord, grad_serials: dict, state_serials: dict, plan: ShardPlan) -> list[int]:
+    """Per-rank bytes of every allocation: gradients and states divided where the strategy divides them."""
+    weights = list(record.sizes)
+    if plan.states:  # the update runs on each rank's shard: its temporaries are divided too
+        for serial, (phase, _) in enumerate(record.origin):
+            if phase in ("warm-up", "optimizer"):
+                weights[serial] = -(-weights[serial] // plan.world_size)
+    for serials, divided in ((grad_serials, plan.grads), (state_serials, plan.states)):
+        if divided:
+            for serial, tensor in serials.items():
+                if serial is not None:
+                    weights[serial] = shard_bytes(tensor, plan.world_size)
+    return weights
+
+
+def _strategy_extras(model: nn.Module, state: dict[str, torch.Tensor], param_names: set[str], unit_names: list[str],
+                     plan: ShardPlan, grads_full: int) -> dict[str, tuple[int, int]]:
+    """Per phase: (communication buffers, gather buffers) the strategy adds on each rank."""
+    comm = grads_full if plan.strategy == "ddp" else 0
+    gather = reduce = 0
+    if plan.params or plan.grads:
+        unit_bytes = []
+        in_unit: set[str] = set()
+        for unit in unit_names:
+            names = [n for n in param_names if n.startswith(f"{unit}.")]
+            in_unit.update(names)
+            unit_bytes.append(sum(t.untyped_storage().nbytes() for t in tensor_storages([state[n] for n in names])))
+        root = sum(t.untyped_storage().nbytes() for t in tensor_storages(
+            [state[n] for n in param_names if n not in in_unit]))
+        largest = max(unit_bytes, default=root)
+        if plan.params:  # all-gathered: the root unit, the running unit and the prefetched one
+            gather = root + 2 * max(unit_bytes, default=0) if unit_bytes else root
+        reduce = largest  # one unit's unsharded gradients before reduce-scatter
+    extras = {}
+    for phase in ("warm-up", *PHASES):
+        g = gather if phase in ("forward", "loss", "backward") else 0
+        r = reduce if phase == "backward" else 0
+        extras[phase] = (comm, g + r)
+    return extras
+
+
+def _alive_after(record: StepRecord, event_count: int) -> set[int]:
+    """Serials of the allocations alive once the first ``event_count`` events happened."""
+    alive: set[int] = set()
+    for serial, sign in record.events[:event_count]:
+        (alive.add if sign > 0 else alive.discard)(serial)
+    return alive
+
+
+def _rounding(sizes: list[int]) -> int:
+    """Bytes the CUDA caching allocator adds to blocks of ``sizes`` by rounding each up to 512 B."""
+    return sum(-(-n // CUDA_BLOCK_BYTES) * CUDA_BLOCK_BYTES - n for n in sizes if n)
+
+
+def _summarise(record: StepRecord, weights: list[int], base: int, extras: dict[str, tuple[int, int]],
+               base_blocks: list[int], **fields: Any) -> TrainingMemory:
+    """Replay the events with per-rank weights: timeline, phases, peak, activations at end of forward."""
+    live = base
+    alive: set[int] = set()
+    cursor = 0
+    timeline: list[tuple[str, int]] = []
+    peak = (-1, "", "", "", 0)  # bytes, phase, module, op, mark
+    peak_alive: set[int] = set()
+    phase_stats: dict[str, list[int]] = {}
+    for index, (event_end, phase, module, op) in enumerate(record.marks):
+        while cursor < event_end:
+            serial, sign = record.events[cursor]
+            live += sign * weights[serial]
+            (alive.add if sign > 0 else alive.discard)(serial)
+            cursor += 1
+        if phase not in extras:
+            continue
+        comm, gather = extras[phase]
+        total = live + comm + gather
+        if phase != "warm-up":
+            timeline.append((phase, total))
+            if phase not in phase_stats:  # its start: the live total when the phase began
+                start = base + sum(sign * weights[serial]
+                                   for serial, sign in record.events[:record.phase_start_events[phase]])
+                phase_stats[phase] = [start + comm + gather, total, total]
+            stats = phase_stats[phase]
+            stats[1] = max(stats[1], total)
+            stats[2] = total
+            if total > peak[0]:
+                peak = (total, phase, module, op, index)
+                peak_alive = set(alive)
+    if peak[0] < 0:
+        raise RuntimeError("the training step ran no operator: nothing to measure")
+    by_module: dict[str, int] = {}
+    for serial in _alive_after(record, record.forward_end_events):
+        if record.origin[serial][0] == "forward":
+            name = record.origin[serial][1]
+            by_module[name] = by_module.get(name, 0) + weights[serial]
+    activations = sum(by_module.values())
+    phases = tuple(PhaseMemory(name, *phase_stats[name]) for name in PHASES if name in phase_stats)
+    comm, gather = extras["forward"]
+    return TrainingMemory(
+        activations_bytes=activations, peak_bytes=peak[0], peak_phase=peak[1], peak_module=peak[2],
+        peak_op=peak[3], phases=phases, timeline=tuple(timeline),
+        activations_by_module=dict(sorted(by_module.items(), key=lambda kv: -kv[1])),
+        allowance=Allowance(rounding_bytes=_rounding(base_blocks + [weights[s] for s in peak_alive])),
+        comm_buffer_bytes=comm, gather_bytes=max(g for _, g in extras.values()), **fields,
+    )

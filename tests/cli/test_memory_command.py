@@ -1,0 +1,66 @@
+"""``deeplite-like memory MODEL --train``: the figures of estimate_training_memory, and its errors."""
+from __future__ import annotations
+
+import json
+
+MLP = "tests.cli.fixture_models:mlp"  # Linear(4,5) + ReLU + Linear(5,2): 25 + 12 = 37 fp32 = 148 B
+
+
+def test_train_json_has_hand_derived_model_states(cli):
+    code, out, err = cli("memory", MLP, "--input-shape", "2,4", "--train", "--format", "json")
+    assert code == 0, err
+    report = json.loads(out)
+    assert report["params_bytes"] == report["grads_bytes"] == 148
+    assert report["optimizer_bytes"] == 2 * 148  # AdamW: exp_avg + exp_avg_sq
+    assert report["optimizer_host_bytes"] == 4 * 4  # 4 step counters
+    assert report["peak_phase"] == "optimizer"
+    assert report["allowance"]["cublas_workspace_bytes"] == 32 * 2**20
+
+
+def test_table_and_sharding(cli):
+    code, out, _ = cli("memory", MLP, "--input-shape", "2,4", "--train", "--optimizer", "sgd",
+                       "--sharding", "zero3", "--world-size", "2")
+    assert code == 0
+    assert "zero3 x2 (per rank)" in out and "optimizer sgd" in out
+
+
+def test_fit_reports_a_verified_batch(cli):
+    code, out, err = cli("memory", MLP, "--input-shape", "2,4", "--train", "--fit", "600MiB", "--format", "json")
+    assert code == 0, err
+    fit = json.loads(out)["fit"]
+    size = fit["size"]
+    measured = {int(k): v for k, v in fit["measured"].items()}
+    assert measured[size] <= 600 * 2**20 < measured[size + 1]
+
+
+def test_forward_only_without_train(cli):
+    code, out, _ = cli("memory", MLP, "--input-shape", "2,4", "--format", "json")
+    assert code == 0
+    # batch 2: input 32 B; Linear(4,5) out 40 B, ReLU out 40 B (both live), then output 16 B.
+    assert json.loads(out)["peak_bytes"] == 32 + 40 + 40
+
+
+def test_usage_errors(cli):
+    code, _, err = cli("memory", MLP, "--input-shape", "2,4", "--train", "--world-size", "2")
+    assert code == 2 and "needs --sharding" in err
+    code, _, err = cli("memory", MLP, "--input-shape", "2,4", "--fit", "80GiB")
+    assert code == 2 and "add --train" in err
+    code, _, err = cli("memory", MLP, "--input-shape", "2,4", "--train", "--optimizer", "lamb")
+    assert code == 1 and "not a known name" in err
+
+
+def test_html_page_has_the_timeline_and_the_categories(cli, tmp_path):
+    page = tmp_path / "memory.html"
+    code, _, err = cli("memory", MLP, "--input-shape", "2,4", "--train", "-o", str(page))
+    assert code == 0 and f"wrote {page}" in err
+    html = page.read_text()
+    assert html.startswith("<!DOCTYPE html>") and "<script src" not in html
+    assert 'class="chart timeline-chart"' in html and html.count('<polyline class="series"') == 4  # 4 phases
+    # peak in AdamW's step: params 148 + input 2*4*4 = 32 + grads 148 + states 296 + _foreach_sqrt 148
+    assert "peak 772.0 B (772 B) in optimizer" in html
+    assert "148.0 B" in html  # parameters
+
+
+def test_html_needs_train(cli):
+    code, _, err = cli("memory", MLP, "--input-shape", "2,4", "--format", "html")
+    assert code == 2 and "add --train" in err

@@ -1,0 +1,119 @@
+"""Per-rank training memory under DDP / ZeRO / FSDP, and the batch-size search."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+from deeplite_like.backends.torch import estimate_training_memory, largest_batch
+from deeplite_like.backends.torch.sharding import repeated_blocks, shard_bytes
+from deeplite_like.byte_sizes import parse_bytes
+from tests.torch.training_models import LlamaDecoder, lm_loss, mlp
+
+# training_models.mlp: Linear(8,16) weight [16,8] + bias [16], Linear(16,4) weight [4,16] + bias [4].
+# Divided on dim 0 over 2 ranks: 8*8*4 + 8*4 + 2*16*4 + 2*4 = 256 + 32 + 128 + 8 = 424 (= 848 / 2);
+# over 3 ranks: ceil(16/3)=6 rows: 6*8*4 + 6*4 + 2*16*4 + 2*4 = 192 + 24 + 128 + 8 = 352.
+FULL = 848
+HALF = 424
+THIRD = 352
+INPUT = 2 * 8 * 4
+
+
+def run(**options):
+    return estimate_training_memory(mlp(), torch.randn(2, 8), **options)
+
+
+@pytest.mark.parametrize("sharding, ws, params, grads, states", [
+    ("ddp", 2, FULL, FULL, 2 * FULL),
+    ("zero1", 2, FULL, FULL, 2 * HALF),
+    ("zero2", 2, FULL, HALF, 2 * HALF),
+    ("zero3", 2, HALF, HALF, 2 * HALF),
+    ("fsdp", 2, HALF, HALF, 2 * HALF),
+    ("zero3", 3, THIRD, THIRD, 2 * THIRD),
+    ("zero1", 1, FULL, FULL, 2 * FULL),
+])
+def test_model_states_divided_per_strategy(sharding, ws, params, grads, states):
+    result = run(sharding=sharding, world_size=ws)
+    assert (result.params_bytes, result.grads_bytes, result.optimizer_bytes) == (params, grads, states)
+    assert result.sharding == sharding and result.world_size == ws
+
+
+def test_ddp_adds_gradient_buckets_to_every_phase():
+    plain, ddp = run(), run(sharding="ddp", world_size=4)
+    assert ddp.comm_buffer_bytes == FULL  # the buckets hold a flat copy of every gradient
+    assert ddp.peak_bytes == plain.peak_bytes + FULL
+    assert [p.peak_bytes for p in ddp.phases] == [p.peak_bytes + FULL for p in plain.phases]
+
+
+def test_zero1_forward_start_by_hand():
+    # params 848 + input 64 + AdamW states divided 2 * 424.
+    assert run(sharding="zero1", world_size=2).phases[0].start_bytes == FULL + INPUT + 2 * HALF
+
+
+def test_zero3_gathers_the_whole_root_unit():
+    # No nn.ModuleList: the whole model is FSDP's root unit, all-gathered (848) in forward and
+    # backward, plus its unsharded gradients (848) before reduce-scatter in backward.
+    result = run(sharding="zero3", world_size=2)
+    assert result.gather_bytes == 2 * FULL
+    assert result.phases[0].start_bytes == HALF + INPUT + 2 * HALF + FULL
+    optimizer = result.phases[-1]
+    assert optimizer.name == "optimizer" and optimizer.start_bytes == HALF + INPUT + 2 * HALF + HALF  # + grads
+
+
+def test_zero3_units_of_a_decoder():
+    # Units: blocks.0 and blocks.1, 8768 fp32 each = 35072 B; root: embed 2048 + norm 32 + head 2048
+    # = 4128 fp32 = 16512 B. Gathered: root + two units = 86656; backward adds one unit's gradients.
+    model = LlamaDecoder()
+    assert repeated_blocks(model) == ["blocks.0", "blocks.1"]
+    ids = torch.randint(0, 64, (2, 16))
+    result = estimate_training_memory(model, ids, loss_fn=lm_loss, target=ids, sharding="fsdp", world_size=2)
+    assert result.gather_bytes == 16512 + 2 * 35072 + 35072
+    assert result.params_bytes == 86656 // 2
+
+
+def test_shard_bytes_pads_rows():
+    assert shard_bytes(torch.empty(10, 3, device="meta"), 4) == 3 * 3 * 4  # ceil(10/4) = 3 rows of 12 B
+    assert shard_bytes(torch.empty((), device="meta"), 4) == 4
+
+
+def test_parse_bytes():
+    assert parse_bytes("80GiB") == 80 * 2**30
+    assert parse_bytes("24 GB") == 24 * 10**9
+    assert parse_bytes("512MiB") == 512 * 2**20
+    assert parse_bytes("80G") == 80 * 2**30
+    assert parse_bytes(1000) == 1000
+    with pytest.raises(ValueError, match="write it like '80GiB'"):
+        parse_bytes("eighty gigs")
+
+
+def test_largest_batch_is_verified_on_both_sides():
+    # MLP, no allowance: need(n) measured; the answer fits and the next size does not.
+    found = largest_batch(mlp(), torch.randn(1, 8), fit=5000, allowance=False)
+    assert found.size == 9
+    assert found.measured[9] <= 5000 < found.measured[10]
+    assert found.result.peak_bytes == found.measured[9] and found.result.batch_size == 9
+    assert found.next_peak_bytes == found.measured[10]
+
+
+def test_largest_batch_true_scaling_not_a_linear_guess():
+    # At batch 1 and 2 the decoder's peak is in the optimizer step (slope = the input's 16*8 B +
+    # target 16*8 B = 256 B per sample); beyond, the backward dominates: the affine guess from 1 and 2
+    # is far too large, and the search still answers the measured size.
+    ids = torch.zeros(1, 16, dtype=torch.long)
+    found = largest_batch(LlamaDecoder(), ids, fit="2MiB", allowance=False, loss_fn=lm_loss, target=ids,
+                          attention="cpu")
+    assert found.slope_bytes == 256
+    assert found.measured[found.size] <= 2 * 2**20 < found.measured[found.size + 1]
+    assert found.size < (2 * 2**20 - found.intercept_bytes) // found.slope_bytes
+
+
+def test_largest_sequence_length():
+    ids = torch.zeros(1, 16, dtype=torch.long)
+    found = largest_batch(LlamaDecoder(), ids, fit=600_000, axis=1, allowance=False, loss_fn=lm_loss, target=ids,
+                          attention="cpu", max_size=128)
+    assert found.axis == 1
+    assert found.measured[found.size] <= 600_000 < found.measured[found.size + 1]
+
+
+def test_nothing_fits():
+    found = largest_batch(mlp(), torch.randn(1, 8), fit=100, allowance=False)
+    assert found.size == 0 and found.result is None
