@@ -197,7 +197,10 @@ def test_real_step_agrees_with_profiler_memory_events(case):
     ours = estimate_training_memory(model, *args, meta=False, **kwargs)
     theirs = _profiler_peak(lambda: estimate_training_memory(model, *args, meta=False, **kwargs))
     seen = ours.peak_bytes - ours.input_bytes
-    assert seen + ours.optimizer_host_bytes <= theirs <= seen + ours.optimizer_host_bytes + 64
+    # The profiler also sees the snapshot that leaves the model as found, taken before the step and
+    # live through it: the random generator state and a copy of every buffer.
+    snapshot = torch.get_rng_state().numel() + sum(b.numel() * b.element_size() for b in model.buffers())
+    assert seen + ours.optimizer_host_bytes <= theirs <= seen + ours.optimizer_host_bytes + snapshot + 64
 
 
 def test_real_cnn_step_within_conv_scratch_of_profiler():

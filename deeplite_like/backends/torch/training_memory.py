@@ -36,8 +36,9 @@ from deeplite_like.backends.torch.activation_checkpointing import checkpointed
 from deeplite_like.backends.torch.attention_kernels import AttentionKernel
 from deeplite_like.backends.torch.autocast_policy import AutocastPolicy, resolve_autocast_dtype
 from deeplite_like.backends.torch.counting.meta_values import MetaValues
+from deeplite_like.backends.torch.fastpath import unfused
 from deeplite_like.backends.torch.memory import (
-    _ModuleStack, _infer_batch_size, _mha_fastpath, _spanned_bytes, _storage_key, _tensor_leaves,
+    _ModuleStack, _infer_batch_size, _spanned_bytes, _storage_key, _tensor_leaves,
 )
 from deeplite_like.backends.torch.sharding import (
     ShardPlan, repeated_blocks, resolve_sharding, select_modules, shard_bytes,
@@ -129,7 +130,7 @@ def estimate_training_memory(
             made.append(AutocastPolicy(autocast_dtype))
         return made
 
-    with preserved_model_state(model), checkpointed(model, checkpoint_names, modes), _mha_fastpath(False):
+    with preserved_model_state(model), checkpointed(model, checkpoint_names, modes), unfused():
         model.train(True)
         device = torch.device("meta") if meta else model_device(model)
         real_buffers = dict(model.named_buffers())
