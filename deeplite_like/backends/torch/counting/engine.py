@@ -16,6 +16,7 @@ from torch.utils import _pytree as pytree
 
 from deeplite_like.opcount import OpCount, parent_names, roll_up_containers
 
+from ..distributed.shards import is_fully_sharded
 from ..errors import BackwardError, ForwardError, UntrackedOpWarning
 from . import formulas as _formulas  # noqa: F401  (importing the package fills the formula table)
 from .describe import describe_args
@@ -99,7 +100,7 @@ def count_ops(model: torch.nn.Module, *args: Any, backward: bool = False, meta: 
             mode.set_phase("loss")
             loss = _loss(output, loss_fn)
             mode.set_phase("backward")
-            _backward(loss, _leaves(model, state, args, kwargs))
+            _backward(loss, [] if is_fully_sharded(model) else _leaves(model, state, args, kwargs))
 
     result = mode.finish()
     roll_up_containers(result.by_module, parent_names(name for name, _ in modules))
@@ -163,6 +164,8 @@ def _loss(output: Any, loss_fn: LossFn | None) -> torch.Tensor:
 def _backward(loss: torch.Tensor, leaves: list[torch.Tensor]) -> None:
     # ``inputs=`` keeps the pass to the model's parameters and our own input leaves: it never
     # reaches into a graph the caller built (e.g. a loss_fn target that requires grad).
+    # An FSDP2 model gets none: its graph's leaves are the unsharded parameters it gathered,
+    # not the sharded ones it holds between steps (``distributed/shards.is_fully_sharded``).
     try:
         torch.autograd.backward(loss, inputs=leaves or None)
     except Exception as exc:
