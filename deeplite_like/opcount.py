@@ -69,6 +69,8 @@ class OpCount:
         batch_size: the batch size that ran, when known (per-sample figures divide by it).
         communication: the collectives that ran (``torch.distributed``), one ``CommStats`` per
             operator, process group, module and phase; they cost 0 FLOPs (``docs/distributed.rst``).
+        logical_macs, logical_flops: under tensor parallel, this rank's share of what the unsharded
+            model computes (``None`` when no sharded op ran: then they are ``macs``/``flops``).
     """
 
     macs: int = 0
@@ -80,6 +82,8 @@ class OpCount:
     phases: dict[str, OpStats] = field(default_factory=dict)
     batch_size: int | None = None
     communication: list[CommStats] = field(default_factory=list)
+    logical_macs: int | None = None
+    logical_flops: int | None = None
 
     @property
     def comm_payload_bytes(self) -> int:
@@ -108,6 +112,8 @@ class OpCount:
             "module_ops": {m: {k: v.as_dict() for k, v in ops.items()} for m, ops in self.module_ops.items()},
             "phases": {k: v.as_dict() for k, v in self.phases.items()},
             "communication": [c.as_dict() for c in self.communication],
+            **({"logical_macs": self.logical_macs, "logical_flops": self.logical_flops}
+               if self.logical_macs is not None else {}),
         }
 
     def to_json(self, indent: int | None = 2) -> str:

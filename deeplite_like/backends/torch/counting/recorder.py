@@ -60,7 +60,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from deeplite_like.opcount import OpCount, OpStats
 
-from ..distributed.recording import PLAIN, CommLog, issuing_module, subclass_dispatch
+from ..distributed.recording import PLAIN, CommLog, LogicalShare, issuing_module, subclass_dispatch
 from ..distributed.shards import local_tensor
 from ..errors import FormulaError
 from .describe import describe_args
@@ -147,6 +147,7 @@ class CountingMode(TorchDispatchMode):
         # torch.distributed (``distributed/recording.py``): collectives logged, DTensor ops run locally
         self._comm = CommLog(self._comm_where)
         self._in_dtensor = False
+        self._logical = LogicalShare()
         self._op_cache: dict[int, tuple[str, Any, tuple, Callable, int]] = {}  # id(op) -> _classify
         self._meta = MetaOutputs() if meta else None
         self.values = MetaValues(self._where) if meta else None  # values of small integer tensors on meta
@@ -500,6 +501,8 @@ class CountingMode(TorchDispatchMode):
         result.flops = sum(p.flops for p in result.phases.values())
         result.module_ops = {name: ops for name, ops in result.module_ops.items() if ops}
         result.communication = list(self._comm.rows.values())
+        if self._logical.ran:
+            result.logical_macs, result.logical_flops = self._logical.totals(result.macs, result.flops)
         return result
 
 

@@ -26,16 +26,19 @@ Collectives
 from __future__ import annotations
 
 import sys
+from fractions import Fraction
 from typing import Any, Callable
 
 import torch
+from torch.utils import _pytree as pytree
 
 from deeplite_like.communication import CommStats, bus_bytes
 from deeplite_like.opcount import Cost
 
+from ..counting.registry import OpCall, lookup
 from .collectives import COLLECTIVES, FREE_COMM_OPS, collective_call
 
-__all__ = ["PLAIN", "CommLog", "issuing_module", "subclass_dispatch"]
+__all__ = ["PLAIN", "CommLog", "LogicalShare", "issuing_module", "subclass_dispatch"]
 
 PLAIN = object()  # ``subclass_dispatch``: not a distributed subclass, count the op as usual
 
@@ -56,12 +59,15 @@ def subclass_dispatch(mode: Any, func: Any, types: tuple, args: tuple, kwargs: d
     if dtensor is not None and any(issubclass(t, dtensor) for t in types):
         if mode._in_dtensor:  # the second arrival, with the mode pushed again below: DTensor runs it
             return NotImplemented
+        before = mode._logical.counted(mode)
         mode._in_dtensor = True
         try:
             with mode:  # back on the stack, so the local ops and collectives DTensor runs are seen
-                return func(*args, **(kwargs or {}))
+                out = func(*args, **(kwargs or {}))
         finally:
             mode._in_dtensor = False
+        mode._logical.add(mode, before, func, types, args, kwargs, out)
+        return out
     if mode._in_dtensor:
         fake = _class("torch._subclasses.fake_tensor", "FakeTensor")
         if fake is not None and any(issubclass(t, fake) for t in types):
@@ -86,6 +92,60 @@ def issuing_module(names: dict[int, str], default: str) -> str:
                 return name
         frame = frame.f_back
     return default
+
+
+class LogicalShare:
+    """This rank's share of the *logical* model's cost: what the unsharded model computes.
+
+    A DTensor op is priced twice: by its local ops (what this rank executes, the count) and by
+    its formula on the DTensor's global shapes, divided by the size of its device mesh (every
+    rank of the mesh runs the same op: the shares of the mesh add up to the logical op once).
+    Ops outside DTensor ops are the rank's own and count in full. Summed over ranks, the shares
+    give the logical model's MACs/FLOPs of the job's global batch (``profile_job``): under data
+    parallel the replicas' sum, under tensor parallel the unsharded op once, without the work
+    that sharding repeats on every rank (a replicated bias, its division).
+    """
+
+    def __init__(self) -> None:
+        self.ran = False  # a DTensor op ran
+        self.local = [0, 0]  # MACs, FLOPs of the local ops inside DTensor ops
+        self.share = [Fraction(0), Fraction(0)]  # their formula on global shapes / mesh size
+
+    @staticmethod
+    def counted(mode: Any) -> tuple[int, int]:
+        """MACs and FLOPs the mode has counted so far (flushed)."""
+        mode._flush()
+        phases = list(mode.result.phases.values())
+        if mode._phase not in phases:
+            phases.append(mode._phase)
+        return sum(p.macs for p in phases), sum(p.flops for p in phases)
+
+    def add(self, mode: Any, before: tuple[int, int], func: Any, types: tuple, args: tuple, kwargs: dict,
+            out: Any) -> None:
+        """Account one DTensor op: its local ops' cost since ``before``, and its logical share."""
+        self.ran = True
+        macs, flops = self.counted(mode)
+        self.local[0] += macs - before[0]
+        self.local[1] += flops - before[1]
+        formula = lookup(func)
+        if formula is None or mode._opaque:
+            return
+        cost = formula(OpCall(func, args, kwargs or {}, out, mode.options))
+        size = _mesh_size(args, kwargs)
+        self.share[0] += Fraction(int(cost[0]), size)
+        self.share[1] += Fraction(int(cost[1]), size)
+
+    def totals(self, macs: int, flops: int) -> tuple[int, int]:
+        """The rank's logical MACs and FLOPs, given its counted totals (rounded to the nearest integer)."""
+        return (round(macs - self.local[0] + self.share[0]), round(flops - self.local[1] + self.share[1]))
+
+
+def _mesh_size(args: tuple, kwargs: dict | None) -> int:
+    for leaf in pytree.tree_leaves((args, kwargs)):
+        mesh = getattr(leaf, "device_mesh", None)
+        if mesh is not None:
+            return int(mesh.size())
+    return 1
 
 
 class CommLog:
