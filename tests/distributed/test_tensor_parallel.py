@@ -29,6 +29,7 @@ def _tp_worker(rank: int, world: int) -> dict:
     import torch
     from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.tensor.debug import CommDebugMode
+    from torch.utils.flop_counter import FlopCounterMode
 
     from deeplite_like.backends.torch import count_ops
     from deeplite_like.backends.torch.params import parameter_stats
@@ -47,6 +48,8 @@ def _tp_worker(rank: int, world: int) -> dict:
         bwd_x = count_ops(model, x_grad, backward=True)
         with CommDebugMode() as comm:  # torch's own count of the collectives of one forward
             model(x)
+        with FlopCounterMode(display=False) as logical:  # torch's count: the logical (global) matmuls
+            model(x)
         out[f"{d},{h},{t}"] = {
             "fwd": [fwd.macs, fwd.flops], "untracked": fwd.untracked, "fwd_comm": comm_rows(fwd),
             "by_module": {k: v.macs for k, v in fwd.by_module.items()},
@@ -56,6 +59,8 @@ def _tp_worker(rank: int, world: int) -> dict:
             "same_output": bool(torch.equal(model(x), expected)), "untouched": untouched(model, before),
             "params": parameter_stats(model).total_params,
             "plain_macs": count_ops(mlp(d, h), x).macs,
+            "logical": [fwd.logical_macs, fwd.logical_flops], "torch_logical_flops": logical.get_total_flops(),
+            "plain_flops": count_ops(mlp(d, h), x).flops,
         }
     return out
 
@@ -125,3 +130,13 @@ def test_counting_changes_nothing(ranks, d, h, t):
     for rank in ranks:
         got = rank[f"{d},{h},{t}"]
         assert got["same_output"] and got["untouched"]
+
+
+@pytest.mark.parametrize("d, h, t", CONFIGS)
+def test_each_rank_has_half_of_the_logical_model(ranks, d, h, t):
+    for rank in ranks:
+        got = rank[f"{d},{h},{t}"]
+        # the logical model is the unsharded MLP: the ranks' shares add up to it, 2 x share
+        assert [2 * got["logical"][0], 2 * got["logical"][1]] == [got["plain_macs"], got["plain_flops"]]
+        # torch's FlopCounterMode counts the logical matmuls on every rank (2 x MACs): the issue's 524,288
+        assert got["torch_logical_flops"] == 2 * got["plain_macs"] == 4 * got["logical"][0]
