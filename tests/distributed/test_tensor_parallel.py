@@ -62,6 +62,11 @@ def _tp_worker(rank: int, world: int) -> dict:
             "logical": [fwd.logical_macs, fwd.logical_flops], "torch_logical_flops": logical.get_total_flops(),
             "plain_flops": count_ops(mlp(d, h), x).flops,
         }
+    try:
+        count_ops(tensor_parallel_mlp(16, 64, mesh), torch.randn(3, 16), meta=True)
+        out["meta"] = "no error"
+    except ValueError as exc:
+        out["meta"] = str(exc)
     return out
 
 
@@ -140,3 +145,9 @@ def test_each_rank_has_half_of_the_logical_model(ranks, d, h, t):
         assert [2 * got["logical"][0], 2 * got["logical"][1]] == [got["plain_macs"], got["plain_flops"]]
         # torch's FlopCounterMode counts the logical matmuls on every rank (2 x MACs): the 524,288
         assert got["torch_logical_flops"] == 2 * got["plain_macs"] == 4 * got["logical"][0]
+
+
+def test_meta_counting_of_a_sharded_model_is_refused_with_the_way_out(ranks):
+    for rank in ranks:
+        assert rank["meta"].startswith("count_ops(meta=True) cannot count Sequential: it holds DTensor parameters")
+        assert "count with meta=False inside each rank" in rank["meta"]

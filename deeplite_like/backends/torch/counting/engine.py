@@ -16,7 +16,7 @@ from torch.utils import _pytree as pytree
 
 from deeplite_like.opcount import OpCount, parent_names, roll_up_containers
 
-from ..distributed.shards import is_fully_sharded
+from ..distributed.shards import is_dtensor, is_fully_sharded
 from ..errors import BackwardError, ForwardError, UntrackedOpWarning
 from . import formulas as _formulas  # noqa: F401  (importing the package fills the formula table)
 from .describe import describe_args
@@ -69,6 +69,10 @@ def count_ops(model: torch.nn.Module, *args: Any, backward: bool = False, meta: 
     modules = list(model.named_modules())
     slots = _tensor_slots(modules)
     on_meta = meta or any(tensor.is_meta for _, _, tensor, _, _ in slots)
+    if on_meta and any(is_dtensor(tensor) for _, _, tensor, _, _ in slots):
+        raise ValueError(f"count_ops(meta=True) cannot count {type(model).__name__}: it holds DTensor parameters "
+                         "(tensor parallel or FSDP2), whose meta copies would lose their sharding and count the "
+                         "unsharded model; count with meta=False inside each rank (docs/distributed.rst)")
     if backward:
         _check_differentiable(model, args, kwargs)
     mode = counting_mode(CountOptions(causal_half=causal_half), track_backward=backward, meta=on_meta)

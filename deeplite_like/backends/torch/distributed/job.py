@@ -138,7 +138,8 @@ class JobProfile:
         exact = {column: (lambda v: "" if v is None else f"{v:,}") for column in columns[1:]}
         notes = [f"{self.world_size} ranks; unsharded parameters {self.unsharded_params:,}; logical MACs "
                  f"{self.logical_macs:,}; imbalance (max/mean FLOPs) {self.imbalance:.3f}",
-                 "bytes per rank; payload = NCCL-tests size S, bus = ring bytes (2(n-1)/n S for all_reduce)"]
+                 "bytes: a rank's own, summed in the job row; payload = NCCL-tests size S, bus = ring bytes "
+                 "(2(n-1)/n S for all_reduce, (n-1)/n S for all_gather / reduce_scatter)"]
         if self.mfu is not None:
             notes.append(f"MFU {self.mfu:.1%} of {self.peak_flops:.4g} FLOP/s per device")
         return TableReport("Distributed job profile (one step)", columns, rows, formatters=exact, notes=notes)
