@@ -439,6 +439,10 @@ class CountingMode(TorchDispatchMode):
         entry = self._op_cache[id(func)] = (name, formula, written, run, 0)
         return entry
 
+    def communication(self) -> list:
+        """The collectives counted so far: ``CommStats`` rows (``docs/distributed.rst``)."""
+        return list(self._comm.rows.values())
+
     def _comm_where(self) -> tuple[str, str]:
         """The module a collective running now is attributed to, and the phase (``CommLog``)."""
         ctx = self._backward_context() if self._in_backward else self._ctx
@@ -500,7 +504,7 @@ class CountingMode(TorchDispatchMode):
         result.macs = sum(p.macs for p in result.phases.values())
         result.flops = sum(p.flops for p in result.phases.values())
         result.module_ops = {name: ops for name, ops in result.module_ops.items() if ops}
-        result.communication = list(self._comm.rows.values())
+        result.communication = self.communication()
         if self._logical.ran:
             result.logical_macs, result.logical_flops = self._logical.totals(result.macs, result.flops)
         return result

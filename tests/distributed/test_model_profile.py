@@ -1,0 +1,55 @@
+"""``get_model_profile`` and ``FlopsProfiler`` inside a rank: the rank's own figures and its communication.
+
+Tensor-parallel MLP Linear(64 -> 256 -> 64) on 8 tokens, 2 gloo ranks (``test_tensor_parallel``):
+each rank 131,072 MACs and 264,768 FLOPs forward, 16,576 parameters held, and one all-reduce of
+the row-wise layer's (8, 64) fp32 output: 2,048 payload bytes, 2,048 bus bytes.
+"""
+from __future__ import annotations
+
+import pytest
+
+from .launch import run_ranks
+from .models import tensor_parallel_mlp
+
+pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
+
+
+def _profile_worker(rank: int, world: int) -> dict:
+    import torch
+    from torch.distributed.device_mesh import init_device_mesh
+
+    from deeplite_like.profiling import FlopsProfiler, get_model_profile
+
+    model = tensor_parallel_mlp(64, 256, init_device_mesh("cpu", (world,)))
+    torch.manual_seed(1)
+    x = torch.randn(8, 64)
+    profile = get_model_profile(model, args=(x,), print_profile=False, module_latency=False)
+    profiler = FlopsProfiler(model)
+    profiler.start_profile()
+    model(x)
+    flops, macs = profiler.get_total_flops(), profiler.get_total_macs()
+    window = profiler.get_profile()
+    profiler.end_profile()
+    return {"profile": [profile.macs, profile.flops, profile.params],
+            "comm": [[c.op, c.module, c.phase, c.calls, c.payload_bytes, c.bus_bytes] for c in profile.communication],
+            "json_comm": profile.to_dict()["communication"], "text": profile.to_text(detailed=False),
+            "window": [macs, flops], "window_comm": [[c.op, c.calls, c.payload_bytes] for c in window.communication]}
+
+
+@pytest.fixture(scope="module")
+def ranks() -> list[dict]:
+    return run_ranks(_profile_worker, 2)
+
+
+def test_get_model_profile_reports_the_rank_and_its_communication(ranks):
+    for rank in ranks:
+        assert rank["profile"] == [131_072, 264_768, 16_576]
+        assert rank["comm"] == [["_c10d_functional.all_reduce", "2", "forward", 1, 2_048, 2_048]]
+        assert rank["json_comm"][0]["payload_bytes"] == 2_048 and rank["json_comm"][0]["group_size"] == 2
+        assert ("_c10d_functional.all_reduce x1 in forward by 2: 2,048 / 2,048 bytes" in rank["text"])
+
+
+def test_flops_profiler_window_counts_the_rank(ranks):
+    for rank in ranks:
+        assert rank["window"] == [131_072, 264_768]
+        assert rank["window_comm"] == [["_c10d_functional.all_reduce", 1, 2_048]]
