@@ -35,14 +35,15 @@ def test_unknown_kind_and_bad_group_say_what_is_wrong():
 
 
 def test_every_collective_operator_of_this_torch_is_in_the_table():
-    import torch
-
-    from deeplite_like.backends.torch.distributed.collectives import COLLECTIVES, FREE_COMM_OPS
-
-    known = set(COLLECTIVES) | set(FREE_COMM_OPS)
-    ops = [name.replace("::", ".") for name in torch._C._dispatch_get_all_op_names()
-           if name.split("::")[0] in ("c10d", "_c10d_functional", "_c10d_functional_autograd", "_dtensor")]
-    assert ops and sorted(set(ops) - known) == []
+    code = ("import torch, torch.distributed._functional_collectives, torch.distributed.tensor.parallel\n"
+            "import torch.distributed.fsdp  # (these register more operators when imported)\n"
+            "from deeplite_like.backends.torch.distributed.collectives import COLLECTIVES, FREE_COMM_OPS\n"
+            "spaces = ('c10d', '_c10d_functional', '_c10d_functional_autograd', '_dtensor', 'fsdp')\n"
+            "ops = {n.replace('::', '.') for n in torch._C._dispatch_get_all_op_names() if n.split('::')[0] in spaces}\n"
+            "assert len(ops) > 40, len(ops)\n"
+            "missing = sorted(ops - set(COLLECTIVES) - set(FREE_COMM_OPS))\n"
+            "assert missing == [], missing\n")
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=str(__import__("pathlib").Path(__file__).parents[2]))
 
 
 def test_counting_imports_no_dtensor_and_plain_counts_record_no_communication():

@@ -75,11 +75,11 @@ COLLECTIVES: dict[str, Collective] = {
     **{f"c10d.{name}": c for name, c in _C10D.items()},
     "_dtensor.shard_dim_alltoall": Collective("all_to_all", "input"),
 }
-# Free (0 FLOPs, no record): waits and checks that move no data of their own, and FSDP2's
-# copies into and out of its all-gather / reduce-scatter buffers (``torch.ops.fsdp``).
+# Free (0 FLOPs, no record): waits, checks and look-ups that move no data of their own, and
+# FSDP2's copies into and out of its all-gather / reduce-scatter buffers (``torch.ops.fsdp``).
 FREE_COMM_OPS = frozenset({"_c10d_functional.wait_tensor", "c10d.check_for_nan",
-                           "_c10d_functional._wrap_tensor_autograd", "fsdp.all_gather_copy_in",
-                           "fsdp.split_with_sizes_copy", "fsdp.chunk_cat"})
+                           "_c10d_functional._wrap_tensor_autograd", "_dtensor.mesh_get_process_group",
+                           "fsdp.all_gather_copy_in", "fsdp.split_with_sizes_copy", "fsdp.chunk_cat", "fsdp.copy_"})
 
 
 def _nbytes(value: Any) -> int:
