@@ -40,6 +40,13 @@ Leaving the model as found
     writes its running statistics through ``native_batch_norm``, whose schema does not declare
     the write, so the engine copies buffers up front (``engine._restored_tensors``).
 
+torch.distributed
+    An op whose arguments hold tensor subclasses (``types`` is not empty) goes through
+    ``distributed.recording.subclass_dispatch`` first: a DTensor op is run by DTensor under the
+    mode, so the local ops on this rank's shards are what is counted. Collective operators are
+    priced at 0 FLOPs by ``CommLog`` formulas that log their bytes (``OpCount.communication``).
+    See ``docs/distributed.rst``.
+
 Speed
     Per-op facts (name, written arguments, the C++ callable) are cached for the process by op
     identity (``op_facts.py``), the formula look-up once per count. ``counting_mode`` leaves out
