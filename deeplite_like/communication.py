@@ -60,7 +60,8 @@ class CommStats:
         op: operator name (``_c10d_functional.all_reduce``, ``c10d.allreduce_``).
         kind: ``all_reduce``, ``all_gather``, ``reduce_scatter``, ``broadcast``, ``all_to_all``,
             ``reduce``, ``gather``, ``scatter``, ``p2p`` or ``barrier``.
-        group: the process group's name (``""`` when unknown).
+        group: the process group, ``name:description`` (``0:default_pg``; a ``DeviceMesh``
+            dimension's reads ``mesh_<dim name>``, e.g. ``1:mesh_tp``); ``""`` when unknown.
         group_size: ranks in that group.
         module: qualified name of the module that issued it (``""``: the root).
         phase: ``forward``, ``loss`` or ``backward``.

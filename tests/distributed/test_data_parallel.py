@@ -70,7 +70,7 @@ def _ddp_and_fsdp_worker(rank: int, world: int) -> dict:
                       plain.phases["backward"].flops],
             "ddp_fwd": [ddp_fwd.macs, ddp_fwd.flops], "ddp_fwd_comm": comm_rows(ddp_fwd),
             "ddp_step": [ddp_step.phases["backward"].macs, ddp_step.phases["backward"].flops],
-            "ddp_comm": comm_rows(ddp_step), "ddp_again": [ddp_again.macs == ddp_step.macs, ddp_again.flops == ddp_step.flops,
+            "ddp_comm": comm_rows(ddp_step), "ddp_group": [c.group for c in ddp_step.communication], "ddp_again": [ddp_again.macs == ddp_step.macs, ddp_again.flops == ddp_step.flops,
                           ddp_third.as_dict() == ddp_step.as_dict()],
             "ddp_again_comm": comm_rows(ddp_again),
             "ddp_untouched": ddp_untouched, "ddp_grads_ok": ddp_grads_ok, "ddp_untracked": ddp_step.untracked,
@@ -115,6 +115,7 @@ def test_ddp_all_reduces_every_gradient_byte(ranks, d, h, t):
     for rank in ranks:
         got = rank[f"{d},{h},{t}"]
         assert got["ddp_comm"] == [["c10d.allreduce_", "all_reduce", 2, "", "backward", 1, grad_bytes, grad_bytes]]
+        assert got["ddp_group"] == ["0:default_pg"]  # the world
 
 
 def test_ddp_buckets_add_up_to_the_gradient_bytes(ranks):

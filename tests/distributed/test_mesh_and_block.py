@@ -58,6 +58,7 @@ def _mesh_worker(rank: int, world: int) -> dict:
         torch.manual_seed(rank)
         counted = count_ops(model, torch.randn(8, 64), backward=True)
         out[str(shape)] = {"phases": {k: v.macs for k, v in counted.phases.items()}, "untracked": counted.untracked,
+                           "groups": sorted([c.kind, c.group.partition(":")[2]] for c in counted.communication),
                            "comm": [[row[0], row[4], row[5], row[6], row[7]] for row in comm_rows(counted)],
                            "params": parameter_stats(model).total_params}
     mesh = init_device_mesh("cpu", (world,))
@@ -85,6 +86,8 @@ def test_fsdp2_and_tp_on_a_1x2_mesh_is_tensor_parallel(ranks):
         assert got["phases"] == {"forward": 131_072, "loss": 0, "backward": 196_608}
         assert got["comm"] == [["_c10d_functional.all_reduce", "forward", 1, 2_048, 2_048]]
         assert got["params"] == 16_576 and got["untracked"] == {}
+        # the communicating mesh dimension spans both ranks: DeviceMesh reuses the world's group for it
+        assert got["groups"] == [["all_reduce", "default_pg"]]
 
 
 def test_fsdp2_and_tp_on_a_2x1_mesh_is_fully_sharded_data_parallel(ranks):
@@ -101,6 +104,8 @@ def test_fsdp2_and_tp_on_a_2x1_mesh_is_fully_sharded_data_parallel(ranks):
                            ("c10d._allgather_base_", "backward"): [2, 132_352, 66_176],
                            ("c10d._reduce_scatter_base_", "backward"): [2, 132_352, 66_176]}
         assert got["params"] == 16_544 and got["untracked"] == {}
+        assert {kind for kind, _ in got["groups"]} == {"all_gather", "reduce_scatter"}
+        assert {group for _, group in got["groups"]} == {"default_pg"}
 
 
 def test_sequence_parallel_block(ranks):

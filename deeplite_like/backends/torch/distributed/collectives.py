@@ -99,7 +99,11 @@ def _bound(func: Any, args: tuple, kwargs: dict) -> dict[str, Any]:
 
 
 def _group(bound: dict[str, Any]) -> tuple[str, int]:
-    """``(group name, group size)`` of a collective call, from its ``process_group`` or ``group_name``."""
+    """``(group, group size)`` of a collective call, from its ``process_group`` or ``group_name``.
+
+    The group reads ``name:description``: ``0:default_pg`` for the world, ``1:mesh_tp`` for the
+    ``tp`` dimension of a ``DeviceMesh`` (which describes its groups as ``mesh_<dim name>``).
+    """
     c10d = sys.modules.get("torch.distributed.distributed_c10d")
     group = bound.get("process_group")
     if group is not None:
@@ -109,7 +113,8 @@ def _group(bound: dict[str, Any]) -> tuple[str, int]:
     if group is None:
         size = bound.get("group_size")
         return str(bound.get("group_name", "")), int(size) if size is not None else 1
-    return str(group.group_name), int(group.size())
+    description = getattr(group, "group_desc", "")
+    return f"{group.group_name}:{description}" if description else str(group.group_name), int(group.size())
 
 
 def collective_call(collective: Collective, func: Any, args: tuple, kwargs: dict) -> tuple[str, int, int]:
