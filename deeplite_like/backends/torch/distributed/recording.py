@@ -35,7 +35,7 @@ from torch.utils import _pytree as pytree
 from deeplite_like.communication import CommStats, bus_bytes
 from deeplite_like.opcount import Cost
 
-from ..counting.registry import OpCall, lookup
+from ..errors import FormulaError
 from .collectives import COLLECTIVES, FREE_COMM_OPS, collective_call
 
 __all__ = ["PLAIN", "CommLog", "LogicalShare", "issuing_module", "subclass_dispatch"]
@@ -127,10 +127,17 @@ class LogicalShare:
         macs, flops = self.counted(mode)
         self.local[0] += macs - before[0]
         self.local[1] += flops - before[1]
+        from ..counting.registry import OpCall, lookup  # (here: the counting package imports this module)
+
         formula = lookup(func)
         if formula is None or mode._opaque:
             return
-        cost = formula(OpCall(func, args, kwargs or {}, out, mode.options))
+        try:
+            cost = formula(OpCall(func, args, kwargs or {}, out, mode.options))
+        except Exception as exc:
+            raise FormulaError(f"the formula {getattr(formula, '__qualname__', formula)!r} failed on the global "
+                               f"shapes of a DTensor op ({func}): {type(exc).__name__}: {exc}. A formula must read "
+                               "only shapes, dtypes and scalars of its arguments.") from exc
         size = _mesh_size(args, kwargs)
         self.share[0] += Fraction(int(cost[0]), size)
         self.share[1] += Fraction(int(cost[1]), size)
