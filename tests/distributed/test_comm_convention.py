@@ -57,3 +57,9 @@ def test_counting_imports_no_dtensor_and_plain_counts_record_no_communication():
             "loaded = [m for m in sys.modules if m.startswith(('torch.distributed.tensor', 'torch.distributed.fsdp'))]\n"
             "assert not loaded, loaded\n")
     subprocess.run([sys.executable, "-c", code], check=True, cwd=str(__import__("pathlib").Path(__file__).parents[2]))
+
+
+@pytest.mark.parametrize("module", ["recording", "collectives", "shards", "job"])
+def test_each_distributed_module_imports_first_without_a_cycle(module):
+    subprocess.run([sys.executable, "-c", f"import deeplite_like.backends.torch.distributed.{module}"], check=True,
+                   cwd=str(__import__("pathlib").Path(__file__).parents[2]))
