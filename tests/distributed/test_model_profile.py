@@ -30,10 +30,42 @@ def _profile_worker(rank: int, world: int) -> dict:
     flops, macs = profiler.get_total_flops(), profiler.get_total_macs()
     window = profiler.get_profile()
     profiler.end_profile()
-    return {"profile": [profile.macs, profile.flops, profile.params],
+    steps = {}
+    for style in ("ddp", "fsdp2"):
+        steps[style] = _training_step(style)
+    return {"steps": steps, "profile": [profile.macs, profile.flops, profile.params],
             "comm": [[c.op, c.module, c.phase, c.calls, c.payload_bytes, c.bus_bytes] for c in profile.communication],
             "json_comm": profile.to_dict()["communication"], "text": profile.to_text(detailed=False),
             "window": [macs, flops], "window_comm": [[c.op, c.calls, c.payload_bytes] for c in window.communication]}
+
+
+def _training_step(style: str) -> dict:
+    """Phases and communication of one SGD training step of the MLP under ``FlopsProfiler``."""
+    import torch
+    from torch.distributed.fsdp import fully_shard
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    from deeplite_like.profiling import FlopsProfiler
+
+    from .models import mlp
+
+    model = mlp(64, 256)
+    if style == "ddp":
+        model = DDP(model)
+    else:
+        for unit in (model[0], model[2], model):
+            fully_shard(unit)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    torch.manual_seed(3)
+    x = torch.randn(8, 64)
+    profiler = FlopsProfiler(model)
+    profiler.start_profile()
+    model(x).sum().backward()
+    optimizer.step()
+    window = profiler.get_profile()
+    profiler.end_profile()
+    return {"phases": {k: [v.macs, v.flops] for k, v in window.phases.items() if k != "other"},
+            "comm": sorted([c.kind, c.phase, c.calls, c.payload_bytes] for c in window.communication)}
 
 
 @pytest.fixture(scope="module")
@@ -53,3 +85,24 @@ def test_flops_profiler_window_counts_the_rank(ranks):
     for rank in ranks:
         assert rank["window"] == [131_072, 264_768]
         assert rank["window_comm"] == [["_c10d_functional.all_reduce", 1, 2_048]]
+
+
+def test_a_training_step_splits_forward_backward_optimizer_per_rank(ranks):
+    # SGD costs 2 FLOPs per parameter element it updates (tests/profiling/test_optim_formulas.py):
+    # a DDP replica updates all P = 33,088: 66,176 FLOPs; an FSDP2 rank its half: 33,088.
+    # Forward 262,144 MACs on the rank's 8 tokens; backward 3 x 65,536 x 2 = 393,216 MACs.
+    for rank in ranks:
+        ddp, fsdp = rank["steps"]["ddp"], rank["steps"]["fsdp2"]
+        assert ddp["phases"]["forward"][0] == fsdp["phases"]["forward"][0] == 262_144
+        assert ddp["phases"]["backward"][0] == fsdp["phases"]["backward"][0] == 393_216
+        assert ddp["phases"]["optimizer"] == [0, 66_176]
+        assert fsdp["phases"]["optimizer"] == [0, 33_088]
+        assert ddp["comm"] == [["all_reduce", "backward", 1, 132_352]]
+        gathered = [row for row in fsdp["comm"] if row[0] == "all_gather"]
+        assert gathered == [["all_gather", "backward", 2, 132_352], ["all_gather", "forward", 1, 65_792],
+                            ["all_gather", "forward", 1, 66_560]]
+        # the last unit's reduce-scatter runs in FSDP2's end-of-backward callback, after FlopsProfiler's own
+        # callback has closed the backward phase: it is filed under "other"; together, every gradient
+        scattered = [row for row in fsdp["comm"] if row[0] == "reduce_scatter"]
+        assert {row[1] for row in scattered} <= {"backward", "other"}
+        assert (sum(row[2] for row in scattered), sum(row[3] for row in scattered)) == (2, 132_352)
