@@ -11,6 +11,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Iterable, NamedTuple
 
+from deeplite_like.communication import CommStats
+
 
 class Cost(NamedTuple):
     """What one op or layer call costs: MACs of contractions, and total FLOPs (2 x MACs + the rest).
@@ -65,6 +67,10 @@ class OpCount:
         module_ops: module name -> operator name -> ``OpStats`` of ops run directly inside it.
         phases: phase (``forward``, ``backward``) -> ``OpStats`` when several were counted.
         batch_size: the batch size that ran, when known (per-sample figures divide by it).
+        communication: the collectives that ran (``torch.distributed``), one ``CommStats`` per
+            operator, process group, module and phase; they cost 0 FLOPs (``docs/distributed.rst``).
+        logical_macs, logical_flops: under tensor parallel, this rank's share of what the unsharded
+            model computes (``None`` when no sharded op ran: then they are ``macs``/``flops``).
     """
 
     macs: int = 0
@@ -75,6 +81,19 @@ class OpCount:
     module_ops: dict[str, dict[str, OpStats]] = field(default_factory=dict)
     phases: dict[str, OpStats] = field(default_factory=dict)
     batch_size: int | None = None
+    communication: list[CommStats] = field(default_factory=list)
+    logical_macs: int | None = None
+    logical_flops: int | None = None
+
+    @property
+    def comm_payload_bytes(self) -> int:
+        """Payload bytes (``S``, per rank) of every collective that ran."""
+        return sum(c.payload_bytes for c in self.communication)
+
+    @property
+    def comm_bus_bytes(self) -> int:
+        """Ring-algorithm bus bytes (per rank) of every collective that ran."""
+        return sum(c.bus_bytes for c in self.communication)
 
     def per_sample(self, what: str = "flops") -> float:
         """``macs`` or ``flops`` divided by the batch size (raises if it is unknown)."""
@@ -92,6 +111,9 @@ class OpCount:
             "untracked": dict(self.untracked),
             "module_ops": {m: {k: v.as_dict() for k, v in ops.items()} for m, ops in self.module_ops.items()},
             "phases": {k: v.as_dict() for k, v in self.phases.items()},
+            "communication": [c.as_dict() for c in self.communication],
+            **({"logical_macs": self.logical_macs, "logical_flops": self.logical_flops}
+               if self.logical_macs is not None else {}),
         }
 
     def to_json(self, indent: int | None = 2) -> str:

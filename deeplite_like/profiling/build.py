@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Iterable
 
+from deeplite_like.communication import CommStats
 from deeplite_like.opcount import OpStats
 from deeplite_like.profiling.result import PHASES, ModelProfile, ModuleNode, PhaseStats
 
@@ -124,7 +125,7 @@ def build_profile(model: str, backend: str, records: list[ModuleRecord], *,
                   batch_size: int | None = None, untracked: dict[str, int] | None = None,
                   module_latency: bool = False, device: str | None = None, model_parallel_size: int = 1,
                   world_size: int | None = None, step: int | None = None,
-                  notes: Iterable[str] = ()) -> ModelProfile:
+                  notes: Iterable[str] = (), communication: Iterable[CommStats] = ()) -> ModelProfile:
     """Assemble a ``ModelProfile``; the cost of modules named in ``excluded_names`` is removed.
 
     ``phases`` and ``by_operator`` are the backend's totals before exclusion; they are copied,
@@ -160,4 +161,5 @@ def build_profile(model: str, backend: str, records: list[ModuleRecord], *,
         phases=ordered, duration_s=duration_s, batch_size=batch_size, by_operator=operators,
         outside={k: _copy(v) for k, v in (outside or {}).items()}, excluded=excluded,
         untracked=dict(untracked or {}), module_latency=module_latency, device=device,
-        model_parallel_size=model_parallel_size, world_size=world_size, step=step, notes=notes)
+        model_parallel_size=model_parallel_size, world_size=world_size, step=step, notes=notes,
+        communication=list(communication))

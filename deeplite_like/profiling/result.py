@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator
 
+from deeplite_like.communication import CommStats
 from deeplite_like.opcount import OpStats
 
 #: Phases a profile may hold, in the order they are shown.
@@ -156,6 +157,7 @@ class ModelProfile:
         model_parallel_size, world_size: parallel layout (figures are per device; the whole
             model's params and FLOPs are ``model_parallel_size`` times them).
         step: the training step profiled, when given.
+        communication: the ``torch.distributed`` collectives issued (``CommStats``, bytes per rank).
         notes: lines shown under the report (what was measured and how).
     """
 
@@ -179,6 +181,7 @@ class ModelProfile:
     world_size: int | None = None
     step: int | None = None
     notes: list[str] = field(default_factory=list)
+    communication: list[CommStats] = field(default_factory=list)
 
     # -- DeepSpeed's tuple -----------------------------------------------------------------
     def __iter__(self) -> Iterator[int]:
@@ -296,6 +299,7 @@ class ModelProfile:
             "outside": {k: v.as_dict() for k, v in self.outside.items()},
             "by_operator": {k: v.as_dict() for k, v in self.by_operator.items()},
             "untracked": dict(self.untracked),
+            "communication": [c.as_dict() for c in self.communication],
             "aggregated": self.aggregated(module_depth, top_modules),
             "tree": self.root.as_dict(),
             "notes": list(self.notes),

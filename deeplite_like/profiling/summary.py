@@ -91,6 +91,10 @@ def render_summary(profile: "ModelProfile", as_string: bool = True) -> str:
         lines.append("- untracked operators (no formula, counted as 0; '>=' marks the counts they are missing "
                      "from): " + ", ".join(
             f"{name} x{calls}" for name, calls in sorted(profile.untracked.items())))
+    if profile.communication:
+        lines.append("- communication per rank (payload bytes S / ring bus bytes, docs/distributed.rst): " + "; ".join(
+            f"{c.op} x{c.calls} in {c.phase} by {c.module or '<root>'}: {c.payload_bytes:,} / {c.bus_bytes:,} bytes"
+            for c in profile.communication))
     lines += [f"- {note}" for note in profile.notes]
     return "\n".join(lines)
 

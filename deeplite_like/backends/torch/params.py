@@ -18,6 +18,8 @@ Rules (tested row by row in ``tests/torch/test_params.py``):
   its bias) counts as a non-trainable parameter.
 * Buffers (BatchNorm running statistics, its int64 ``num_batches_tracked``, ...) are reported
   apart from parameters and never counted in ``total_params``.
+* Under ``torch.distributed`` a ``DTensor`` parameter (tensor parallel, FSDP2) counts its local
+  shard: the figures are what this rank holds (``distributed.profile_job`` adds the ranks up).
 
 Works on meta-device models: only shapes, dtypes and storage identities are read.
 """
@@ -30,6 +32,8 @@ from torch import nn
 from torch.utils import _pytree as pytree
 
 from deeplite_like.measurements import ParamStats
+
+from .distributed.shards import local_tensor
 
 __all__ = ["ParamStats", "parameter_stats", "tensor_span"]
 
@@ -160,10 +164,10 @@ def parameter_stats(model: nn.Module) -> ParamStats:
         name = _dtype_name(tensor.dtype)
         buffer_by_dtype[name] = buffer_by_dtype.get(name, 0) + nbytes
 
-    for param in model.parameters():
-        add_param(param, param.requires_grad)
+    for param in model.parameters():  # a DTensor counts its local shard: what this rank holds
+        add_param(local_tensor(param), param.requires_grad)
     for buffer in model.buffers():
-        add_buffer(buffer)
+        add_buffer(local_tensor(buffer))
     for local, tensor in _packed_entries(model):
         if local in _EXTRA_BUFFER_NAMES or local.endswith("_extra_state"):
             add_buffer(tensor)

@@ -17,6 +17,7 @@ from torch.utils import _pytree as pytree
 from deeplite_like.caller import inputs_hint
 from deeplite_like.opcount import OpCount, parent_names, roll_up_containers
 
+from ..distributed.shards import is_dtensor, is_fully_sharded
 from ..errors import BackwardError, ForwardError, UntrackedOpWarning
 from ..input_failures import fixed_batch_hint
 from ..state import kept_random_state, kept_tensor_attributes
@@ -74,6 +75,10 @@ def count_ops(model: torch.nn.Module, *args: Any, backward: bool = False, meta: 
     modules = list(model.named_modules())
     slots = _tensor_slots(modules)
     on_meta = meta or any(tensor.is_meta for _, _, tensor, _, _ in slots)
+    if on_meta and any(is_dtensor(tensor) for _, _, tensor, _, _ in slots):
+        raise ValueError(f"count_ops(meta=True) cannot count {type(model).__name__}: it holds DTensor parameters "
+                         "(tensor parallel or FSDP2), whose meta copies would lose their sharding and count the "
+                         "unsharded model; count with meta=False inside each rank (docs/distributed.rst)")
     if backward:
         _check_differentiable(model, args, kwargs)
     mode = counting_mode(CountOptions(causal_half=causal_half), track_backward=backward, meta=on_meta)
@@ -107,7 +112,7 @@ def count_ops(model: torch.nn.Module, *args: Any, backward: bool = False, meta: 
             mode.set_phase("loss")
             loss = _loss(output, loss_fn)
             mode.set_phase("backward")
-            _backward(loss, _leaves(model, state, args, kwargs))
+            _backward(loss, [] if is_fully_sharded(model) else _leaves(model, state, args, kwargs))
 
     result = mode.finish()
     roll_up_containers(result.by_module, parent_names(name for name, _ in modules))
@@ -172,6 +177,8 @@ def _loss(output: Any, loss_fn: LossFn | None) -> torch.Tensor:
 def _backward(loss: torch.Tensor, leaves: list[torch.Tensor]) -> None:
     # ``inputs=`` keeps the pass to the model's parameters and our own input leaves: it never
     # reaches into a graph the caller built (e.g. a loss_fn target that requires grad).
+    # An FSDP2 model gets none: its graph's leaves are the unsharded parameters it gathered,
+    # not the sharded ones it holds between steps (``distributed/shards.is_fully_sharded``).
     try:
         torch.autograd.backward(loss, inputs=leaves or None)
     except Exception as exc:

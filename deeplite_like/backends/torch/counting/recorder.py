@@ -43,6 +43,13 @@ Leaving the model as found
     writes its running statistics through ``native_batch_norm``, whose schema does not declare
     the write, so the engine copies buffers up front (``engine._restored_tensors``).
 
+torch.distributed
+    An op whose arguments hold tensor subclasses (``types`` is not empty) goes through
+    ``distributed.recording.subclass_dispatch`` first: a DTensor op is run by DTensor under the
+    mode, so the local ops on this rank's shards are what is counted. Collective operators are
+    priced at 0 FLOPs by ``CommLog`` formulas that log their bytes (``OpCount.communication``).
+    See ``docs/distributed.rst``.
+
 Speed
     Per-op facts (name, written arguments, the C++ callable) are cached for the process by op
     identity (``op_facts.py``), the formula look-up once per count. ``counting_mode`` leaves out
@@ -65,6 +72,8 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from deeplite_like.opcount import OpCount, OpStats
 
+from ..distributed.recording import PLAIN, CommLog, LogicalShare, issuing_module, subclass_dispatch
+from ..distributed.shards import local_tensor
 from ..errors import FormulaError
 from .describe import describe_args
 from .meta_replay import MetaOutputs
@@ -145,7 +154,12 @@ class CountingMode(TorchDispatchMode):
         self._pending: list[_Context] = []  # contexts with a non-empty ``pending``
         self._opaque = 0  # > 0 inside a module that has a module formula
         self._phase = OpStats()
+        self._phase_name = ""
         self._in_backward = False
+        # torch.distributed (``distributed/recording.py``): collectives logged, DTensor ops run locally
+        self._comm = CommLog(self._comm_where)
+        self._in_dtensor = False
+        self._logical = LogicalShare()
         self._op_cache: dict[int, tuple[str, Any, tuple, Callable, int]] = {}  # id(op) -> _classify
         self._meta = MetaOutputs() if meta else None
         self.values = MetaValues(self._where) if meta else None  # values of small integer tensors on meta
@@ -176,6 +190,7 @@ class CountingMode(TorchDispatchMode):
         """Count what follows under ``phase`` (``forward``, ``loss`` or ``backward``)."""
         self._flush()
         self._phase = self.result.phases.setdefault(phase, OpStats())
+        self._phase_name = phase
         self._in_backward = phase == "backward" and _current_autograd_node is not None
 
     # -- module calls ---------------------------------------------------------------------
@@ -375,6 +390,7 @@ class CountingMode(TorchDispatchMode):
 
     def _watch_now(self) -> None:
         for tensor in self._to_watch:
+            tensor = local_tensor(tensor)  # a DTensor's storage is its local shard's
             if tensor.layout == torch.strided and not tensor.is_meta:
                 address = tensor.untyped_storage().data_ptr()
                 if address:
@@ -408,6 +424,10 @@ class CountingMode(TorchDispatchMode):
         name, formula, written, run, replay = entry
         if kwargs is None:
             kwargs = {}
+        if types:  # tensor subclasses (plain tensors have none): DTensor runs its local ops under us
+            out = subclass_dispatch(self, func, types, args, kwargs)
+            if out is not PLAIN:
+                return out
         if written and (self._watched or self._to_watch):
             self._before_write(written, args, kwargs)
         out = self._meta.run(func, run, replay, args, kwargs) if replay else run(*args, **kwargs)
@@ -445,7 +465,7 @@ class CountingMode(TorchDispatchMode):
         name, written, run, replay, _ = op_info(func)
         formula = lookup(func)
         if formula is None and not is_free(func):
-            formula = _UNTRACKED
+            formula = self._comm.formula(name, _UNTRACKED)  # a collective (or its wait), else untracked
         if self.values is not None:  # meta: replay (when allowed) inside the run that keeps values
             if replay:
                 outputs, kernel, how = self._meta, run, replay
@@ -457,6 +477,15 @@ class CountingMode(TorchDispatchMode):
             run, replay = self.values.wrap(func, name, written, run), 0
         entry = self._op_cache[id(func)] = (name, formula, written, run, 0)
         return entry
+
+    def communication(self) -> list:
+        """The collectives counted so far: ``CommStats`` rows (``docs/distributed.rst``)."""
+        return list(self._comm.rows.values())
+
+    def _comm_where(self) -> tuple[str, str]:
+        """The module a collective running now is attributed to, and the phase (``CommLog``)."""
+        ctx = self._backward_context() if self._in_backward else self._ctx
+        return issuing_module(self._names, ctx.names[-1]), self._phase_name
 
     def _where(self) -> str:
         """The innermost module running now, for error messages."""
@@ -514,6 +543,9 @@ class CountingMode(TorchDispatchMode):
         result.macs = sum(p.macs for p in result.phases.values())
         result.flops = sum(p.flops for p in result.phases.values())
         result.module_ops = {name: ops for name, ops in result.module_ops.items() if ops}
+        result.communication = self.communication()
+        if self._logical.ran:
+            result.logical_macs, result.logical_flops = self._logical.totals(result.macs, result.flops)
         return result
 
 

@@ -142,7 +142,7 @@ class TorchFlopsProfiler(FlopsProfiler):
             params=window.total_params, trainable_params=window.trainable_params, duration_s=duration,
             batch_size=window.timer.batch_size, untracked=mode.result.untracked, module_latency=self.module_latency,
             device=window.device, model_parallel_size=window.model_parallel_size, world_size=window.world_size,
-            step=step, notes=notes)
+            step=step, notes=notes, communication=mode.communication())
 
 
 @dataclass

@@ -121,4 +121,4 @@ def build_model_profile(model: nn.Module, *, input_shape: Sequence[int] | None =
         trainable_params=stats.trainable_params,
         duration_s=sum(timings.values()) if timings else None, batch_size=batch_size_of(args, kwargs),
         untracked=mode.result.untracked, module_latency=bool(module_latency) and not on_meta,
-        device="meta" if on_meta else device_name(model), notes=notes)
+        device="meta" if on_meta else device_name(model), notes=notes, communication=mode.communication())

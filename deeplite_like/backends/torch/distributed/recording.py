@@ -1,0 +1,190 @@
+"""What the counting mode does under ``torch.distributed``: count each rank's local work, log collectives.
+
+DTensor
+    A ``TorchDispatchMode`` sees an operator on ``DTensor`` arguments first, as the *logical*
+    op on global shapes (``aten.addmm`` of the whole layer). Counting that would give every
+    rank the whole job's FLOPs. ``subclass_dispatch`` has DTensor run it instead: DTensor
+    propagates the sharding, redistributes (functional collectives) and runs the op on its
+    local shards; those local ops and collectives reach the mode again as plain tensors and
+    are counted. The sharding propagation runs the op on ``FakeTensor``\\ s to learn the output
+    shape; inside a DTensor op those fake ops run uncounted (the fake mode below runs them).
+
+    The check costs plain tensors nothing beyond ``if types:`` in the mode: an operator on
+    plain tensors has an empty ``types``. ``torch.distributed.tensor`` is never imported here:
+    when it is not loaded, no DTensor exists.
+
+Collectives
+    ``CommLog.formula`` is the formula the mode uses for a collective operator: 0 MACs and 0
+    FLOPs, and one ``CommStats`` row per (operator, group, module, phase) that adds the call's
+    payload and bus bytes (``deeplite_like.communication``). A collective belongs to the module
+    whose call issued it, hooks included (``issuing_module``): tensor parallel's output
+    all-reduce runs in a forward hook of the row-wise layer, FSDP2's all-gather in a pre-hook of
+    the unit. In backward, where no module code runs, it belongs to the module whose forward
+    created the autograd node running (the count's backward attribution); DDP's bucket
+    all-reduces run in ``AccumulateGrad`` hooks, which belong to the root.
+"""
+from __future__ import annotations
+
+import sys
+from fractions import Fraction
+from typing import Any, Callable
+
+import torch
+from torch.utils import _pytree as pytree
+
+from deeplite_like.communication import CommStats, bus_bytes
+from deeplite_like.opcount import Cost
+
+from ..errors import FormulaError
+from .collectives import COLLECTIVES, FREE_COMM_OPS, collective_call
+
+__all__ = ["PLAIN", "CommLog", "LogicalShare", "issuing_module", "subclass_dispatch"]
+
+PLAIN = object()  # ``subclass_dispatch``: not a distributed subclass, count the op as usual
+
+
+def _class(module: str, name: str) -> type | None:
+    loaded = sys.modules.get(module)
+    return getattr(loaded, name, None) if loaded is not None else None
+
+
+def subclass_dispatch(mode: Any, func: Any, types: tuple, args: tuple, kwargs: dict) -> Any:
+    """Run an op whose arguments hold tensor subclasses (``types``) so that ``mode`` counts local work.
+
+    Returns ``PLAIN`` when the op is to be counted as usual, else the op's result (or
+    ``NotImplemented``, which hands it to the subclass). ``mode._in_dtensor`` is True while a
+    DTensor op runs.
+    """
+    dtensor = _class("torch.distributed.tensor._api", "DTensor")
+    if dtensor is not None and any(issubclass(t, dtensor) for t in types):
+        if mode._in_dtensor:  # the second arrival, with the mode pushed again below: DTensor runs it
+            return NotImplemented
+        before = mode._logical.counted(mode)
+        mode._in_dtensor = True
+        try:
+            with mode:  # back on the stack, so the local ops and collectives DTensor runs are seen
+                out = func(*args, **(kwargs or {}))
+        finally:
+            mode._in_dtensor = False
+        mode._logical.add(mode, before, func, types, args, kwargs, out)
+        return out
+    if mode._in_dtensor:
+        fake = _class("torch._subclasses.fake_tensor", "FakeTensor")
+        if fake is not None and any(issubclass(t, fake) for t in types):
+            return func(*args, **(kwargs or {}))  # DTensor's sharding propagation: shapes only, run uncounted
+    return PLAIN
+
+
+def issuing_module(names: dict[int, str], default: str) -> str:
+    """The qualified name of the innermost module call on this thread's Python stack, else ``default``.
+
+    A module call here is ``nn.Module._call_impl``: the module's forward *and its hooks*, where
+    tensor parallel redistributes inputs and outputs and FSDP2 gathers parameters. Only modules
+    in ``names`` (``id(module) -> name``) count. Walking the stack costs microseconds, paid per
+    collective call only.
+    """
+    code = torch.nn.Module._call_impl.__code__
+    frame = sys._getframe(1)
+    while frame is not None:
+        if frame.f_code is code:
+            name = names.get(id(frame.f_locals.get("self")))
+            if name is not None:
+                return name
+        frame = frame.f_back
+    return default
+
+
+class LogicalShare:
+    """This rank's share of the *logical* model's cost: what the unsharded model computes.
+
+    A DTensor op is priced twice: by its local ops (what this rank executes, the count) and by
+    its formula on the DTensor's global shapes, divided by the size of its device mesh (every
+    rank of the mesh runs the same op: the shares of the mesh add up to the logical op once).
+    Ops outside DTensor ops are the rank's own and count in full. Summed over ranks, the shares
+    give the logical model's MACs/FLOPs of the job's global batch (``profile_job``): under data
+    parallel the replicas' sum, under tensor parallel the unsharded op once, without the work
+    that sharding repeats on every rank (a replicated bias, its division).
+    """
+
+    def __init__(self) -> None:
+        self.ran = False  # a DTensor op ran
+        self.local = [0, 0]  # MACs, FLOPs of the local ops inside DTensor ops
+        self.share = [Fraction(0), Fraction(0)]  # their formula on global shapes / mesh size
+
+    @staticmethod
+    def counted(mode: Any) -> tuple[int, int]:
+        """MACs and FLOPs the mode has counted so far (flushed)."""
+        mode._flush()
+        phases = list(mode.result.phases.values())
+        if mode._phase not in phases:
+            phases.append(mode._phase)
+        return sum(p.macs for p in phases), sum(p.flops for p in phases)
+
+    def add(self, mode: Any, before: tuple[int, int], func: Any, types: tuple, args: tuple, kwargs: dict,
+            out: Any) -> None:
+        """Account one DTensor op: its local ops' cost since ``before``, and its logical share."""
+        self.ran = True
+        macs, flops = self.counted(mode)
+        self.local[0] += macs - before[0]
+        self.local[1] += flops - before[1]
+        from ..counting.registry import OpCall, lookup  # (here: the counting package imports this module)
+
+        formula = lookup(func)
+        if formula is None or mode._opaque:
+            return
+        try:
+            cost = formula(OpCall(func, args, kwargs or {}, out, mode.options))
+        except Exception as exc:
+            raise FormulaError(f"the formula {getattr(formula, '__qualname__', formula)!r} failed on the global "
+                               f"shapes of a DTensor op ({func}): {type(exc).__name__}: {exc}. A formula must read "
+                               "only shapes, dtypes and scalars of its arguments.") from exc
+        size = _mesh_size(args, kwargs)
+        self.share[0] += Fraction(int(cost[0]), size)
+        self.share[1] += Fraction(int(cost[1]), size)
+
+    def totals(self, macs: int, flops: int) -> tuple[int, int]:
+        """The rank's logical MACs and FLOPs, given its counted totals (rounded to the nearest integer)."""
+        return (round(macs - self.local[0] + self.share[0]), round(flops - self.local[1] + self.share[1]))
+
+
+def _mesh_size(args: tuple, kwargs: dict | None) -> int:
+    for leaf in pytree.tree_leaves((args, kwargs)):
+        mesh = getattr(leaf, "device_mesh", None)
+        if mesh is not None:
+            return int(mesh.size())
+    return 1
+
+
+class CommLog:
+    """``CommStats`` rows of one count, filled by the formulas ``formula`` makes.
+
+    ``where()`` tells the module the op runs in (qualified name) and the phase.
+    """
+
+    def __init__(self, where: Callable[[], tuple[str, str]]):
+        self._where = where
+        self.rows: dict[tuple[str, str, str, str], CommStats] = {}
+
+    def formula(self, name: str, default: Any) -> Any:
+        """The formula of operator ``name`` if it is a collective (logs the call, costs 0 FLOPs),
+        ``None`` (free) for a wait on one, else ``default``."""
+        if name in FREE_COMM_OPS:
+            return None
+        collective = COLLECTIVES.get(name)
+        if collective is None:
+            return default
+
+        def communication(call: Any) -> Cost:
+            group, size, payload = collective_call(collective, call.op, call.args, call.kwargs)
+            module, phase = self._where()
+            key = (name, group, module, phase)
+            row = self.rows.get(key)
+            if row is None:
+                row = self.rows[key] = CommStats(name, collective.kind, group, size, module, phase)
+            row.calls += 1
+            row.payload_bytes += payload
+            row.bus_bytes += bus_bytes(collective.kind, payload, size)
+            return Cost(0, 0)
+
+        communication.__qualname__ = f"communication[{name}]"
+        return communication

@@ -1,0 +1,56 @@
+"""Run a function on N CPU ranks (gloo) with ``torch.multiprocessing.spawn``, and collect what each returns.
+
+``run_ranks(target, world_size)`` starts ``world_size`` processes on 127.0.0.1 with a free port,
+initialises a gloo process group in each, calls ``target(rank, world_size)`` (a module-level
+function, picklable by name), and returns the JSON-able values the ranks returned, by rank.
+A rank that raises fails the test with its traceback; a hang is killed after ``timeout`` seconds.
+"""
+from __future__ import annotations
+
+import json
+import os
+import socket
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+import torch.multiprocessing as mp
+
+TIMEOUT_S = 120
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _entry(rank: int, world_size: int, port: int, target: Callable, out_dir: str) -> None:
+    import torch
+    import torch.distributed as dist
+
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    torch.set_num_threads(1)  # two ranks share two cores
+    dist.init_process_group("gloo", rank=rank, world_size=world_size)
+    try:
+        value = target(rank, world_size)
+        Path(out_dir, f"rank{rank}.json").write_text(json.dumps(value))
+        dist.barrier()
+    finally:
+        dist.destroy_process_group()
+
+
+def run_ranks(target: Callable[[int, int], Any], world_size: int = 2, timeout: float = TIMEOUT_S) -> list[Any]:
+    """``[target(0, n), ..., target(n-1, n)]`` run on ``n = world_size`` gloo ranks."""
+    with tempfile.TemporaryDirectory() as out_dir:
+        context = mp.start_processes(_entry, args=(world_size, free_port(), target, out_dir), nprocs=world_size,
+                                     join=False, start_method="spawn")
+        deadline = time.monotonic() + timeout
+        while not context.join(timeout=1):
+            if time.monotonic() > deadline:
+                for process in context.processes:
+                    if process.is_alive():
+                        process.kill()
+                raise TimeoutError(f"{target.__name__} on {world_size} ranks did not finish in {timeout} s")
+        return [json.loads(Path(out_dir, f"rank{rank}.json").read_text()) for rank in range(world_size)]
