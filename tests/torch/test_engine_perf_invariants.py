@@ -182,6 +182,27 @@ def test_counting_does_not_load_dynamo_in_a_process_that_has_not():
     assert out.stdout.split() == ["24", "False"]  # Linear(4, 2), batch 3: 3*4*2 = 24 MACs
 
 
+def test_peak_memory_does_not_load_dynamo_in_a_process_that_has_not():
+    # the memory tracker is a LightDispatchMode too (it used to import TorchDynamo at first use: seconds)
+    code = ("import sys, torch\n"
+            "from deeplite_like.backends.torch.memory import peak_activation_memory\n"
+            "m = peak_activation_memory(torch.nn.Linear(4, 2), (torch.randn(3, 4),))\n"
+            "print(m.peak_bytes > 0, 'torch._dynamo' in sys.modules)\n")
+    root = Path(__file__).resolve().parents[2]
+    out = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["True", "False"]
+
+
+def test_memory_tracker_takes_the_dynamo_safe_class_once_dynamo_is_loaded():
+    import torch._dynamo  # noqa: F401
+
+    from deeplite_like.backends.torch.memory import peak_activation_memory
+
+    # Linear(4, 2) at batch 3, fp32: input 48 B, output 24 B; the result is the same as without dynamo
+    stats = peak_activation_memory(torch.nn.Linear(4, 2), (torch.randn(3, 4),))
+    assert (stats.input_bytes, stats.output_bytes) == (48, 24)
+
+
 def test_counting_mode_takes_the_dynamo_safe_class_once_dynamo_is_loaded():
     import torch._dynamo  # noqa: F401  (loaded by torch.compile anyway)
 

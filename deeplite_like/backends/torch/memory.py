@@ -49,11 +49,11 @@ import torch
 from torch import nn
 from torch.nn.modules import module as _module_globals
 from torch.utils import _pytree as pytree
-from torch.utils._python_dispatch import TorchDispatchMode
 
 from deeplite_like.backends.torch.counting.meta_values import MetaValues
 from deeplite_like.backends.torch.counting.op_facts import op_info
 from deeplite_like.backends.torch.params import tensor_span
+from deeplite_like.backends.torch.dispatch_mode import LightDispatchMode, make
 from deeplite_like.backends.torch.fastpath import unfused
 from deeplite_like.backends.torch.state import model_device, preserved_model_state
 
@@ -164,7 +164,7 @@ class _ModuleStack:
         return self.stack[-1] if self.stack else ""
 
 
-class _StorageTracker(TorchDispatchMode):
+class _StorageTracker(LightDispatchMode):
     """Counts live bytes of storages allocated by operators; see the module docstring."""
 
     def __init__(self, base_bytes: int, external: set[tuple[str, int]], where: Callable[[], str],
@@ -183,14 +183,24 @@ class _StorageTracker(TorchDispatchMode):
         self._finalizers: dict[tuple[str, int], weakref.finalize] = {}
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # noqa: ANN001 - torch's protocol
+        if not self._dynamo_safe:
+            self.switch_if_dynamo_loaded()
+        out = self._run(func, args, kwargs or {})
+        self._count(func, out)
+        return out
+
+    def _run(self, func: Any, args: tuple, kwargs: dict) -> Any:
+        """Run the operator; on meta, keeping the values of small integer tensors (``meta_values``)."""
         if self.values is None:
-            out = func(*args, **(kwargs or {}))
-        else:
-            run = self._runs.get(id(func))
-            if run is None:
-                name, written, _, _, _ = op_info(func)
-                run = self._runs[id(func)] = self.values.wrap(func, name, written, func)
-            out = run(*args, **(kwargs or {}))
+            return func(*args, **kwargs)
+        run = self._runs.get(id(func))
+        if run is None:
+            name, written, _, _, _ = op_info(func)
+            run = self._runs[id(func)] = self.values.wrap(func, name, written, func)
+        return run(*args, **kwargs)
+
+    def _count(self, func: Any, out: Any) -> None:
+        """After an operator ran: the storages its outputs created (not views, not written arguments), the peak."""
         returns = func._schema.returns
         values = out if isinstance(out, (tuple, list)) and len(returns) == len(out) and len(returns) > 1 else (out,)
         for ret, value in zip(returns, values):
@@ -202,7 +212,6 @@ class _StorageTracker(TorchDispatchMode):
             self.peak = self.live
             self.peak_op = str(func)
             self.peak_module = self._where()
-        return out
 
     def _allocated(self, tensor: torch.Tensor) -> None:
         key = _storage_key(tensor)
@@ -327,7 +336,7 @@ def peak_activation_memory(
                 external.add(key)
 
         modules = _ModuleStack(model)
-        tracker = _StorageTracker(input_bytes, external, lambda: modules.current, values)
+        tracker = make(_StorageTracker, input_bytes, external, lambda: modules.current, values)
         try:
             fastpath = contextlib.nullcontext() if allow_fastpath else unfused()
             with torch.set_grad_enabled(grad), fastpath, modules, tracker:

@@ -36,6 +36,7 @@ from deeplite_like.backends.torch.activation_checkpointing import checkpointed
 from deeplite_like.backends.torch.attention_kernels import AttentionKernel
 from deeplite_like.backends.torch.autocast_policy import AutocastPolicy, resolve_autocast_dtype
 from deeplite_like.backends.torch.counting.meta_values import MetaValues
+from deeplite_like.backends.torch.dispatch_mode import make
 from deeplite_like.backends.torch.fastpath import unfused
 from deeplite_like.backends.torch.memory import (
     _ModuleStack, _infer_batch_size, _spanned_bytes, _storage_key, _tensor_leaves,
@@ -153,7 +154,7 @@ def estimate_training_memory(
         external = {key for t in (*leaves, *state.values()) if (key := _storage_key(t)) is not None}
 
         modules = _ModuleStack(model)
-        tracker = StepTracker(params_full + buffers_bytes + input_bytes, external, where_running(modules))
+        tracker = make(StepTracker, params_full + buffers_bytes + input_bytes, external, where_running(modules))
         if meta:
             tracker.values = MetaValues(lambda: f"module {modules.current!r}")
             for real, moved in zip(originals, _tensor_leaves((inputs, kwargs, target))):

@@ -72,40 +72,21 @@ class StepTracker(_StorageTracker):
         super().__init__(base_bytes, external, where)
         self.record = StepRecord(base_bytes)
         self.values: MetaValues | None = None  # set for a meta step
-        self._runners: dict[Any, Callable] = {}  # operator -> its run keeping values (meta)
         self.phase = "setup"
         self._serial: dict[tuple[str, int], int] = {}
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # noqa: ANN001 - torch's protocol
+        if not self._dynamo_safe:  # (the optimizer's step may load torch._dynamo)
+            self.switch_if_dynamo_loaded()
         kwargs = kwargs or {}
         if func is torch.ops.aten._local_scalar_dense.default and self.phase in _SCALAR_READ_PHASES \
                 and args[0].device.type == "meta":
             out = _placeholder_scalar(args[0].dtype)
-        elif self.values is not None:  # meta: small integer tensors keep values (meta_values.py)
-            run = self._runners.get(func)
-            if run is None:
-                run = self._runners[func] = self.values.wrap(func, str(func), _written(func), func)
-            out = run(*args, **kwargs)
-            self._count(func, out)
-        else:
-            out = func(*args, **kwargs)
+        else:  # (on meta, small integer tensors keep their values: meta_values.py)
+            out = self._run(func, args, kwargs)
             self._count(func, out)
         self.record.marks.append((len(self.record.events), self.phase, self._where(), str(func)))
         return out
-
-    def _count(self, func: Any, out: Any) -> None:
-        """As ``_StorageTracker.__torch_dispatch__`` after running the operator: new storages, peak."""
-        returns = func._schema.returns
-        values = out if isinstance(out, (tuple, list)) and len(returns) == len(out) and len(returns) > 1 else (out,)
-        for ret, value in zip(returns, values):
-            if ret.alias_info is not None:
-                continue  # a view, or the written-to argument of an in-place / out= op
-            for tensor in _tensor_leaves(value):
-                self._allocated(tensor)
-        if self.live > self.peak:
-            self.peak = self.live
-            self.peak_op = str(func)
-            self.peak_module = self._where()
 
     def _allocated(self, tensor: torch.Tensor) -> None:
         key = _storage_key(tensor)
@@ -156,12 +137,6 @@ class NodeLabeler(TorchFunctionMode):
             node.metadata[_MODULE_KEY] = name
             pending.extend(next_node for next_node, _ in node.next_functions)
         return out
-
-
-def _written(func: Any) -> tuple[tuple[int, str], ...]:
-    """(index, name) of the arguments ``func`` writes in place."""
-    return tuple((i, a.name) for i, a in enumerate(func._schema.arguments)
-                 if a.alias_info is not None and a.alias_info.is_write)
 
 
 def where_running(modules: _ModuleStack) -> Callable[[], str]:

@@ -68,12 +68,12 @@ from typing import Any, Callable
 
 import torch
 from torch.nn.modules import module as _module_globals
-from torch.utils._python_dispatch import TorchDispatchMode
 
 from deeplite_like.opcount import OpCount, OpStats
 
 from ..distributed.recording import PLAIN, CommLog, LogicalShare, issuing_module, subclass_dispatch
 from ..distributed.shards import local_tensor
+from ..dispatch_mode import LightDispatchMode, dynamo_safe, make
 from ..errors import FormulaError
 from .describe import describe_args
 from .meta_replay import MetaOutputs
@@ -122,7 +122,7 @@ class _Frame:
         self.kwargs = kwargs
 
 
-class CountingMode(TorchDispatchMode):
+class CountingMode(LightDispatchMode):
     """Counts MACs/FLOPs of every operator run under it into ``self.result`` (an ``OpCount``).
 
     Make one with ``counting_mode(...)``. Use ``attach(list(model.named_modules()))`` before
@@ -131,17 +131,8 @@ class CountingMode(TorchDispatchMode):
     for the result.
     """
 
-    _dynamo_safe = False  # True in the ``_dynamo_safe(cls)`` subclasses
-
-    @classmethod
-    def _should_skip_dynamo(cls) -> bool:
-        # torch wraps every mode's __torch_dispatch__ in torch._dynamo.disable unless this says
-        # False. The wrapper costs about 1 us per op, and its first call imports torch._dynamo
-        # (over a second). It only matters when an eval-frame callback is set, i.e. torch.compile
-        # code is running, which needs torch._dynamo loaded: then ``counting_mode`` makes, and a
-        # running mode switches to, a ``_dynamo_safe`` subclass, which has the wrapper. This
-        # holds for subclasses of CountingMode too.
-        return False
+    # (LightDispatchMode: no TorchDynamo wrapper nor import unless torch._dynamo is loaded; this holds
+    # for subclasses of CountingMode too)
 
     def __init__(self, options: CountOptions, track_backward: bool = False, meta: bool = False):
         super().__init__()
@@ -417,7 +408,7 @@ class CountingMode(TorchDispatchMode):
     # -- operators ------------------------------------------------------------------------
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         if not self._dynamo_safe and "torch._dynamo" in sys.modules:  # compiled code may run from now on
-            self.__class__ = _dynamo_safe(type(self))  # (see counting_mode)
+            self.switch_if_dynamo_loaded()
         entry = self._op_cache.get(id(func))  # (the op outlives the count: its id is not reused)
         if entry is None:
             entry = self._classify(func)
@@ -549,18 +540,7 @@ class CountingMode(TorchDispatchMode):
         return result
 
 
-_DYNAMO_SAFE: dict[type, type] = {}
-
-
-def _dynamo_safe(cls: type) -> type:
-    """A subclass of ``cls`` whose ``__torch_dispatch__`` runs with TorchDynamo disabled (torch's default)."""
-    safe = _DYNAMO_SAFE.get(cls)
-    if safe is None:
-        safe = _DYNAMO_SAFE[cls] = type(cls.__name__, (cls,), {
-            "__torch_dispatch__": torch._disable_dynamo(cls.__torch_dispatch__, recursive=True),
-            "_dynamo_safe": True, "__module__": cls.__module__, "__qualname__": cls.__qualname__,
-        })
-    return safe
+_dynamo_safe = dynamo_safe  # (the old name)
 
 
 def counting_mode(options: CountOptions, track_backward: bool = False, meta: bool = False) -> CountingMode:
@@ -572,5 +552,4 @@ def counting_mode(options: CountOptions, track_backward: bool = False, meta: boo
     may be traced by dynamo, which stays correct, only slower, and warns. ``meta``:
     the run is on the meta device; repeated ops get their outputs replayed (``MetaOutputs``).
     """
-    cls = _dynamo_safe(CountingMode) if "torch._dynamo" in sys.modules else CountingMode
-    return cls(options, track_backward=track_backward, meta=meta)
+    return make(CountingMode, options, track_backward=track_backward, meta=meta)
