@@ -8,12 +8,24 @@ backend supplies ready ones under deeplite's names (``get_accuracy``, ``get_miss
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from typing import Any, Hashable, Iterable
+from typing import Any, Callable, Hashable, Iterable, Iterator
 
 
 def as_tuple(value: Any) -> tuple:
     """``value`` as a tuple: tuples and lists as they are, anything else as a 1-tuple."""
     return tuple(value) if isinstance(value, (tuple, list)) else (value,)
+
+
+def transformed_batches(data_loader: Iterable[Any], transform: Callable | None) -> Iterable[Any]:
+    """``data_loader``'s ``(x, y)`` batches passed through ``transform(x, y)`` (deeplite's option), lazily."""
+    if transform is None:
+        return data_loader
+
+    def batches() -> Iterator[Any]:
+        for x, y in data_loader:
+            yield transform(x, y)
+
+    return batches()
 
 
 class EvaluationFunction(ABC):

@@ -8,13 +8,13 @@ must name a device Keras can see (TensorFlow places the computation itself).
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Iterable, Iterator
+from typing import Any, Callable, Iterable
 
 import numpy as np
 
 from deeplite_like.backends.keras._tf import import_keras
 from deeplite_like.device import Device
-from deeplite_like.evaluation import EvaluationFunction, as_tuple
+from deeplite_like.evaluation import EvaluationFunction, as_tuple, transformed_batches
 
 from .evaluate import evaluate
 from .state import preserved_model_state
@@ -24,24 +24,13 @@ keras = import_keras()
 __all__ = ["EvalLossFunction", "KerasEvaluationFunction", "get_accuracy", "get_missclass", "get_topk"]
 
 
-def _transformed(data_loader: Iterable[Any], transform: Callable | None) -> Iterable[Any]:
-    if transform is None:
-        return data_loader
-
-    def batches() -> Iterator[Any]:
-        for x, y in data_loader:
-            yield transform(x, y)
-
-    return batches()
-
-
 class KerasEvaluationFunction(EvaluationFunction):
     """Base of the Keras evaluation functions: parses ``device`` and applies ``transform``."""
 
     def __call__(self, model: Any, data_loader: Iterable[Any], device: Any = None,
                  transform: Callable | None = None) -> Any:
         Device.parse(device)  # an unknown name fails here, with the names that work
-        return self._compute_inference(model, _transformed(data_loader, transform))
+        return self._compute_inference(model, transformed_batches(data_loader, transform))
 
     def _compute_inference(self, model: Any, data_loader: Iterable[Any]) -> Any:
         raise NotImplementedError
@@ -70,7 +59,7 @@ class _GetTopk(KerasEvaluationFunction):
         if not ks or any(isinstance(k, bool) or not isinstance(k, int) or k < 1 for k in ks):
             raise ValueError(f"topk must be a positive int or a tuple of them, got {topk!r}")
         Device.parse(device)
-        result = evaluate(model, _transformed(data_loader, transform), metrics=tuple(f"top{k}" for k in ks))
+        result = evaluate(model, transformed_batches(data_loader, transform), metrics=tuple(f"top{k}" for k in ks))
         return {f"top-{k}": result[f"top{k}"] for k in ks}
 
 

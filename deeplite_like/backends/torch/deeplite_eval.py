@@ -9,13 +9,13 @@ in eval mode). ``device`` must be where the model already is: move the model you
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Iterable, Iterator
+from typing import Any, Callable, Iterable
 
 import torch
 from torch import nn
 
 from deeplite_like.device import Device
-from deeplite_like.evaluation import EvaluationFunction, as_tuple
+from deeplite_like.evaluation import EvaluationFunction, as_tuple, transformed_batches
 
 from .evaluate import evaluate
 from .state import model_device, preserved_model_state
@@ -32,24 +32,13 @@ def _check_device(model: nn.Module, device: Any) -> None:
                          f"is not moved for you: call model.to('{wanted}') first, or leave device out")
 
 
-def _transformed(data_loader: Iterable[Any], transform: Callable | None) -> Iterable[Any]:
-    if transform is None:
-        return data_loader
-
-    def batches() -> Iterator[Any]:
-        for x, y in data_loader:
-            yield transform(x, y)
-
-    return batches()
-
-
 class TorchEvaluationFunction(EvaluationFunction):
     """Base of the PyTorch evaluation functions: checks the device and applies ``transform``."""
 
     def __call__(self, model: nn.Module, data_loader: Iterable[Any], device: Any = None,
                  transform: Callable | None = None) -> Any:
         _check_device(model, device)
-        return self._compute_inference(model, _transformed(data_loader, transform))
+        return self._compute_inference(model, transformed_batches(data_loader, transform))
 
     def _compute_inference(self, model: nn.Module, data_loader: Iterable[Any]) -> Any:
         raise NotImplementedError
@@ -78,7 +67,7 @@ class _GetTopk(TorchEvaluationFunction):
         if not ks or any(isinstance(k, bool) or not isinstance(k, int) or k < 1 for k in ks):
             raise ValueError(f"topk must be a positive int or a tuple of them, got {topk!r}")
         _check_device(model, device)
-        result = evaluate(model, _transformed(data_loader, transform), metrics=tuple(f"top{k}" for k in ks))
+        result = evaluate(model, transformed_batches(data_loader, transform), metrics=tuple(f"top{k}" for k in ks))
         return {f"top-{k}": result[f"top{k}"] for k in ks}
 
 
