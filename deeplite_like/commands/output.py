@@ -42,10 +42,23 @@ def resolve_format(fmt: str | None, output: str | None) -> str:
 
 @dataclass(frozen=True)
 class LayerView:
-    """Which per-layer rows to show: ``depth`` (max module depth) and ``top`` (K costliest leaves)."""
+    """Which per-layer rows and columns to show, and how text is drawn.
+
+    Attributes:
+        depth: modules at most this deep (the model is depth 0).
+        top: the K leaf modules with the most of ``sort`` (MACs by default).
+        sort: the column (key or header) the rows are ordered by, largest first.
+        columns: the columns shown (keys or headers); the module column is always kept.
+        tree: draw the modules as an indented tree (text and Markdown).
+        width: characters per line of text tables (``None``: no limit).
+    """
 
     depth: int | None = None
     top: int | None = None
+    sort: str | None = None
+    columns: tuple[str, ...] | None = None
+    tree: bool = False
+    width: int | None = None
 
 
 def _depth(name: str) -> int:
@@ -58,8 +71,9 @@ def select_layers(table: TableReport, view: LayerView, title: str | None = None)
     ``depth`` keeps modules at most that deep (the model itself is depth 0). ``top`` then keeps
     the model row and the K modules with the most MACs among those without a shown child.
     """
-    if view.depth is None and view.top is None and title is None:
+    if view.depth is None and view.top is None and view.sort is None and view.columns is None and title is None:
         return table
+    sort = _column_key(table, view.sort, "--sort") if view.sort is not None else "macs"
     named = list(zip(qualified_names(table.rows), table.rows))
     named = [(name, row) for name, row in named if view.depth is None or _depth(name) <= view.depth]
     notes = list(table.notes)
@@ -69,12 +83,57 @@ def select_layers(table: TableReport, view: LayerView, title: str | None = None)
         shown = [name for name, _ in named]
         leaves = [(name, row) for name, row in named
                   if name != "" and not any(other.startswith(name + ".") for other in shown)]
-        leaves.sort(key=lambda item: -(item[1].get("macs") or 0))
-        notes.append(f"the {min(view.top, len(leaves))} of {len(leaves)} leaf modules with the most MACs")
+        leaves = sort_rows(leaves, sort)
+        notes.append(f"the {min(view.top, len(leaves))} of {len(leaves)} leaf modules with the most "
+                     f"{table.headers.get(sort, sort)}")
         named = [(name, row) for name, row in named if name == ""] + leaves[:view.top]
+    if view.sort is not None:
+        named = [(name, row) for name, row in named if name == ""] + sort_rows(
+            [(name, row) for name, row in named if name != ""], sort)
+        notes.append(f"sorted by {table.headers.get(sort, sort)}" + (", largest first" if _numeric(table, sort) else ""))
+    columns = table.columns
+    if view.columns is not None:
+        chosen = [_column_key(table, name, "--columns") for name in view.columns]
+        columns = ["module"] * ("module" in table.columns and "module" not in chosen) + list(dict.fromkeys(chosen))
     rows = [row for _, row in named]
-    return TableReport(title or table.title, table.columns, rows, formatters=table.formatters, headers=table.headers,
-                       notes=notes)
+    return TableReport(title or table.title, columns, rows,
+                       formatters={k: v for k, v in table.formatters.items() if k in columns},
+                       headers={k: v for k, v in table.headers.items() if k in columns}, notes=notes)
+
+
+def _numeric(table: TableReport, column: str) -> bool:
+    from deeplite_like.changes import is_number
+
+    return any(is_number(row.get(column)) for row in table.rows)
+
+
+def sort_rows(named: list, column: str) -> list:
+    """``(name, row)`` pairs ordered by ``row[column]``: numbers largest first, text A to Z, empty last.
+
+    Ties keep the model's order (the sort is stable).
+    """
+    from deeplite_like.changes import is_number
+
+    def key(item):
+        value = item[1].get(column)
+        if is_number(value):
+            return (0, -float(value), "")
+        if value is None or value == "":
+            return (2, 0.0, "")
+        return (1, 0.0, str(value).lower())
+
+    return sorted(named, key=key)
+
+
+def _column_key(table: TableReport, name: str, option: str) -> str:
+    """The column key ``name`` (a key or a header, any case) names in ``table``; a usage error otherwise."""
+    from deeplite_like.reports.fit import ColumnError, choose_columns
+
+    try:
+        index = choose_columns(table, [name])[0]
+    except ColumnError as exc:
+        raise UsageError(f"{option}: {exc}", f"{option} takes a column's key or header, e.g. {option} macs") from None
+    return table.columns[index]
 
 
 def layer_title(result: ModelResult) -> str:
@@ -115,7 +174,7 @@ def render_profile(result: ModelResult, fmt: str, view: LayerView, output: str |
         from deeplite_like.reports.html import to_html
 
         return Rendered(to_html(*reports, title=f"Profile of {result.name}", subtitle=result.spec), {})
-    return Rendered(_join(reports, fmt, notes), {})
+    return Rendered(_join(reports, fmt, notes, view), {})
 
 
 def render_compare(report: CompareReport, results: Sequence[ModelResult], fmt: str, view: LayerView,
@@ -151,7 +210,7 @@ def render_compare(report: CompareReport, results: Sequence[ModelResult], fmt: s
             sections.append('<ul class="notes">' + "".join(f"<li>{_escape(n)}</li>" for n in notes) + "</ul>")
         title = "Comparison: " + " vs ".join(report.names)
         return Rendered(document(title, sections, subtitle=f"reference: {report.reference}", nav=nav), {})
-    return Rendered(_join([report] + [table for _, table in layers], fmt, notes), {})
+    return Rendered(_join([report] + [table for _, table in layers], fmt, notes, view), {})
 
 
 def _escape(text: str) -> str:
@@ -160,17 +219,41 @@ def _escape(text: str) -> str:
     return html.escape(text)
 
 
-def _join(reports: Sequence[Report], fmt: str, notes: Sequence[str]) -> str:
+def render_text(report: Report, fmt: str, view: LayerView = LayerView()) -> str:
+    """One report as a text table (fitted to ``view.width``) or Markdown; a per-layer table as a tree
+    when ``view.tree``."""
+    from deeplite_like.reports.html import is_layer_table
+
+    if view.tree and is_layer_table(report):
+        from deeplite_like.reports.tree_view import as_tree
+
+        report = as_tree(report)  # type: ignore[arg-type]
+    if fmt == "markdown":
+        return report.to_markdown()
+    if view.width is None:
+        return report.to_text()
+    from deeplite_like.reports.fit import fit_report
+
+    return fit_report(report, view.width).text
+
+
+def _join(reports: Sequence[Report], fmt: str, notes: Sequence[str], view: LayerView = LayerView()) -> str:
     """Text tables or Markdown, one report after another, then the notes."""
     if fmt == "markdown":
-        parts = [report.to_markdown() for report in reports]
+        parts = [render_text(report, fmt, view) for report in reports]
         if notes:
             parts.append("\n".join(f"- {note}" for note in notes) + "\n")
         return "\n".join(parts)
-    parts = [report.to_text() for report in reports]
+    parts = [render_text(report, fmt, view) for report in reports]
     text = "\n\n".join(parts) + "\n"
     if notes:
-        text += "\n" + "\n".join(f"note: {note}" for note in notes) + "\n"
+        lines = [f"note: {note}" for note in notes]
+        if view.width is not None:
+            import textwrap
+
+            lines = [wrapped for line in lines for wrapped in textwrap.wrap(line, max(40, view.width),
+                                                                            subsequent_indent="  ")]
+        text += "\n" + "\n".join(lines) + "\n"
     return text
 
 

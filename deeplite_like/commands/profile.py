@@ -34,7 +34,7 @@ def run(args: argparse.Namespace, stdout: IO[str] | None = None, stderr: IO[str]
     prepared = prepare(loaded, resolve_inputs(loaded, shapes, args.inputs), run_options(args))
     with Progress(prepared.steps, stream=stderr, enabled=False if args.no_progress else None) as progress:
         result = execute(prepared, progress)
-    written = write(render_profile(result, fmt, layer_view(args), args.output), args.output, stdout)
+    written = write(render_profile(result, fmt, layer_view(args, stdout), args.output), args.output, stdout)
     if written:
         print(f"wrote {', '.join(written)}", file=stderr)
     return 0
