@@ -24,6 +24,7 @@ from deeplite_like.commands.output import (Rendered, layer_title, require_writab
                                           render_text, select_layers, write)
 from deeplite_like.commands.progress import Progress
 from deeplite_like.commands.run import ModelResult, check_device, execute, prepare
+from deeplite_like.commands.schema import stamped
 from deeplite_like.reports import Report
 
 
@@ -123,10 +124,10 @@ def _render(shown: list[tuple[DemoGroup, list[ModelResult]]], fmt: str, args: ar
     view = layer_view(args, stdout)
     with_layers = layer_options_given(args)
     if fmt == "json":
-        data = {"report": "demo", "groups": [
+        data = stamped("demo", {"groups": [
             {"title": group.title, "main": _main_report(results).to_dict(),
              "layers": {r.name: select_layers(r.layers, view).to_dict() for r in results if r.layers is not None}}
-            for group, results in shown], "notes": skipped}
+            for group, results in shown], "notes": skipped})
         return Rendered(json.dumps(data, indent=2) + "\n", {})
     if fmt == "html":
         from deeplite_like.reports.html import document, report_section

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from deeplite_like.commands.errors import UsageError
 from deeplite_like.commands.run import ModelResult
+from deeplite_like.commands.schema import stamped
 from deeplite_like.reports import CompareReport, Report, TableReport
 from deeplite_like.reports.html import qualified_names
 
@@ -160,9 +161,9 @@ def render_profile(result: ModelResult, fmt: str, view: LayerView, output: str |
     layers = select_layers(result.layers, view) if result.layers is not None else None
     notes = result.notes
     if fmt == "json":
-        data = {"report": "profile", "name": result.name, "model": result.spec, "backend": result.backend,
-                "status": status.to_dict(), "layers": layers.to_dict() if layers is not None else None,
-                "notes": notes}
+        data = stamped("profile", {"name": result.name, "model": result.spec, "backend": result.backend,
+                                   "status": status.to_dict(),
+                                   "layers": layers.to_dict() if layers is not None else None, "notes": notes})
         return Rendered(json.dumps(data, indent=2) + "\n", {})
     if fmt == "csv":
         side = {}
@@ -184,12 +185,10 @@ def render_compare(report: CompareReport, results: Sequence[ModelResult], fmt: s
         if with_layers else []
     notes = [f"{r.name}: {note}" for r in results for note in r.notes]
     if fmt == "json":
-        data = {"report": "compare-run", "compare": report.to_dict(),
-                "models": [{"name": r.name, "model": r.spec, "backend": r.backend,
-                            "status": r.status_report().to_dict(),
-                            "layers": select_layers(r.layers, view).to_dict() if r.layers is not None else None}
-                           for r in results],
-                "notes": notes}
+        models = [{"name": r.name, "model": r.spec, "backend": r.backend, "status": r.status_report().to_dict(),
+                   "layers": select_layers(r.layers, view).to_dict() if r.layers is not None else None}
+                  for r in results]
+        data = stamped("compare-run", {"compare": report.to_dict(), "models": models, "notes": notes})
         return Rendered(json.dumps(data, indent=2) + "\n", {})
     if fmt == "csv":
         side = {}
