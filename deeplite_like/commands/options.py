@@ -123,6 +123,11 @@ def add_measure_options(parser: argparse.ArgumentParser, model_options: bool = T
     group.add_argument("--device", choices=("cpu", "cuda", "meta"), default="cpu",
                        help="where to run; meta counts without running (no memory, no timing)")
     group.add_argument("--backward", action="store_true", help="count the backward pass too (a training step)")
+    group.add_argument("--causal-half", action="store_true",
+                       help="count causal attention as half of dense attention (default: dense, as it runs)")
+    group.add_argument("--dtype", choices=("float16", "bfloat16"), default=None,
+                       help="profile a copy of the model cast to this precision (PyTorch; the model as loaded is "
+                            "left as it is)")
     group.add_argument("--metrics", type=metric_list, metavar="LIST", default=None,
                        help="comma-separated metrics: macs, flops, params, size, memory, time, layers or any "
                             "status key (default: all)")
@@ -132,7 +137,8 @@ def add_measure_options(parser: argparse.ArgumentParser, model_options: bool = T
 
 def run_options(args: argparse.Namespace) -> RunOptions:
     return RunOptions(batch_size=args.batch_size, device=args.device, backward=args.backward,
-                      metrics=args.metrics, min_run_time=args.min_run_time)
+                      metrics=args.metrics, min_run_time=args.min_run_time, causal_half=args.causal_half,
+                      dtype=args.dtype)
 
 
 def layer_options_given(args: argparse.Namespace) -> bool:
