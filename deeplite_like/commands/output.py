@@ -218,11 +218,15 @@ def _escape(text: str) -> str:
     return html.escape(text)
 
 
-def render_text(report: Report, fmt: str, view: LayerView = LayerView()) -> str:
+def render_text(report: Report, fmt: str, view: LayerView = LayerView(), drop_order: Sequence[str] | None = None) -> str:
     """One report as a text table (fitted to ``view.width``) or Markdown; a per-layer table as a tree
-    when ``view.tree``."""
+    when ``view.tree``. ``drop_order``: the columns that may be left out to fit, the first first
+    (default: a per-layer table's low-priority columns; none for other tables)."""
+    from deeplite_like.reports.fit import LAYER_DROP_ORDER
     from deeplite_like.reports.html import is_layer_table
 
+    if drop_order is None:
+        drop_order = LAYER_DROP_ORDER if is_layer_table(report) else ()
     if view.tree and is_layer_table(report):
         from deeplite_like.reports.tree_view import as_tree
 
@@ -233,7 +237,7 @@ def render_text(report: Report, fmt: str, view: LayerView = LayerView()) -> str:
         return report.to_text()
     from deeplite_like.reports.fit import fit_report
 
-    return fit_report(report, view.width).text
+    return fit_report(report, view.width, drop_order=drop_order).text
 
 
 def _join(reports: Sequence[Report], fmt: str, notes: Sequence[str], view: LayerView = LayerView()) -> str:

@@ -48,15 +48,17 @@ def reports(tmp_path_factory):
     from deeplite_like.cli import main
 
     out = tmp_path_factory.mktemp("json")
-    files = {"profile": out / "p.json", "compare-run": out / "c.json", "check": out / "k.json"}
+    files = {"profile": out / "p.json", "compare-run": out / "c.json", "check": out / "k.json",
+             "sweep": out / "s.json"}
     assert main(["profile", *TINY, *FAST, "-o", str(files["profile"])]) == 0
     assert main(["compare", *TINY[:1], *TINY, *FAST, "-o", str(files["compare-run"])]) == 0
     assert main(["check", *TINY, *FAST, "--max-macs", "1G", "--baseline", str(files["profile"]),
                  "--tolerance", "1000%", "-o", str(files["check"])]) == 0
+    assert main(["profile", *TINY, *FAST, "--batch-sizes", "1,2", "-o", str(files["sweep"])]) == 0
     return {kind: json.loads(path.read_text()) for kind, path in files.items()}
 
 
-@pytest.mark.parametrize("kind", ["profile", "compare-run", "check"])
+@pytest.mark.parametrize("kind", ["profile", "compare-run", "check", "sweep"])
 def test_every_report_starts_with_its_version_and_the_tool(reports, kind):
     data = reports[kind]
     assert list(data)[:4] == COMMON
@@ -64,10 +66,10 @@ def test_every_report_starts_with_its_version_and_the_tool(reports, kind):
     assert data["tool"] == "deeplite-like" and data["tool_version"] == deeplite_like.__version__
 
 
-@pytest.mark.parametrize("kind", ["profile", "compare-run", "check"])
+@pytest.mark.parametrize("kind", ["profile", "compare-run", "check", "sweep"])
 def test_the_documented_fields_are_the_real_ones(reports, kind):
     fields = documented(kind)
-    assert len(fields) >= 10
+    assert len(fields) >= (7 if kind == "sweep" else 10)
     real = paths(reports[kind])
     missing = [field for field in fields if field not in real]
     assert not missing, f"docs/cli.rst documents {kind} fields the report lacks: {missing}"
