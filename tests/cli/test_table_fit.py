@@ -210,3 +210,18 @@ def test_top_by_any_metric(cli):
 def test_unknown_sort_column_is_a_usage_error(cli):
     code, _, err = cli(*MLP2, "--sort", "flop")
     assert code == 2 and "--sort: no column 'flop'" in err and "did you mean 'flops'" in err
+
+
+def test_the_docs_80_column_captures_fit():
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[2] / "docs" / "cli.rst").read_text(encoding="utf-8")
+    blocks = re.findall(r"\.\. fit: 80\n\n\.\. code-block:: console\n\n((?:    .*\n|\n)+)", text)
+    commands = [block.splitlines()[0] for block in blocks]
+    assert "    $ COLUMNS=80 deeplite-like profile zoo:resnet_small" in commands
+    assert "    $ COLUMNS=80 deeplite-like compare zoo:resnet_small zoo:resnet_small_student" in commands
+    for block in blocks:
+        output = [line[4:] for line in block.splitlines() if line.startswith("    ") and not
+                  re.match(r"    (\$ |      )", line)]
+        assert output and max(len(line) for line in output) <= 80
+        assert any(line.startswith("+---") for line in output)  # a real table, captured
