@@ -8,7 +8,8 @@ from typing import IO
 from deeplite_like.commands.errors import UsageError
 from deeplite_like.commands.inputs import parse_shape, resolve_inputs
 from deeplite_like.commands.loading import FORMS_HINT, load_model, parse_model_args
-from deeplite_like.commands.options import add_common_options, add_measure_options, layer_view, run_options
+from deeplite_like.commands.options import (add_common_options, add_measure_options, layer_options_given, layer_view,
+                                             run_options)
 from deeplite_like.commands.output import render_profile, require_writable_output, resolve_format, write
 from deeplite_like.commands.progress import Progress
 from deeplite_like.commands.run import check_device, execute, prepare
@@ -39,6 +40,9 @@ def run(args: argparse.Namespace, stdout: IO[str] | None = None, stderr: IO[str]
     shapes = [parse_shape(text) for text in args.input_shape or []]
     model_args = parse_model_args(args.model_args)
     if args.batch_sizes or args.seq_lens:
+        if layer_options_given(args):
+            raise UsageError("--depth, --top, --sort, --columns and --tree choose per-layer rows, and a sweep prints "
+                             "no per-layer table", "drop them, or profile one batch size without the sweep")
         if args.seq_lens and args.seq_len is not None:
             raise UsageError("--seq-len and --seq-lens both set the sequence length", "give one of them")
         table, spec = run_sweep(args, lambda seq_len: load_model(args.model, model_args, args.weights,

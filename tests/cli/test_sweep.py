@@ -112,3 +112,8 @@ def test_seq_lens_rebuild_an_hf_models_example(cli, configs):  # noqa: F811
     # tests/cli/test_hub_models.py: 16 x 104,704 + 256 x 16^2 = 1,740,800; at 32 tokens:
     # 32 x 104,704 + 256 x 32^2 = 3,350,528 + 262,144 = 3,612,672.
     assert [(r["seq_len"], r["macs"]) for r in _sweep(out)] == [(16, 1_740_800), (32, 3_612_672)]
+
+
+def test_layer_options_are_refused_in_a_sweep(cli):
+    code, _, err = cli(*TINY, "--batch-sizes", "1,2", "--top", "3", *FAST)
+    assert code == 2 and "a sweep prints no per-layer table" in err
