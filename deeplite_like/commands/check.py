@@ -20,7 +20,7 @@ from deeplite_like.commands.errors import EXIT_FAILURE, UsageError
 from deeplite_like.commands.inputs import parse_shape, resolve_inputs
 from deeplite_like.commands.loading import FORMS_HINT, load_model, parse_model_args
 from deeplite_like.commands.options import add_measure_options, non_negative_int, run_options
-from deeplite_like.commands.output import require_writable_output, resolve_format, write, Rendered
+from deeplite_like.commands.output import Rendered, require_writable_output, resolve_format, write
 from deeplite_like.commands.progress import Progress
 from deeplite_like.commands.quantities import parse_bytes, parse_count, parse_percent, parse_seconds, positive
 from deeplite_like.commands.run import check_device, execute, prepare

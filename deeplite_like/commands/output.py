@@ -2,8 +2,9 @@
 
 Formats: ``table`` (text), ``json``, ``csv``, ``markdown``, ``html``. The format is
 ``--format`` or, without it, the extension of ``--output`` (``.json .csv .md .html .txt``);
-table text otherwise. Per-layer tables follow ``--depth`` (modules at most N levels deep) and
-``--top`` (the K leaf modules with the most MACs).
+table text otherwise. Per-layer tables follow ``--depth`` (modules at most N levels deep),
+``--top`` (the K leaf modules with the most MACs, or of ``--sort``), ``--sort``, ``--columns``
+and ``--tree``; text tables fit ``--width`` (``deeplite_like.reports.fit``).
 
 CSV holds one table: the summary (profile) or compare rows. With ``--output out.csv`` the
 per-layer rows go to ``out.layers.csv`` beside it (``out.<model>.layers.csv`` for a compare).
@@ -70,7 +71,9 @@ def select_layers(table: TableReport, view: LayerView, title: str | None = None)
     """The per-layer table with the rows ``view`` asks for (a new report; raw values unchanged).
 
     ``depth`` keeps modules at most that deep (the model itself is depth 0). ``top`` then keeps
-    the model row and the K modules with the most MACs among those without a shown child.
+    the model row and the K modules with the most of the ``sort`` column (MACs by default) among
+    those without a shown child. ``sort`` orders the rows after the model's own (numbers largest
+    first); ``columns`` keeps those columns, the module column first.
     """
     if view.depth is None and view.top is None and view.sort is None and view.columns is None and title is None:
         return table
@@ -91,7 +94,8 @@ def select_layers(table: TableReport, view: LayerView, title: str | None = None)
     if view.sort is not None:
         named = [(name, row) for name, row in named if name == ""] + sort_rows(
             [(name, row) for name, row in named if name != ""], sort)
-        notes.append(f"sorted by {table.headers.get(sort, sort)}" + (", largest first" if _numeric(table, sort) else ""))
+        order = ", largest first" if _numeric(table, sort) else ""
+        notes.append(f"sorted by {table.headers.get(sort, sort)}{order}")
     columns = table.columns
     if view.columns is not None:
         chosen = [_column_key(table, name, "--columns") for name in view.columns]
@@ -218,7 +222,8 @@ def _escape(text: str) -> str:
     return html.escape(text)
 
 
-def render_text(report: Report, fmt: str, view: LayerView = LayerView(), drop_order: Sequence[str] | None = None) -> str:
+def render_text(report: Report, fmt: str, view: LayerView = LayerView(),
+                drop_order: Sequence[str] | None = None) -> str:
     """One report as a text table (fitted to ``view.width``) or Markdown; a per-layer table as a tree
     when ``view.tree``. ``drop_order``: the columns that may be left out to fit, the first first
     (default: a per-layer table's low-priority columns; none for other tables)."""
