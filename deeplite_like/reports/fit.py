@@ -192,15 +192,23 @@ def fit_report(report: Report, width: int | None, columns: Sequence[str] | None 
 
 
 def _shorten_compare_headers(report: Report, header: list[str], indices: list[int], widths, limit: int) -> str:
-    """Head a too-wide compare report's columns ``#1`` (the reference), ``#2``, ``#2 vs #1``...; the legend."""
+    """Head a too-wide compare report's columns ``#1`` (the reference), ``#2``, ``#2 vs #1``...; the legend.
+
+    Columns are found by their headers (a model's name, ``NAME vs REFERENCE``), not by position.
+    """
     from deeplite_like.reports.compare import CompareReport
 
     if not isinstance(report, CompareReport) or _table_width(widths()) <= limit:
         return ""
-    header[2] = "#1"
-    for number in range(2, len(report.names) + 1):
-        header[2 * number - 1] = f"#{number}"
-        header[2 * number] = f"#{number} vs #1"
+    number = {name: index for index, name in enumerate(report.names, start=1)}
+    suffix = f" vs {report.reference}"
+    for index, text in enumerate(header):
+        if index == 0:
+            continue  # the metric's name
+        if text in number:
+            header[index] = f"#{number[text]}"
+        elif text.endswith(suffix) and text[:-len(suffix)] in number:
+            header[index] = f"#{number[text[:-len(suffix)]]} vs #1"
     legend = [f"#{number}: {name}" + (" (the reference)" if number == 1 else "")
-              for number, name in enumerate(report.names, start=1)]
+              for name, number in number.items()]
     return "; ".join(legend)
