@@ -7,7 +7,6 @@ import sys
 from typing import IO
 
 from deeplite_like.commands.errors import UsageError
-
 from deeplite_like.commands.output import FORMATS, LayerView
 from deeplite_like.commands.run import RunOptions
 
