@@ -12,7 +12,7 @@ setup(
     license="Apache-2.0",
     python_requires=">=3.9",
     packages=find_packages(include=["deeplite_like", "deeplite_like.*"]),
-    install_requires=["prettytable>=3.0"],
+    install_requires=["prettytable>=3.0", "tqdm>=4.60"],
     extras_require={
         "torch": ["torch>=2.1", "numpy"],
         "keras": ["keras>=3.0", "tensorflow-cpu>=2.16", "numpy"],

@@ -4,6 +4,7 @@
 
     deeplite-like profile MODEL [--input-shape 1,3,224,224 | --inputs FILE] [--format html -o report.html]
     deeplite-like compare MODEL_A MODEL_B [MODEL_C ...]
+    deeplite-like check MODEL [--baseline report.json --tolerance 2%] [--max-macs 2G --max-latency 5ms ...]
     deeplite-like demo
     deeplite-like memory MODEL --train [--optimizer adamw] [--fit 80GiB]
 
@@ -32,7 +33,7 @@ def _demo(args: argparse.Namespace) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     from deeplite_like import __version__
-    from deeplite_like.commands import compare, demo, memory, profile
+    from deeplite_like.commands import check, compare, demo, memory, profile
 
     parser = argparse.ArgumentParser(prog=PROG, description="Profile and compare deep-learning models: MACs, "
                                      "FLOPs, parameters, size, memory and latency, per model and per layer.")
@@ -40,6 +41,7 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     profile.add_parser(commands)
     compare.add_parser(commands)
+    check.add_parser(commands)
     demo.add_parser(commands)
     memory.add_parser(commands)
     commands.choices["demo"].set_defaults(run=_demo)

@@ -8,7 +8,8 @@ from typing import IO
 from deeplite_like.commands.errors import UsageError
 from deeplite_like.commands.inputs import parse_shape, resolve_inputs
 from deeplite_like.commands.loading import FORMS_HINT, load_model, parse_model_args
-from deeplite_like.commands.options import add_common_options, add_measure_options, layer_view, run_options
+from deeplite_like.commands.options import (add_common_options, add_measure_options, layer_options_given, layer_view,
+                                             run_options)
 from deeplite_like.commands.output import render_compare, require_writable_output, resolve_format, write
 from deeplite_like.commands.progress import Progress
 from deeplite_like.commands.run import ModelResult, check_device, execute, prepare
@@ -49,8 +50,9 @@ def run(args: argparse.Namespace, stdout: IO[str] | None = None, stderr: IO[str]
     with Progress(sum(p.steps for p in prepared), stream=stderr,
                   enabled=False if args.no_progress else None) as progress:
         results = [execute(p, progress) for p in prepared]
-    with_layers = fmt in ("json", "html", "csv") or args.depth is not None or args.top is not None
-    rendered = render_compare(compare_results(results), results, fmt, layer_view(args), args.output, with_layers)
+    with_layers = fmt in ("json", "html", "csv") or layer_options_given(args)
+    rendered = render_compare(compare_results(results), results, fmt, layer_view(args, stdout), args.output,
+                              with_layers)
     written = write(rendered, args.output, stdout)
     if written:
         print(f"wrote {', '.join(written)}", file=stderr)

@@ -18,11 +18,13 @@ from deeplite_like.commands.compare import compare_results
 from deeplite_like.commands.errors import UsageError
 from deeplite_like.commands.inputs import resolve_inputs
 from deeplite_like.commands.loading import load_model
-from deeplite_like.commands.options import add_common_options, add_measure_options, layer_view, run_options
+from deeplite_like.commands.options import (add_common_options, add_measure_options, layer_options_given, layer_view,
+                                             run_options)
 from deeplite_like.commands.output import (Rendered, layer_title, require_writable_output, resolve_format,
-                                          select_layers, write)
+                                          render_text, select_layers, write)
 from deeplite_like.commands.progress import Progress
 from deeplite_like.commands.run import ModelResult, check_device, execute, prepare
+from deeplite_like.commands.schema import stamped
 from deeplite_like.reports import Report
 
 
@@ -106,7 +108,7 @@ def run(args: argparse.Namespace, stdout: IO[str] | None = None, stderr: IO[str]
     total = sum(p.steps for runs in prepared for p in runs)
     with Progress(total, stream=stderr, enabled=False if args.no_progress else None) as progress:
         results = [[execute(p, progress) for p in runs] for runs in prepared]
-    rendered = _render(list(zip(groups, results)), fmt, args, skipped)
+    rendered = _render(list(zip(groups, results)), fmt, args, skipped, stdout)
     written = write(rendered, args.output, stdout)
     if written:
         print(f"wrote {', '.join(written)}", file=stderr)
@@ -118,14 +120,14 @@ def _main_report(results: list[ModelResult]) -> Report:
 
 
 def _render(shown: list[tuple[DemoGroup, list[ModelResult]]], fmt: str, args: argparse.Namespace,
-            skipped: list[str]) -> Rendered:
-    view = layer_view(args)
-    with_layers = args.depth is not None or args.top is not None
+            skipped: list[str], stdout: IO[str] | None = None) -> Rendered:
+    view = layer_view(args, stdout)
+    with_layers = layer_options_given(args)
     if fmt == "json":
-        data = {"report": "demo", "groups": [
+        data = stamped("demo", {"groups": [
             {"title": group.title, "main": _main_report(results).to_dict(),
              "layers": {r.name: select_layers(r.layers, view).to_dict() for r in results if r.layers is not None}}
-            for group, results in shown], "notes": skipped}
+            for group, results in shown], "notes": skipped})
         return Rendered(json.dumps(data, indent=2) + "\n", {})
     if fmt == "html":
         from deeplite_like.reports.html import document, report_section
@@ -149,6 +151,6 @@ def _render(shown: list[tuple[DemoGroup, list[ModelResult]]], fmt: str, args: ar
         if with_layers:
             reports += [select_layers(r.layers, view, layer_title(r)) for r in results if r.layers is not None]
         for report in reports:
-            parts.append(report.to_markdown() if fmt == "markdown" else report.to_text() + "\n")
+            parts.append(render_text(report, fmt, view) + ("" if fmt == "markdown" else "\n"))
     parts += [f"- {note}\n" if fmt == "markdown" else f"note: {note}\n" for note in skipped]
     return Rendered("\n".join(parts), {})

@@ -2,7 +2,11 @@
 from __future__ import annotations
 
 import argparse
+import os
+import sys
+from typing import IO
 
+from deeplite_like.commands.errors import UsageError
 from deeplite_like.commands.output import FORMATS, LayerView
 from deeplite_like.commands.run import RunOptions
 
@@ -48,6 +52,30 @@ def metric_list(text: str) -> tuple[str, ...]:
     return names
 
 
+def column_list(text: str) -> tuple[str, ...]:
+    """An argparse type: ``'module,macs'`` -> ``('module', 'macs')``."""
+    names = tuple(part.strip() for part in text.split(",") if part.strip())
+    if not names:
+        raise argparse.ArgumentTypeError("expected column names separated by commas, e.g. module,type,params,macs")
+    return names
+
+
+def text_width(args: argparse.Namespace, stdout: IO[str] | None = None) -> int | None:
+    """Characters per line of text tables: ``--width`` (0: no limit); else, when the report goes to a
+    terminal (or ``COLUMNS`` is set), the terminal's width; else no limit (files and pipes get it all)."""
+    from deeplite_like.commands.progress import is_terminal
+    from deeplite_like.reports.fit import terminal_width
+
+    width = getattr(args, "width", None)
+    if width is not None:
+        return width or None
+    if getattr(args, "output", None) is not None:
+        return None
+    if os.environ.get("COLUMNS", "").strip().isdigit() or is_terminal(stdout or sys.stdout):
+        return terminal_width()
+    return None
+
+
 def add_common_options(parser: argparse.ArgumentParser) -> None:
     """Options every command takes: output, format, progress, verbosity."""
     out = parser.add_argument_group("output")
@@ -58,7 +86,17 @@ def add_common_options(parser: argparse.ArgumentParser) -> None:
     out.add_argument("--depth", type=non_negative_int, metavar="N", default=None,
                      help="per-layer table: modules at most N levels deep (the model is level 0)")
     out.add_argument("--top", type=positive_int, metavar="K", default=None,
-                     help="per-layer table: the K leaf modules with the most MACs")
+                     help="per-layer table: the K leaf modules with the most MACs (or of the --sort column)")
+    out.add_argument("--sort", metavar="COLUMN", default=None,
+                     help="per-layer table: rows ordered by COLUMN (macs, flops, params, latency_s, type, ...; "
+                          "numbers largest first)")
+    out.add_argument("--columns", type=column_list, metavar="LIST", default=None,
+                     help="per-layer table: the columns shown, e.g. module,type,params,macs (keys or headers)")
+    out.add_argument("--tree", action="store_true",
+                     help="per-layer table: the modules as an indented tree (text and markdown)")
+    out.add_argument("--width", type=non_negative_int, metavar="N", default=None,
+                     help="text tables fit N characters per line, leaving out or folding columns (0: no limit; "
+                          "default: the terminal's width, or COLUMNS, when printing to a terminal)")
     out.add_argument("--no-progress", action="store_true",
                      help="never draw a progress bar (it is drawn only on a terminal anyway)")
     out.add_argument("--verbose", "-v", action="store_true", help="on an error, show the full traceback")
@@ -84,6 +122,11 @@ def add_measure_options(parser: argparse.ArgumentParser, model_options: bool = T
     group.add_argument("--device", choices=("cpu", "cuda", "meta"), default="cpu",
                        help="where to run; meta counts and measures memory from shapes without running (no timing)")
     group.add_argument("--backward", action="store_true", help="count the backward pass too (a training step)")
+    group.add_argument("--causal-half", action="store_true",
+                       help="count causal attention as half of dense attention (default: dense, as it runs)")
+    group.add_argument("--dtype", choices=("float16", "bfloat16"), default=None,
+                       help="profile a copy of the model cast to this precision (PyTorch; the model as loaded is "
+                            "left as it is)")
     group.add_argument("--metrics", type=metric_list, metavar="LIST", default=None,
                        help="comma-separated metrics: macs, flops, params, size, memory, time, layers or any "
                             "status key (default: all)")
@@ -93,8 +136,18 @@ def add_measure_options(parser: argparse.ArgumentParser, model_options: bool = T
 
 def run_options(args: argparse.Namespace) -> RunOptions:
     return RunOptions(batch_size=args.batch_size, device=args.device, backward=args.backward,
-                      metrics=args.metrics, min_run_time=args.min_run_time)
+                      metrics=args.metrics, min_run_time=args.min_run_time, causal_half=args.causal_half,
+                      dtype=args.dtype)
 
 
-def layer_view(args: argparse.Namespace) -> LayerView:
-    return LayerView(depth=args.depth, top=args.top)
+def layer_options_given(args: argparse.Namespace) -> bool:
+    """Whether an option about the per-layer table was given (a compare then shows each model's)."""
+    return any(getattr(args, name) not in (None, False) for name in ("depth", "top", "sort", "columns", "tree"))
+
+
+def layer_view(args: argparse.Namespace, stdout: IO[str] | None = None) -> LayerView:
+    if args.tree and args.sort is not None:
+        raise UsageError("--tree keeps the model's order, so it cannot be sorted by --sort",
+                         "drop --tree for a sorted flat table, or drop --sort")
+    return LayerView(depth=args.depth, top=args.top, sort=args.sort, columns=args.columns, tree=args.tree,
+                     width=text_width(args, stdout))

@@ -2,8 +2,9 @@
 
 Formats: ``table`` (text), ``json``, ``csv``, ``markdown``, ``html``. The format is
 ``--format`` or, without it, the extension of ``--output`` (``.json .csv .md .html .txt``);
-table text otherwise. Per-layer tables follow ``--depth`` (modules at most N levels deep) and
-``--top`` (the K leaf modules with the most MACs).
+table text otherwise. Per-layer tables follow ``--depth`` (modules at most N levels deep),
+``--top`` (the K leaf modules with the most MACs, or of ``--sort``), ``--sort``, ``--columns``
+and ``--tree``; text tables fit ``--width`` (``deeplite_like.reports.fit``).
 
 CSV holds one table: the summary (profile) or compare rows. With ``--output out.csv`` the
 per-layer rows go to ``out.layers.csv`` beside it (``out.<model>.layers.csv`` for a compare).
@@ -18,6 +19,7 @@ from pathlib import Path
 
 from deeplite_like.commands.errors import UsageError
 from deeplite_like.commands.run import ModelResult
+from deeplite_like.commands.schema import stamped
 from deeplite_like.reports import CompareReport, Report, TableReport
 from deeplite_like.reports.html import qualified_names
 
@@ -42,10 +44,23 @@ def resolve_format(fmt: str | None, output: str | None) -> str:
 
 @dataclass(frozen=True)
 class LayerView:
-    """Which per-layer rows to show: ``depth`` (max module depth) and ``top`` (K costliest leaves)."""
+    """Which per-layer rows and columns to show, and how text is drawn.
+
+    Attributes:
+        depth: modules at most this deep (the model is depth 0).
+        top: the K leaf modules with the most of ``sort`` (MACs by default).
+        sort: the column (key or header) the rows are ordered by, largest first.
+        columns: the columns shown (keys or headers); the module column is always kept.
+        tree: draw the modules as an indented tree (text and Markdown).
+        width: characters per line of text tables (``None``: no limit).
+    """
 
     depth: int | None = None
     top: int | None = None
+    sort: str | None = None
+    columns: tuple[str, ...] | None = None
+    tree: bool = False
+    width: int | None = None
 
 
 def _depth(name: str) -> int:
@@ -56,10 +71,13 @@ def select_layers(table: TableReport, view: LayerView, title: str | None = None)
     """The per-layer table with the rows ``view`` asks for (a new report; raw values unchanged).
 
     ``depth`` keeps modules at most that deep (the model itself is depth 0). ``top`` then keeps
-    the model row and the K modules with the most MACs among those without a shown child.
+    the model row and the K modules with the most of the ``sort`` column (MACs by default) among
+    those without a shown child. ``sort`` orders the rows after the model's own (numbers largest
+    first); ``columns`` keeps those columns, the module column first.
     """
-    if view.depth is None and view.top is None and title is None:
+    if view.depth is None and view.top is None and view.sort is None and view.columns is None and title is None:
         return table
+    sort = _column_key(table, view.sort, "--sort") if view.sort is not None else "macs"
     named = list(zip(qualified_names(table.rows), table.rows))
     named = [(name, row) for name, row in named if view.depth is None or _depth(name) <= view.depth]
     notes = list(table.notes)
@@ -69,12 +87,58 @@ def select_layers(table: TableReport, view: LayerView, title: str | None = None)
         shown = [name for name, _ in named]
         leaves = [(name, row) for name, row in named
                   if name != "" and not any(other.startswith(name + ".") for other in shown)]
-        leaves.sort(key=lambda item: -(item[1].get("macs") or 0))
-        notes.append(f"the {min(view.top, len(leaves))} of {len(leaves)} leaf modules with the most MACs")
+        leaves = sort_rows(leaves, sort)
+        notes.append(f"the {min(view.top, len(leaves))} of {len(leaves)} leaf modules with the most "
+                     f"{table.headers.get(sort, sort)}")
         named = [(name, row) for name, row in named if name == ""] + leaves[:view.top]
+    if view.sort is not None:
+        named = [(name, row) for name, row in named if name == ""] + sort_rows(
+            [(name, row) for name, row in named if name != ""], sort)
+        order = ", largest first" if _numeric(table, sort) else ""
+        notes.append(f"sorted by {table.headers.get(sort, sort)}{order}")
+    columns = table.columns
+    if view.columns is not None:
+        chosen = [_column_key(table, name, "--columns") for name in view.columns]
+        columns = ["module"] * ("module" in table.columns and "module" not in chosen) + list(dict.fromkeys(chosen))
     rows = [row for _, row in named]
-    return TableReport(title or table.title, table.columns, rows, formatters=table.formatters, headers=table.headers,
-                       notes=notes)
+    return TableReport(title or table.title, columns, rows,
+                       formatters={k: v for k, v in table.formatters.items() if k in columns},
+                       headers={k: v for k, v in table.headers.items() if k in columns}, notes=notes)
+
+
+def _numeric(table: TableReport, column: str) -> bool:
+    from deeplite_like.changes import is_number
+
+    return any(is_number(row.get(column)) for row in table.rows)
+
+
+def sort_rows(named: list, column: str) -> list:
+    """``(name, row)`` pairs ordered by ``row[column]``: numbers largest first, text A to Z, empty last.
+
+    Ties keep the model's order (the sort is stable).
+    """
+    from deeplite_like.changes import is_number
+
+    def key(item):
+        value = item[1].get(column)
+        if is_number(value):
+            return (0, -float(value), "")
+        if value is None or value == "":
+            return (2, 0.0, "")
+        return (1, 0.0, str(value).lower())
+
+    return sorted(named, key=key)
+
+
+def _column_key(table: TableReport, name: str, option: str) -> str:
+    """The column key ``name`` (a key or a header, any case) names in ``table``; a usage error otherwise."""
+    from deeplite_like.reports.fit import ColumnError, choose_columns
+
+    try:
+        index = choose_columns(table, [name])[0]
+    except ColumnError as exc:
+        raise UsageError(f"{option}: {exc}", f"{option} takes a column's key or header, e.g. {option} macs") from None
+    return table.columns[index]
 
 
 def layer_title(result: ModelResult) -> str:
@@ -101,9 +165,9 @@ def render_profile(result: ModelResult, fmt: str, view: LayerView, output: str |
     layers = select_layers(result.layers, view) if result.layers is not None else None
     notes = result.notes
     if fmt == "json":
-        data = {"report": "profile", "name": result.name, "model": result.spec, "backend": result.backend,
-                "status": status.to_dict(), "layers": layers.to_dict() if layers is not None else None,
-                "notes": notes}
+        data = stamped("profile", {"name": result.name, "model": result.spec, "backend": result.backend,
+                                   "status": status.to_dict(),
+                                   "layers": layers.to_dict() if layers is not None else None, "notes": notes})
         return Rendered(json.dumps(data, indent=2) + "\n", {})
     if fmt == "csv":
         side = {}
@@ -116,7 +180,7 @@ def render_profile(result: ModelResult, fmt: str, view: LayerView, output: str |
         from deeplite_like.reports.html import to_html
 
         return Rendered(to_html(*reports, title=f"Profile of {result.name}", subtitle=result.spec), {})
-    return Rendered(_join(reports, fmt, notes), {})
+    return Rendered(_join(reports, fmt, notes, view), {})
 
 
 def render_compare(report: CompareReport, results: Sequence[ModelResult], fmt: str, view: LayerView,
@@ -126,12 +190,10 @@ def render_compare(report: CompareReport, results: Sequence[ModelResult], fmt: s
         if with_layers else []
     notes = [f"{r.name}: {note}" for r in results for note in r.notes]
     if fmt == "json":
-        data = {"report": "compare-run", "compare": report.to_dict(),
-                "models": [{"name": r.name, "model": r.spec, "backend": r.backend,
-                            "status": r.status_report().to_dict(),
-                            "layers": select_layers(r.layers, view).to_dict() if r.layers is not None else None}
-                           for r in results],
-                "notes": notes}
+        models = [{"name": r.name, "model": r.spec, "backend": r.backend, "status": r.status_report().to_dict(),
+                   "layers": select_layers(r.layers, view).to_dict() if r.layers is not None else None}
+                  for r in results]
+        data = stamped("compare-run", {"compare": report.to_dict(), "models": models, "notes": notes})
         return Rendered(json.dumps(data, indent=2) + "\n", {})
     if fmt == "csv":
         side = {}
@@ -152,7 +214,7 @@ def render_compare(report: CompareReport, results: Sequence[ModelResult], fmt: s
             sections.append('<ul class="notes">' + "".join(f"<li>{_escape(n)}</li>" for n in notes) + "</ul>")
         title = "Comparison: " + " vs ".join(report.names)
         return Rendered(document(title, sections, subtitle=f"reference: {report.reference}", nav=nav), {})
-    return Rendered(_join([report] + [table for _, table in layers], fmt, notes), {})
+    return Rendered(_join([report] + [table for _, table in layers], fmt, notes, view), {})
 
 
 def _escape(text: str) -> str:
@@ -161,17 +223,46 @@ def _escape(text: str) -> str:
     return html.escape(text)
 
 
-def _join(reports: Sequence[Report], fmt: str, notes: Sequence[str]) -> str:
+def render_text(report: Report, fmt: str, view: LayerView = LayerView(),
+                drop_order: Sequence[str] | None = None) -> str:
+    """One report as a text table (fitted to ``view.width``) or Markdown; a per-layer table as a tree
+    when ``view.tree``. ``drop_order``: the columns that may be left out to fit, the first first
+    (default: a per-layer table's low-priority columns; none for other tables)."""
+    from deeplite_like.reports.fit import LAYER_DROP_ORDER
+    from deeplite_like.reports.html import is_layer_table
+
+    if drop_order is None:
+        drop_order = LAYER_DROP_ORDER if is_layer_table(report) else ()
+    if view.tree and is_layer_table(report):
+        from deeplite_like.reports.tree_view import as_tree
+
+        report = as_tree(report)  # type: ignore[arg-type]
+    if fmt == "markdown":
+        return report.to_markdown()
+    if view.width is None:
+        return report.to_text()
+    from deeplite_like.reports.fit import fit_report
+
+    return fit_report(report, view.width, drop_order=drop_order).text
+
+
+def _join(reports: Sequence[Report], fmt: str, notes: Sequence[str], view: LayerView = LayerView()) -> str:
     """Text tables or Markdown, one report after another, then the notes."""
     if fmt == "markdown":
-        parts = [report.to_markdown() for report in reports]
+        parts = [render_text(report, fmt, view) for report in reports]
         if notes:
             parts.append("\n".join(f"- {note}" for note in notes) + "\n")
         return "\n".join(parts)
-    parts = [report.to_text() for report in reports]
+    parts = [render_text(report, fmt, view) for report in reports]
     text = "\n\n".join(parts) + "\n"
     if notes:
-        text += "\n" + "\n".join(f"note: {note}" for note in notes) + "\n"
+        lines = [f"note: {note}" for note in notes]
+        if view.width is not None:
+            import textwrap
+
+            lines = [wrapped for line in lines for wrapped in textwrap.wrap(line, max(40, view.width),
+                                                                            subsequent_indent="  ")]
+        text += "\n" + "\n".join(lines) + "\n"
     return text
 
 

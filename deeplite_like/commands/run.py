@@ -42,6 +42,8 @@ class RunOptions:
         backward: count the backward pass too (MACs and FLOPs of a training step).
         metrics: status keys or aliases to compute (``None``: every metric the backend has).
         min_run_time: seconds of timed runs per model, after warm-up.
+        causal_half: count causal attention as half of dense attention.
+        dtype: profile a copy of the model cast to ``'float16'`` or ``'bfloat16'`` (``None``: as loaded).
     """
 
     batch_size: int | None = None
@@ -49,6 +51,8 @@ class RunOptions:
     backward: bool = False
     metrics: tuple[str, ...] | None = None
     min_run_time: float = 0.2
+    causal_half: bool = False
+    dtype: str | None = None
 
 
 @dataclass
@@ -103,11 +107,16 @@ def prepare(loaded: LoadedModel, inputs: tuple[tuple, dict], options: RunOptions
     """Place the model, build its profiler and keep the functions computing what ``options`` asks."""
     if options.batch_size is not None:
         _check_batch(inputs, options.batch_size)
+    if options.dtype is not None:
+        from deeplite_like.commands.precision import cast_copy
+
+        loaded, inputs = cast_copy(loaded, inputs, options.dtype)
     args, kwargs = _place(loaded, inputs, options.device)
     profiler = _profiler(loaded, args, kwargs)
     wanted = _select(profiler, loaded, options)
     call_kwargs = {"batch_size": options.batch_size, "backward": options.backward,
-                   "meta": options.device == "meta", "min_run_time": options.min_run_time}
+                   "meta": options.device == "meta", "min_run_time": options.min_run_time,
+                   "causal_half": options.causal_half}
     accepted = {name for function in profiler.functions for name in inspect.signature(function).parameters}
     call_kwargs = {k: v for k, v in call_kwargs.items() if k in accepted}
     # Per-layer forward times: for a torch model's per-layer table, when latency is asked for.
@@ -134,6 +143,10 @@ def execute(run: PreparedRun, progress: Progress | None = None) -> ModelResult:
         if progress is not None:
             progress.advance()
     statuses = {key: profiler.get_status(key) for key in run.wanted}
+    if run.call_kwargs.get("backward"):
+        from deeplite_like.commands.labels import label_backward
+
+        statuses = label_backward(statuses)
     layers = statuses.pop(LAYERS_KEY, None)
     table = layers.value if layers is not None else None
     if table is not None and run.layer_times:
@@ -150,6 +163,11 @@ def execute(run: PreparedRun, progress: Progress | None = None) -> ModelResult:
     for key, reason in loaded.limits.items():
         by_reason.setdefault(reason, []).append(key)
     notes = list(loaded.notes) + [f"not computed ({', '.join(keys)}): {reason}" for reason, keys in by_reason.items()]
+    if run.call_kwargs.get("causal_half"):
+        notes.append("--causal-half: causal attention is counted as half of dense attention")
+    if run.call_kwargs.get("backward") and table is not None:
+        notes.append("--backward: MACs and FLOPs are of a training step (forward + backward); the per-layer table "
+                     "counts the forward pass")
     return ModelResult(loaded.name, loaded.spec, profiler.backend_name, statuses, table, notes)
 
 

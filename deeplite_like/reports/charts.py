@@ -168,8 +168,14 @@ def _nice_ticks(top: float, count: int = 5) -> list[float]:
 
 def line_chart(title: str, series: Mapping[str, Sequence[tuple[float, float]]], x_label: str, y_label: str,
                subtitle: str = "", x_log2: bool = False, y_format: Callable[[float], str] = lambda v: f"{v:g}",
-               x_format: Callable[[float], str] = lambda v: f"{v:g}", width: int = 640, height: int = 340) -> str:
-    """Points joined by lines, one colour per series; the y axis starts at 0."""
+               x_format: Callable[[float], str] = lambda v: f"{v:g}", width: int = 640, height: int = 340,
+               spreads: Mapping[str, Sequence[tuple[float, float]]] | None = None) -> str:
+    """Points joined by lines, one colour per series; the y axis starts at 0.
+
+    ``spreads`` (series name -> ``(x, width)``) draws a vertical whisker of that width centred on
+    the series' point at ``x`` (e.g. the interquartile range of a timing).
+    """
+    spreads = spreads or {}
     left, right, top, bottom = 70, 20, TITLE_SPACE + 10, 48
     plot_w, plot_h = width - left - right, height - top - bottom
     points = [p for values in series.values() for p in values]
@@ -180,7 +186,9 @@ def line_chart(title: str, series: Mapping[str, Sequence[tuple[float, float]]], 
         v = math.log2(x) if x_log2 else x
         return left + (plot_w * (v - lo) / (hi - lo) if hi > lo else plot_w / 2)
 
-    ticks = _nice_ticks(max((y for _, y in points), default=1.0))
+    widths = {(name, x): w for name, values in spreads.items() for x, w in values}
+    tops = [y + widths.get((name, x), 0) / 2 for name, values in series.items() for x, y in values]
+    ticks = _nice_ticks(max(tops, default=1.0))
 
     def fy(y: float) -> float:
         return top + plot_h - plot_h * y / ticks[-1]
@@ -203,6 +211,10 @@ def line_chart(title: str, series: Mapping[str, Sequence[tuple[float, float]]], 
         path = " ".join(f"{fx(x):.1f},{fy(y):.1f}" for x, y in ordered)
         body.append(f'<polyline class="series" points="{path}" fill="none" stroke="{colour}" stroke-width="2"/>')
         for x, y in ordered:
+            spread = widths.get((name, x), 0)
+            if spread > 0:
+                body.append(f'<line class="spread" x1="{fx(x):.1f}" y1="{fy(max(0.0, y - spread / 2)):.1f}" '
+                            f'x2="{fx(x):.1f}" y2="{fy(y + spread / 2):.1f}" stroke="{colour}" stroke-width="1.5"/>')
             body.append(f'<circle class="point" cx="{fx(x):.1f}" cy="{fy(y):.1f}" r="3.5" fill="{colour}">'
                         f"<title>{_e(f'{name}: {x_format(x)} -> {y_format(y)}')}</title></circle>")
         if len(series) > 1:

@@ -57,6 +57,8 @@ CSS = """
 .deeplite-like-report ul.notes { color: #52606d; font-size: .85em; margin: .3em 0 1em; padding-left: 1.2em; }
 .deeplite-like-report .scroll { max-height: 36em; overflow: auto; display: inline-block; max-width: 100%; }
 .deeplite-like-report details > summary { cursor: pointer; color: #2f5f98; margin: .5em 0; }
+.deeplite-like-report .cell { max-width: 900px; overflow-x: auto; }
+.deeplite-like-report .wide { max-width: 100%; overflow-x: auto; }
 """
 
 # Sorting: click (or Enter on) a header; numbers sort by their raw value (data-value), largest
@@ -234,6 +236,7 @@ def _time_columns(report: TableReport) -> list[str]:
 def layer_charts(report: TableReport, top: int = TOP_BARS) -> list[str]:
     """SVG bar charts of where MACs, parameters, output memory and time go, over leaf modules."""
     names = qualified_names(report.rows)
+    types = {name: row.get("type") for name, row in zip(names, report.rows)}
     leaves = _leaves(names)
     root = next((row for row, name in zip(report.rows, names) if name == ""), None)
     specs = {c: spec for c, spec in LAYER_CHART_COLUMNS.items() if c in report.columns}
@@ -254,7 +257,7 @@ def layer_charts(report: TableReport, top: int = TOP_BARS) -> list[str]:
             share = f" ({format_number(100 * value / total, 3)} %)" if additive and total > 0 else ""
             return _format(value, kind, unit) + share
 
-        bars = [Bar(name or "(model)", value, text(value)) for name, value in shown]
+        bars = [Bar(_bar_label(name, types.get(name)), value, text(value)) for name, value in shown]
         if rest and additive:  # a sum of outputs of different modules would mean nothing
             rest_value = sum(v for _, v in rest)
             bars.append(Bar(f"{len(rest)} other modules", rest_value, text(rest_value), tone="rest"))
@@ -269,6 +272,12 @@ def layer_charts(report: TableReport, top: int = TOP_BARS) -> list[str]:
                     + (f"; total {_format(total, kind, unit)}" if additive and total > 0 else ""))
         charts.append(bar_chart(f"{title}: {report.title.split(': ', 1)[-1]}", bars, subtitle=subtitle))
     return charts
+
+
+def _bar_label(name: str, kind: object) -> str:
+    """A bar's label: the module's qualified name and its type (``features.0 (Conv2d)``)."""
+    name = name or "(model)"
+    return f"{name} ({kind})" if kind else name
 
 
 def compare_chart(report: CompareReport) -> str:
@@ -311,7 +320,8 @@ def report_section(report: Report, anchor: str = "", heading: bool = True, colla
             table = f"<details><summary>per-layer table ({len(report.rows)} rows, sortable)</summary>{table}</details>"
         parts += [_charts_block(layer_charts(report)), table]
     else:
-        parts.append(_table(report, sortable=isinstance(report, TableReport), caption=not heading))
+        parts.append(f'<div class="wide">{_table(report, sortable=isinstance(report, TableReport), caption=not heading)}'
+                     "</div>")
     parts.append(_notes(report))
     parts.append("</section>")
     return "\n".join(p for p in parts if p)
@@ -348,7 +358,11 @@ def to_html(*reports: Report, title: str | None = None, subtitle: str = "") -> s
 
 
 def fragment(report: Report) -> str:
-    """The report as an HTML ``<div>`` for notebooks: scoped style, charts, table, notes, sorting."""
+    """The report as an HTML ``<div>`` for notebooks: scoped style, charts, table, notes, sorting.
+
+    It fits a 900 px notebook cell: the fragment is at most 900 px wide and a table wider than
+    that scrolls sideways inside it instead of being cut.
+    """
     body = report_section(report, heading=False)
-    return (f'<div class="deeplite-like-report"><style>{CSS}</style>\n{body}\n'
+    return (f'<div class="deeplite-like-report"><style>{CSS}</style>\n<div class="cell">{body}</div>\n'
             f"<script>{SORT_JS}</script></div>")

@@ -62,3 +62,10 @@ class _CtrlC(nn.Module):
 def interrupted() -> nn.Module:
     """A model whose forward is interrupted (Ctrl-C)."""
     return _CtrlC()
+
+
+class CausalSelfAttention(nn.Module):
+    """``scaled_dot_product_attention(x, x, x, is_causal=True)``: no parameters, attention only."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return nn.functional.scaled_dot_product_attention(x, x, x, is_causal=True)

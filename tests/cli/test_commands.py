@@ -230,7 +230,7 @@ class _Terminal(io.StringIO):
 def test_progress_bar_draws_on_a_terminal_and_clears_itself(monkeypatch):
     monkeypatch.delenv("TERM", raising=False)
     stream = _Terminal()
-    with Progress(4, stream=stream) as progress:
+    with Progress(4, stream=stream, use_tqdm=False) as progress:  # the hand-drawn line (tqdm's: test_progress.py)
         progress.start("tiny: macs")
         progress.advance()
         assert progress.line().startswith("[######------------------] 1/4  tiny: macs")  # 24 * 1 // 4 = 6 marks

@@ -106,3 +106,36 @@ def test_compare_page_renders_the_ratio_chart(tmp_path, cli):
     per_layer = [c["title"] for c in seen["charts"][1:]]
     assert per_layer.count("Where the MACs go: resnet_small (ResNetSmall)") == 1
     assert per_layer.count("Where the MACs go: resnet_small_student (ResNetSmall)") == 1
+
+
+CELL_PROBE = """<script>
+(function () {
+  var cell = document.querySelector('.cell'), table = cell.querySelector('table'), box = table.parentElement;
+  var out = document.createElement('pre');
+  out.id = 'probe';
+  out.textContent = JSON.stringify({cell: cell.getBoundingClientRect().width, table: table.scrollWidth,
+    box: box.getBoundingClientRect().width, page: document.documentElement.scrollWidth,
+    scrolls: box.scrollWidth > box.clientWidth});
+  document.body.appendChild(out);
+})();
+</script>"""
+
+
+def test_notebook_fragment_fits_a_900_px_cell(tmp_path):
+    from deeplite_like.reports import TableReport
+
+    columns = ["module"] + [f"metric_{i}" for i in range(14)]
+    rows = [{"module": f"encoder.layers.{i}.self_attention.out_proj", **{c: 123_456_789 * (i + 1) for c in columns[1:]}}
+            for i in range(5)]
+    wide = TableReport("Per-layer summary: Wide", columns, rows)
+    page = tmp_path / "cell.html"
+    # in a 1400 px window: the fragment holds itself to a 900 px notebook cell
+    page.write_text(f'<!DOCTYPE html><html><body style="margin:0">{wide._repr_html_()}{CELL_PROBE}</body></html>')
+    result = _chromium(tmp_path, "--dump-dom", "--window-size=1400,900", page.as_uri())
+    match = re.search(r'<pre id="probe">(.*?)</pre>', result.stdout, re.S)
+    assert match, result.stderr[-2000:]
+    seen = json.loads(html.unescape(match.group(1)))
+    assert seen["table"] > 900  # the table alone is wider than the cell...
+    # ...so it scrolls sideways in its box inside the cell, neither cut nor overflowing the cell
+    assert seen["cell"] <= 900 and seen["box"] <= 900 and seen["scrolls"]
+    assert seen["page"] <= 1400

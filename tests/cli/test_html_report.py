@@ -39,12 +39,14 @@ def _bars(svg: str) -> list[tuple[str, str]]:
 
 def test_layer_charts_show_leaf_modules_and_what_runs_outside_them():
     macs, params, memory = layer_charts(layer_table())
-    assert _bars(macs) == [("a.x", "50 MACs (50.0 %)"), ("b", "30 MACs (30.0 %)"), ("a.y", "10 MACs (10.0 %)"),
-                           ("(outside leaf modules)", "10 MACs (10.0 %)")]
+    # each bar is labelled with the module's qualified name and its type
+    assert _bars(macs) == [("a.x (Conv2d)", "50 MACs (50.0 %)"), ("b (Linear&lt;T&gt;)", "30 MACs (30.0 %)"),
+                           ("a.y (ReLU)", "10 MACs (10.0 %)"), ("(outside leaf modules)", "10 MACs (10.0 %)")]
     # params: leaves 20 + 10 = 30 of 40; 10 are held by parents directly.
-    assert _bars(params) == [("a.x", "20 (50.0 %)"), ("b", "10 (25.0 %)"), ("(outside leaf modules)", "10 (25.0 %)")]
+    assert _bars(params) == [("a.x (Conv2d)", "20 (50.0 %)"), ("b (Linear&lt;T&gt;)", "10 (25.0 %)"),
+                             ("(outside leaf modules)", "10 (25.0 %)")]
     # output memory is not additive: no shares, no "outside" bar, no sum of other modules.
-    assert _bars(memory) == [("a.x", "4.000 KiB"), ("a.y", "2.000 KiB"), ("b", "8 B")]
+    assert _bars(memory) == [("a.x (Conv2d)", "4.000 KiB"), ("a.y (ReLU)", "2.000 KiB"), ("b (Linear&lt;T&gt;)", "8 B")]
     assert "a.y at 0" not in params and "4 leaf" not in params and "3 leaf modules" in params
 
 
@@ -61,7 +63,7 @@ def test_many_leaves_are_summed_into_one_other_bar():
     # leaves m0..m14 hold 15 + 14 + ... + 1 = 120 MACs; the top 12 are 15..4, the other 3 are 3 + 2 + 1 = 6.
     (macs,) = layer_charts(TableReport("Per-layer summary: Net", COLUMNS, rows))
     bars = _bars(macs)
-    assert len(bars) == 13 and bars[0] == ("m0", "15 MACs (12.5 %)") and bars[-1] == ("3 other modules", "6 MACs (5.00 %)")
+    assert len(bars) == 13 and bars[0] == ("m0 (L)", "15 MACs (12.5 %)") and bars[-1] == ("3 other modules", "6 MACs (5.00 %)")
 
 
 def test_a_time_column_gets_its_own_chart():
@@ -70,8 +72,8 @@ def test_a_time_column_gets_its_own_chart():
     charts = layer_charts(table)
     assert len(charts) == 4 and "Where the time goes" in charts[3]
     # leaves 2 + 0.5 + 0.5 = 3 ms of 4 ms: 1 ms outside the leaves (the root's own work).
-    assert _bars(charts[3]) == [("a.x", "2.000 ms (50.0 %)"), ("a.y", "500.0 us (12.5 %)"), ("b", "500.0 us (12.5 %)"),
-                                ("(outside leaf modules)", "1.000 ms (25.0 %)")]
+    assert _bars(charts[3]) == [("a.x (Conv2d)", "2.000 ms (50.0 %)"), ("a.y (ReLU)", "500.0 us (12.5 %)"),
+                                ("b (Linear&lt;T&gt;)", "500.0 us (12.5 %)"), ("(outside leaf modules)", "1.000 ms (25.0 %)")]
 
 
 def test_ratio_chart_puts_lower_left_higher_right_on_a_log_scale():
@@ -114,6 +116,8 @@ def test_status_report_page_and_save(tmp_path):
 def test_notebook_fragment_is_a_div_with_its_style_and_charts():
     html = layer_table()._repr_html_()
     assert html.startswith('<div class="deeplite-like-report"><style>') and html.rstrip().endswith("</div>")
+    # a notebook cell: the fragment is at most 900 px wide, a wider table scrolls inside it
+    assert '<div class="cell"><section>' in html and ".deeplite-like-report .cell { max-width: 900px; overflow-x: auto; }" in html
     assert html.count("<svg") == 3 and "Linear&lt;T&gt;" in html
     assert '<td class="num" data-value="100.0">100</td>' in html  # raw value for sorting, text for reading
     assert fragment(layer_table()) == html

@@ -59,6 +59,10 @@ REVIEWED = {
     ("commands/demo.py", "load_model"): "loading.load_model on the bundled zoo's fixed specs",
     ("commands/profile.py", "load_model"): "deeplite_like.commands.loading.load_model, the dispatcher above",
     ("commands/memory.py", "load_model"): "deeplite_like.commands.loading.load_model, the dispatcher above",
+    ("commands/check.py", "load_model"): "deeplite_like.commands.loading.load_model, the dispatcher above",
+    ("commands/check.py", "json.loads"): "--baseline is a JSON report: JSON is data",
+    ("commands/sweep.py", "load"):
+        "the load callable profile.run passes: loading.load_model with the MODEL spec, once per sequence length",
     # --- imports by name from the package's own fixed tables, never from user text
     ("backends/__init__.py", "importlib.import_module"): "backend modules from the fixed _BACKENDS table",
     ("backends/__init__.py", "load"): "Backend.load: imports a backend from the fixed _BACKENDS table",
