@@ -181,7 +181,11 @@ def fit_report(report: Report, width: int | None, columns: Sequence[str] | None 
     if dropped:
         notes.append(f"left out to fit {limit} columns: {', '.join(dropped)} (--columns chooses, --width 0 shows "
                      "every column)")
-    lines = [table.get_string()]
+    lines = []
+    for line in report._preamble():  # what the figures were measured with, above the table
+        lines += [line] if limit is None else textwrap.wrap(line, limit, subsequent_indent="  ",
+                                                               break_long_words=True, break_on_hyphens=False)
+    lines.append(table.get_string())
     for note in notes:
         if limit is None:
             lines.append(f"- {note}")

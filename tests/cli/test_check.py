@@ -76,7 +76,7 @@ def test_limits_are_inclusive_upper_bounds(cli):
 
 @pytest.mark.parametrize("option, limit, text", [
     ("--max-macs", "23", "24.00 MACs > 23.00 MACs (over by 4.35 %)"),  # 24 / 23 - 1 = 4.35 %
-    ("--max-params", "12", "15.00 > 12.00 (over by 25 %)"),
+    ("--max-params", "12", "15.00 params > 12.00 params (over by 25 %)"),
     ("--max-size", "59B", "60.00 B > 59.00 B (over by 1.69 %)"),  # 60 / 59 - 1 = 1.69 %
 ])
 def test_a_limit_exceeded_fails_with_exit_1(cli, option, limit, text):
