@@ -136,14 +136,19 @@ class ComputeMemory(ProfilerFunction):
 
 
 class ComputeExecutionTime(ProfilerFunction):
-    """Median time of one compiled forward of one batch and the throughput it implies."""
+    """Median time of one compiled forward of one batch and the throughput it implies.
+
+    ``num_threads`` defaults to ``None``: TensorFlow's own thread count, which cannot change once
+    its runtime started (``backends/keras/timing.py``); details as on PyTorch (``forwards``,
+    ``q1_s``, ``q3_s``, ``threads_reason``, ``spread_warning``).
+    """
 
     def get_bounded_status_keys(self):
         return ExecutionTime, Throughput
 
     def __call__(self, model: keras.Model, data_splits: Mapping[str, Any], forward_pass: ForwardPass,
                  batch_size: int = 1, split: str | None = None, device: Any = None, min_run_time: float = 0.2,
-                 num_threads: int | None = None) -> dict:
+                 num_threads: int | str | None = None) -> dict:
         from deeplite_like.backends.keras.timing import measure_execution_time
 
         inputs = model_inputs(data_splits, forward_pass, split, batch_size)
@@ -151,7 +156,10 @@ class ComputeExecutionTime(ProfilerFunction):
                                         num_threads=num_threads)
         details = {"batch_size": timing.batch_size, "iqr_s": timing.iqr_s, "per_sample_s": timing.per_sample_s,
                    "measurements": timing.times, "num_threads": timing.num_threads, "device": timing.device,
-                   "compiled": timing.compiled}
+                   "compiled": timing.compiled, "q1_s": timing.q1_s, "q3_s": timing.q3_s,
+                   "forwards": timing.forwards, "warmup_forwards": timing.warmup_forwards,
+                   "number_per_run": timing.number_per_run, "threads_reason": timing.threads_reason,
+                   "spread_warning": timing.spread_warning}
         return {ExecutionTime.NAME: Detailed(timing.median_s, details),
                 Throughput.NAME: Detailed(timing.throughput, {"batch_size": timing.batch_size})}
 
