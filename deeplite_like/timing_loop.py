@@ -23,6 +23,7 @@ time to the block it ends (see ``tests/core/test_timing_loop.py``).
 """
 from __future__ import annotations
 
+import gc
 import math
 import time
 from dataclasses import dataclass
@@ -73,6 +74,7 @@ def time_blocks(call: Callable[[], Any], sync: Callable[[], None], *, warmup: in
     """Time ``call`` as described in the module docstring; ``sync`` waits for the device (a no-op on CPU).
 
     ``min_run_time`` is in seconds. The clock is ``time.perf_counter``, looked up at each read.
+    The garbage collector is off while timing (as in ``timeit``), and back on afterwards.
     """
     if warmup < 0:
         raise ValueError(f"warmup must be >= 0, got {warmup}")
@@ -83,23 +85,29 @@ def time_blocks(call: Callable[[], Any], sync: Callable[[], None], *, warmup: in
     for _ in range(warmup - 1):
         call()
     sync()
-    start = time.perf_counter()
-    call()
-    sync()
-    single = time.perf_counter() - start
-    times = [] if warmup else [single]
-    spent = 0.0 if warmup else single
-    number = max(1, int(min_run_time / min_blocks / max(single, _SHORTEST_FORWARD_S)))
-    timed = 0 if warmup else 1
-    while len(times) < min_blocks or (spent < min_run_time and len(times) < MAX_BLOCKS_PER_MIN * min_blocks):
+    collecting = gc.isenabled()
+    gc.disable()  # as timeit does: a collection inside a block is not the model's time
+    try:
         start = time.perf_counter()
-        for _ in range(number):
-            call()
+        call()
         sync()
-        elapsed = time.perf_counter() - start
-        times.append(elapsed / number)
-        spent += elapsed
-        timed += number
+        single = time.perf_counter() - start
+        times = [] if warmup else [single]
+        spent = 0.0 if warmup else single
+        number = max(1, int(min_run_time / min_blocks / max(single, _SHORTEST_FORWARD_S)))
+        timed = 0 if warmup else 1
+        while len(times) < min_blocks or (spent < min_run_time and len(times) < MAX_BLOCKS_PER_MIN * min_blocks):
+            start = time.perf_counter()
+            for _ in range(number):
+                call()
+            sync()
+            elapsed = time.perf_counter() - start
+            times.append(elapsed / number)
+            spent += elapsed
+            timed += number
+    finally:
+        if collecting:
+            gc.enable()
     return BlockTimes(times=tuple(times), number_per_run=number, warmup_forwards=max(warmup, 0),
                       timed_forwards=timed)
 

@@ -116,3 +116,26 @@ def test_summary_quartiles_and_spread_note(monkeypatch):
     quiet = BlockTimes(times=(0.0100, 0.0101, 0.0102, 0.0103), number_per_run=3, warmup_forwards=1, timed_forwards=12)
     # q1 = 10.0 + 0.75 x 0.1 = 10.075 ms, q3 = 10.225 ms: IQR 0.15 ms = 1.5 % of 10.15 ms -> no note
     assert summarise(quiet, batch_size=1, num_threads=1, device="cpu").spread_warning == ""
+
+
+def test_the_garbage_collector_is_off_while_timing_and_restored(clock):
+    import gc
+
+    states = []
+    fake = clock(MS8)
+
+    def call() -> None:
+        states.append(gc.isenabled())
+        fake.call()
+
+    assert gc.isenabled()
+    time_blocks(call, lambda: None, warmup=2, min_run_time=5 * MS8, min_blocks=5)
+    # the first warm-up runs with it on; the calibrating forward and every block with it off
+    assert states[0] is True and not any(states[1:]) and gc.isenabled()
+
+    def fails() -> None:
+        if not gc.isenabled():
+            raise RuntimeError("boom")
+    with pytest.raises(RuntimeError, match="boom"):
+        time_blocks(fails, lambda: None, warmup=1, min_run_time=0.1, min_blocks=1)
+    assert gc.isenabled()

@@ -3,7 +3,7 @@
 **TensorFlow backend:** the forward is compiled once with ``tf.function`` (graph mode, as
 ``model.predict`` runs it). ``model.predict_on_batch`` is not used because it would cache a
 ``predict_function`` on the user's model. **torch backend:** the forward runs under
-``torch.no_grad()`` and is timed by the PyTorch backend (``torch.utils.benchmark``).
+``torch.no_grad()`` and is timed by the PyTorch backend (``backends/torch/timing.py``).
 
 On TensorFlow the loop is ``deeplite_like.timing_loop`` (shared with the PyTorch backend):
 after ``warmup`` untimed calls (the first one traces the graph; the last, timed alone, sizes
@@ -22,7 +22,6 @@ is 0, TensorFlow's default) and a different request is an error saying how to se
 from __future__ import annotations
 
 import dataclasses
-
 from typing import Any, Callable
 
 from deeplite_like.backends.keras._tf import import_keras, import_tensorflow
