@@ -51,7 +51,8 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=None,
                         help="torch.set_num_threads(N) first: every part then runs at N threads (default: torch's)")
     parser.add_argument("--parts", action="store_true", help="also time each default function alone")
-    parser.add_argument("--package", default=ROOT, help="the checkout whose deeplite_like is measured (default: this one)")
+    parser.add_argument("--package", default=ROOT,
+                        help="the checkout whose deeplite_like is measured (default: this one)")
     options = parser.parse_args()
     sys.path.insert(0, ROOT)
     sys.path.insert(0, os.path.abspath(options.package))
@@ -98,7 +99,8 @@ def main() -> None:
             forwards_1.append(forward_1)
             ratios.append(status / forward)
             ratios_1.append(status / forward_1)
-        table.add_row([name, f"{statistics.median(forwards) * 1e3:.1f} ms", f"{statistics.median(forwards_1) * 1e3:.1f} ms",
+        table.add_row([name, f"{statistics.median(forwards) * 1e3:.1f} ms",
+                       f"{statistics.median(forwards_1) * 1e3:.1f} ms",
                        f"{statistics.median(statuses):.2f} s", f"{statistics.median(ratios):.1f}x",
                        f"{statistics.median(ratios_1):.1f}x", ", ".join(map(str, ran))])
         for function, values in parts.items():

@@ -21,7 +21,8 @@ class FakeClock:
         return self.now
 
     def call(self) -> None:
-        self.now += self.forward_s if isinstance(self.forward_s, float) else self.forward_s[min(self.calls, len(self.forward_s) - 1)]
+        steps = self.forward_s if isinstance(self.forward_s, list) else [self.forward_s]
+        self.now += steps[min(self.calls, len(steps) - 1)]
         self.calls += 1
 
 
