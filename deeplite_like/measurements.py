@@ -42,6 +42,12 @@ class TimingStats:
     back-to-back forwards. ``per_sample_s`` = ``median_s / batch_size``; ``throughput`` =
     ``batch_size / median_s`` in samples per second. ``compiled`` says how the forward ran
     (``''`` for a plain eager call).
+
+    ``q1_s`` and ``q3_s`` are the 25th and 75th percentiles (``iqr_s = q3_s - q1_s``);
+    ``forwards`` is every forward the measurement ran, ``warmup_forwards`` of them not kept as
+    measurements (the warm-up, and with ``num_threads='auto'`` a measurement it discarded).
+    ``threads_reason`` says why ``num_threads`` was used when it was picked (``num_threads='auto'``);
+    ``spread_warning`` is ``''``, or why the figure may be noise and what to do (``timing_noise``).
     """
 
     median_s: float
@@ -57,11 +63,19 @@ class TimingStats:
     device: str
     raw_s: tuple[float, ...]
     compiled: str = ""
+    q1_s: float = 0.0
+    q3_s: float = 0.0
+    forwards: int = 0
+    warmup_forwards: int = 0
+    threads_reason: str = ""
+    spread_warning: str = ""
 
     @property
     def quartiles_s(self) -> tuple[float, float]:
         """``(q1, q3)``: the 25th and 75th percentiles of the measurements (linear interpolation,
         as NumPy's default), in seconds; ``(median, median)`` without raw measurements."""
+        if self.q1_s or self.q3_s:  # measured by the timing loop
+            return (self.q1_s, self.q3_s)
         ordered = sorted(self.raw_s)
         if not ordered:
             return (self.median_s, self.median_s)

@@ -26,7 +26,9 @@ def timing_values(timing: TimingStats, **extra: Any) -> dict[str, Detailed]:
     details = {"batch_size": timing.batch_size, "iqr": ExecutionTime(timing.iqr_s), "q1": ExecutionTime(q1),
                "q3": ExecutionTime(q3), "min": ExecutionTime(timing.min_s),
                "per_sample": ExecutionTime(timing.per_sample_s), "measurements": timing.times,
-               "num_threads": timing.num_threads, "device": timing.device, **extra}
+               "num_threads": timing.num_threads, "device": timing.device, "forwards": timing.forwards,
+               "warmup_forwards": timing.warmup_forwards, "number_per_run": timing.number_per_run,
+               "threads_reason": timing.threads_reason, "spread_warning": timing.spread_warning, **extra}
     return {ExecutionTime.NAME: Detailed(timing.median_s, details),
             Throughput.NAME: Detailed(timing.throughput, {"batch_size": timing.batch_size,
                                                           "interval": timing.throughput_interval()})}

@@ -44,6 +44,22 @@ def positive_float(text: str) -> float:
     return value
 
 
+def thread_count(text: str) -> int | str:
+    """An argparse type: ``'auto'`` or an int >= 1 (at most ``MAX_THREADS_PER_CPU`` per CPU)."""
+    from deeplite_like.threads import AUTO, check_num_threads
+
+    if text.strip().lower() == AUTO:
+        return AUTO
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 1 or 'auto', got {text!r}") from None
+    try:
+        return check_num_threads(value, "--num-threads")
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 def metric_list(text: str) -> tuple[str, ...]:
     """An argparse type: ``'macs,flops'`` -> ``('macs', 'flops')``."""
     names = tuple(part.strip() for part in text.split(",") if part.strip())
@@ -132,12 +148,16 @@ def add_measure_options(parser: argparse.ArgumentParser, model_options: bool = T
                             "status key (default: all)")
     group.add_argument("--min-run-time", type=positive_float, metavar="SECONDS", default=0.2,
                        help="seconds of timed runs per model, after warm-up (default 0.2)")
+    group.add_argument("--num-threads", type=thread_count, metavar="N|auto", default=None,
+                       help="intra-op threads while timing: a number, or auto (all threads unless the machine is "
+                            "busy or their timings spread, then 1); default 1 for PyTorch (the stablest), "
+                            "TensorFlow's own count for Keras")
 
 
 def run_options(args: argparse.Namespace) -> RunOptions:
     return RunOptions(batch_size=args.batch_size, device=args.device, backward=args.backward,
                       metrics=args.metrics, min_run_time=args.min_run_time, causal_half=args.causal_half,
-                      dtype=args.dtype)
+                      dtype=args.dtype, num_threads=args.num_threads)
 
 
 def layer_options_given(args: argparse.Namespace) -> bool:

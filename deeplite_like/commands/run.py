@@ -44,6 +44,8 @@ class RunOptions:
         min_run_time: seconds of timed runs per model, after warm-up.
         causal_half: count causal attention as half of dense attention.
         dtype: profile a copy of the model cast to ``'float16'`` or ``'bfloat16'`` (``None``: as loaded).
+        num_threads: threads while timing, an int or ``'auto'`` (``None``: the backend's default,
+            1 thread for PyTorch, TensorFlow's own count for Keras).
     """
 
     batch_size: int | None = None
@@ -53,6 +55,7 @@ class RunOptions:
     min_run_time: float = 0.2
     causal_half: bool = False
     dtype: str | None = None
+    num_threads: int | str | None = None
 
 
 @dataclass
@@ -117,12 +120,27 @@ def prepare(loaded: LoadedModel, inputs: tuple[tuple, dict], options: RunOptions
     call_kwargs = {"batch_size": options.batch_size, "backward": options.backward,
                    "meta": options.device == "meta", "min_run_time": options.min_run_time,
                    "causal_half": options.causal_half}
+    if options.num_threads is not None:  # else each backend's own default (see RunOptions)
+        if _fixed_threads(loaded, options.num_threads):
+            loaded.notes.append(f"--num-threads {options.num_threads} does not apply to this Keras model: "
+                                "TensorFlow fixes its threads when it starts (the time says how many it used)")
+        else:
+            call_kwargs["num_threads"] = options.num_threads
     accepted = {name for function in profiler.functions for name in inspect.signature(function).parameters}
     call_kwargs = {k: v for k, v in call_kwargs.items() if k in accepted}
     # Per-layer forward times: for a torch model's per-layer table, when latency is asked for.
     layer_times = (loaded.framework == "torch" and LAYERS_KEY in wanted and "execution_time" in wanted
                    and options.device != "meta")
     return PreparedRun(loaded, profiler, wanted, call_kwargs, (args, kwargs), layer_times)
+
+
+def _fixed_threads(loaded: LoadedModel, num_threads: int | str) -> bool:
+    """Whether ``num_threads`` is a count this model's framework cannot switch to (Keras on TensorFlow)."""
+    if loaded.framework != "keras" or not isinstance(num_threads, int):
+        return False
+    from deeplite_like.backends.keras._tf import import_keras
+
+    return import_keras().config.backend() == "tensorflow"
 
 
 def execute(run: PreparedRun, progress: Progress | None = None) -> ModelResult:

@@ -133,6 +133,51 @@ def test_timing_metrics(cli):
     assert values["throughput"] == pytest.approx(2 / values["execution_time"])  # batch of 2 / median seconds
 
 
+def _time_details(out: str) -> dict:
+    return next(m for m in json.loads(out)["status"]["metrics"] if m["key"] == "execution_time")["details"]
+
+
+def test_num_threads_is_passed_and_reported(cli):
+    timing = ("--input-shape", "2,4", "--metrics", "time", "--format", "json", *FAST)
+    code, out, _ = cli("profile", TINY, *timing)
+    details = _time_details(out)
+    assert code == 0 and details["num_threads"] == 1 and details["threads_reason"] == ""  # the default: 1
+    code, out, _ = cli("profile", TINY, *timing, "--num-threads", "2")
+    assert code == 0 and _time_details(out)["num_threads"] == 2
+    code, out, _ = cli("profile", TINY, *timing, "--num-threads", "auto")
+    assert code == 0 and _time_details(out)["threads_reason"].startswith("num_threads='auto': ")
+    # the forwards timing ran: at least 2 warm-ups and 5 measurements
+    assert _time_details(out)["forwards"] >= 2 + 5 * _time_details(out)["number_per_run"]
+
+
+def test_num_threads_is_an_option_of_compare_and_demo(cli):
+    code, out, _ = cli("compare", TINY, MLP, "--input-shape", "2,4", "--metrics", "time", "--format", "json",
+                       "--num-threads", "2", *FAST)
+    assert code == 0 and re.findall(r'"num_threads": (\d+)', out) == ["2", "2"]
+    code, out, _ = cli("demo", "--metrics", "time", "--format", "json", "--num-threads", "2", *FAST)
+    groups = {group["title"]: group["main"] for group in json.loads(out)["groups"]}
+    assert code == 0 and _time_details(json.dumps({"status": groups["lenet5"]}))["num_threads"] == 2
+    # a Keras model on TensorFlow keeps the threads TensorFlow started with (reported, not refused)
+    keras_details = _time_details(json.dumps({"status": groups["lenet5_keras"]}))
+    assert keras_details["compiled"] == "tf.function" and keras_details["num_threads"] >= 1
+
+
+def test_num_threads_on_a_keras_model_is_a_note_not_an_error(cli):
+    code, out, _ = cli("profile", "zoo:lenet5_keras", "--metrics", "time", "--format", "json", "--num-threads", "3",
+                       *FAST)
+    assert code == 0 and json.loads(out)["notes"] == [
+        "--num-threads 3 does not apply to this Keras model: TensorFlow fixes its threads when it starts (the time "
+        "says how many it used)"]
+
+
+@pytest.mark.parametrize("value, message", [("0", "--num-threads must be >= 1, got 0"),
+                                            ("x", "expected a whole number >= 1 or 'auto', got 'x'"),
+                                            ("100000", "--num-threads=100000 is more than 4 threads per CPU")])
+def test_num_threads_errors_exit_2(cli, value, message):
+    code, _, err = cli("profile", TINY, "--input-shape", "2,4", "--num-threads", value, *FAST)
+    assert code == 2 and message in err
+
+
 @pytest.mark.parametrize("argv, message", [
     (("profile", TINY, "--input-shape", "2,4", "--metrics", "macs,flopz"),
      "unknown metric 'flopz' (did you mean 'flops'?)"),

@@ -64,3 +64,17 @@ def test_a_missing_gpu_is_refused(model):
         pytest.skip("this machine has a GPU")
     with pytest.raises(ValueError, match=r"^device=.gpu.: TensorFlow sees no such device here .*Available: .cpu."):
         measure_execution_time(model, np.ones((1, 8), dtype="float32"), device="gpu", min_run_time=0.01)
+
+
+def test_forwards_are_counted_and_the_first_call_is_a_warmup(model):
+    stats = measure_execution_time(model, np.ones((2, 8), dtype="float32"), warmup=2, min_run_time=0.02, min_blocks=3)
+    # warmup=2: the tracing call and one more, timed alone to size the blocks; then the blocks
+    assert stats.warmup_forwards == 2 and stats.times >= 3
+    assert stats.forwards == 2 + stats.times * stats.number_per_run
+    assert stats.q1_s <= stats.median_s <= stats.q3_s and stats.iqr_s == pytest.approx(stats.q3_s - stats.q1_s)
+
+
+def test_auto_threads_accepts_tensorflows_count_and_says_so(model):
+    stats = measure_execution_time(model, np.ones((1, 8), dtype="float32"), min_run_time=0.01, num_threads="auto")
+    assert stats.threads_reason == (f"num_threads='auto': TensorFlow's {stats.num_threads} threads (fixed when its "
+                                    "runtime started)")

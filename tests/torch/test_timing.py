@@ -8,6 +8,7 @@ import torch
 from torch import nn
 
 from deeplite_like.backends.torch.timing import TimingStats, measure_execution_time
+from deeplite_like.timing_noise import NoisyTimingWarning
 
 FAST = {"warmup": 1, "min_run_time": 0.05}
 
@@ -55,8 +56,11 @@ def test_threads_reported_and_restored():
             seen.append(torch.get_num_threads())
             return x + 1
 
+    stats = measure_execution_time(Probe(), (torch.randn(2, 2),), num_threads=None, **FAST)
+    assert stats.num_threads == before and set(seen) == {before}  # None keeps torch's count
+    seen.clear()
     stats = measure_execution_time(Probe(), (torch.randn(2, 2),), **FAST)
-    assert stats.num_threads == before and set(seen) == {before}
+    assert stats.num_threads == 1 and set(seen) == {1}  # the default: 1 thread (DEFAULT_NUM_THREADS)
     seen.clear()
     stats = measure_execution_time(Probe(), (torch.randn(2, 2),), num_threads=1, **FAST)
     assert stats.num_threads == 1 and set(seen) == {1}  # warm-up and timed runs alike
@@ -138,3 +142,146 @@ def test_the_median_rests_on_several_blocks_even_for_a_slow_model():
     # one forward (20 ms) fills min_run_time (10 ms) on its own; 3 blocks are still timed
     stats = measure_execution_time(Slow(), (torch.zeros(1),), warmup=0, min_run_time=0.01, min_measurements=3)
     assert stats.times >= 3 and stats.median_s >= 0.02
+
+
+# -- the forwards a measurement runs (issue 17) ---------------------------------------------------
+class Sleeps20ms(nn.Module):
+    def forward(self, x):
+        time.sleep(0.02)
+        return x + 1
+
+
+def hook_counter(model: nn.Module) -> list:
+    calls: list = []
+    model.register_forward_hook(lambda module, args, output: calls.append(1))
+    return calls
+
+
+def test_a_slow_model_runs_warmup_plus_the_measurements_it_needs_and_reports_them():
+    model = Sleeps20ms()
+    calls = hook_counter(model)
+    stats = measure_execution_time(model, (torch.zeros(1),), warmup=1, min_run_time=0.05, min_measurements=3)
+    # the warm-up forward (>= 20 ms) sizes blocks: 0.05 s / 3 / 0.02 s < 1 -> 1 forward a block; 3 blocks
+    # (>= 60 ms) pass the 50 ms budget -> 1 + 3 forwards; the old loop ran 3 + 1 + 3 x (2 + 1) = 13
+    assert len(calls) == stats.forwards == 4
+    assert (stats.warmup_forwards, stats.times, stats.number_per_run) == (1, 3, 1)
+
+
+def test_the_default_budget_of_a_slow_model_is_two_warmups_and_five_measurements():
+    model = Sleeps20ms()
+    calls = hook_counter(model)
+    stats = measure_execution_time(model, (torch.zeros(1),), min_run_time=0.05)
+    # defaults: warmup=2, min_measurements=5; 5 blocks of one 20 ms forward pass 0.05 s
+    assert len(calls) == stats.forwards == 2 + 5 and stats.times == 5
+
+
+def test_a_slow_clock_read_keeps_the_forwards_bounded(monkeypatch):
+    real = time.perf_counter
+
+    def slow_perf_counter() -> float:  # what importing DeepSpeed did to the timer's reads, made worse: 1 ms
+        time.sleep(0.001)
+        return real()
+
+    model = nn.Linear(4, 4)
+    calls = hook_counter(model)
+    monkeypatch.setattr(time, "perf_counter", slow_perf_counter)
+    stats = measure_execution_time(model, (torch.randn(2, 4),), warmup=2, min_run_time=0.05, min_measurements=5)
+    monkeypatch.undo()
+    # the calibrating forward reads >= 1 ms with the clock, so a block holds at most 0.05 / 5 / 0.001 = 10
+    # forwards, and at most 3 x 5 blocks run: 2 + 150 forwards at most (blocked_autorange grew its blocks)
+    assert len(calls) == stats.forwards <= 2 + 150
+    assert stats.number_per_run <= 10 and 5 <= stats.times <= 15
+
+
+def test_execution_time_details_report_the_forwards_counted_by_a_user_hook():
+    from deeplite_like.backends.torch import ComputeExecutionTime, TorchProfiler
+
+    model = Sleeps20ms()
+    calls = hook_counter(model)
+    profiler = TorchProfiler.from_inputs(model, torch.zeros(1), register_defaults=False)
+    profiler.register_default_function(ComputeExecutionTime())
+    profiler.compute_network_status(min_run_time=0.05)
+    details = profiler.get_status("execution_time").details
+    # 2 warm-up forwards, then 5 one-forward blocks (each >= 20 ms, so 5 pass 0.05 s)
+    assert details["forwards"] == len(calls) == 7 and details["warmup_forwards"] == 2
+    assert details["measurements"] == 5 and details["num_threads"] == 1  # the default: 1 thread
+    assert details["q1"].value <= profiler.get_status("execution_time").value <= details["q3"].value
+    assert details["iqr"].value == pytest.approx(details["q3"].value - details["q1"].value)
+
+
+# -- threads: 'auto' and the noise warning -------------------------------------------------------
+@pytest.fixture()
+def two_threads():
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    yield
+    torch.set_num_threads(before)
+
+
+class ThreadProbe(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.seen: list[int] = []
+
+    def forward(self, x):
+        self.seen.append(torch.get_num_threads())
+        return x + 1
+
+
+def test_auto_uses_one_thread_on_a_busy_machine_and_says_why(monkeypatch, two_threads):
+    import deeplite_like.timing_noise as noise
+
+    monkeypatch.setattr(noise, "load_average", lambda: 99.0)
+    model = ThreadProbe()
+    with pytest.warns(NoisyTimingWarning, match="the machine was busy"):
+        stats = measure_execution_time(model, (torch.zeros(2),), num_threads="auto", **FAST)
+    assert stats.num_threads == 1 and set(model.seen) == {1} and len(model.seen) == stats.forwards
+    assert stats.threads_reason.startswith("num_threads='auto': 1 thread because the machine was busy")
+    assert "1-minute load average 99.0" in stats.spread_warning and torch.get_num_threads() == 2
+
+
+def test_auto_keeps_all_threads_when_no_contention_is_seen(monkeypatch, two_threads):
+    import deeplite_like.backends.torch.timing as timing
+    import deeplite_like.timing_noise as noise
+
+    monkeypatch.setattr(noise, "load_average", lambda: 0.0)
+    monkeypatch.setattr(timing, "spread_note", lambda median, iqr, threads: "")
+    model = ThreadProbe()
+    stats = measure_execution_time(model, (torch.zeros(2),), num_threads="auto", **FAST)
+    assert stats.num_threads == 2 and set(model.seen) == {2}
+    assert stats.threads_reason == "num_threads='auto': all 2 threads (no contention seen)"
+
+
+def test_auto_measures_again_at_one_thread_when_all_threads_are_noisy(monkeypatch, two_threads):
+    import deeplite_like.backends.torch.timing as timing
+    import deeplite_like.timing_noise as noise
+
+    monkeypatch.setattr(noise, "load_average", lambda: 0.0)
+    monkeypatch.setattr(timing, "spread_note", lambda median, iqr, threads: f"the spread is large (at {threads})")
+    model = ThreadProbe()
+    stats = measure_execution_time(model, (torch.zeros(2),), num_threads="auto", **FAST)
+    switch = model.seen.index(1)
+    # first a whole measurement at 2 threads, then one at 1 thread; every forward is counted
+    assert set(model.seen[:switch]) == {2} and set(model.seen[switch:]) == {1}
+    assert stats.num_threads == 1 and stats.forwards == len(model.seen)
+    assert stats.warmup_forwards == switch + 1  # the discarded 2-thread run + the 1-thread warm-up (FAST: 1)
+    assert stats.threads_reason == "num_threads='auto': 1 thread because the spread is large (at 2)"
+
+
+def test_a_large_spread_is_warned_with_what_to_do(monkeypatch, two_threads):
+    import deeplite_like.timing_noise as noise
+
+    monkeypatch.setattr(noise, "load_average", lambda: 0.0)
+    durations = iter([0.004] * 2 + [0.001, 0.001, 0.004, 0.004, 0.004])  # 2 warm-ups, then 5 blocks
+
+    class Erratic(nn.Module):
+        def forward(self, x):
+            time.sleep(next(durations))
+            return x
+
+    with pytest.warns(NoisyTimingWarning, match=r"execution time of Erratic: latency may be noise: the spread is "
+                                                r"large \(IQR \d+% of the median, above 20%, at 2 threads\)"):
+        stats = measure_execution_time(Erratic(), (torch.zeros(1),), num_threads=2, warmup=2, min_run_time=0.001,
+                                       min_measurements=5)
+    assert "time with 1 thread (num_threads=1, --num-threads 1)" in stats.spread_warning
+    assert stats.times == 5  # 1 ms .. 4 ms blocks: q1 = 1 ms, q3 = 4 ms, median 4 ms -> IQR 75 %

@@ -137,14 +137,19 @@ class ComputeMemory(ProfilerFunction):
 
 
 class ComputeExecutionTime(ProfilerFunction):
-    """Median time of one compiled forward of one batch and the throughput it implies."""
+    """Median time of one compiled forward of one batch and the throughput it implies.
+
+    ``num_threads`` defaults to ``None``: TensorFlow's own thread count, which cannot change once
+    its runtime started (``backends/keras/timing.py``); details as on PyTorch (``forwards``,
+    ``q1_s``, ``q3_s``, ``threads_reason``, ``spread_warning``).
+    """
 
     def get_bounded_status_keys(self):
         return ExecutionTime, Throughput
 
     def __call__(self, model: keras.Model, data_splits: Mapping[str, Any], forward_pass: ForwardPass,
                  batch_size: int = 1, split: str | None = None, device: Any = None, min_run_time: float = 0.2,
-                 num_threads: int | None = None) -> dict:
+                 num_threads: int | str | None = None) -> dict:
         from deeplite_like.backends.keras.timing import measure_execution_time
         from deeplite_like.device import Device
 

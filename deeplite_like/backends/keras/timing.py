@@ -3,25 +3,25 @@
 **TensorFlow backend:** the forward is compiled once with ``tf.function`` (graph mode, as
 ``model.predict`` runs it). ``model.predict_on_batch`` is not used because it would cache a
 ``predict_function`` on the user's model. **torch backend:** the forward runs under
-``torch.no_grad()`` and is timed by the PyTorch backend (``torch.utils.benchmark``).
+``torch.no_grad()`` and is timed by the PyTorch backend (``backends/torch/timing.py``).
 
-On TensorFlow the loop is ``timeit`` from the standard library (it turns the garbage
-collector off while a block runs); ``tf.experimental`` has no benchmark timer that returns
-statistics. After ``warmup`` untimed calls (the first one traces the graph), blocks of
-``number_per_run`` back-to-back calls are timed until at least ``min_run_time`` seconds and
-``min_blocks`` blocks have been measured; a block's time divided by its calls is one
-measurement. On a GPU the device is synchronised at the end of each block.
+On TensorFlow the loop is ``deeplite_like.timing_loop`` (shared with the PyTorch backend):
+after ``warmup`` untimed calls (the first one traces the graph; the last, timed alone, sizes
+the blocks), blocks of ``number_per_run`` back-to-back calls are timed until they have taken
+``min_run_time`` seconds and there are at least ``min_blocks`` of them; a block's time divided
+by its calls is one measurement. On a GPU the device is synchronised at the end of each block.
+``tf.experimental`` has no benchmark timer that returns statistics.
 
 Threads: TensorFlow fixes its intra-op thread pool when its runtime starts, which happened
 before a model existed, so ``num_threads`` cannot be changed here: it is reported (the
 configured ``tf.config.threading`` value, or the number of CPUs this process may use when it
-is 0, TensorFlow's default) and a different request is an error saying how to set it.
+is 0, TensorFlow's default) and a different request is an error saying how to set it;
+``"auto"`` and ``None`` accept it as it is. A large spread or a busy machine is warned about
+(``NoisyTimingWarning``) and noted in ``spread_warning``, as on PyTorch.
 """
 from __future__ import annotations
 
-import math
-import os
-import timeit
+import dataclasses
 from typing import Any, Callable
 
 from deeplite_like.backends.keras._tf import import_keras, import_tensorflow
@@ -29,60 +29,31 @@ from deeplite_like.backends.keras.inputs import naming_failures, require_batch_s
 from deeplite_like.backends.keras.state import preserved_model_state
 from deeplite_like.backends.keras.tensors import to_backend
 from deeplite_like.measurements import TimingStats
-from deeplite_like.threads import check_num_threads
+from deeplite_like.threads import AUTO, available_cpus, check_num_threads
+from deeplite_like.timing_loop import percentile as _percentile
+from deeplite_like.timing_loop import summarise, time_blocks
+from deeplite_like.timing_noise import busy_note, warn_noisy
 
 keras = import_keras()
 
 __all__ = ["TimingStats", "measure_execution_time"]
 
 
-def _available_cpus() -> int:
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-
-
-def _tf_threads(num_threads: int | None) -> int:
+def _tf_threads(num_threads: int | str | None) -> tuple[int, str]:
+    """TensorFlow's intra-op thread count, and why it was used (for ``'auto'``)."""
     tf = import_tensorflow()
 
     num_threads = check_num_threads(num_threads)
     configured = tf.config.threading.get_intra_op_parallelism_threads()
-    effective = configured or _available_cpus()
+    effective = configured or available_cpus()
+    if num_threads == AUTO:
+        return effective, f"num_threads='auto': TensorFlow's {effective} threads (fixed when its runtime started)"
     if num_threads is not None and num_threads != effective:
         raise ValueError(
             f"TensorFlow runs with {effective} intra-op threads here and cannot change them once its runtime "
             f"started; call tf.config.threading.set_intra_op_parallelism_threads({int(num_threads)}) at the very "
             f"start of your program, before building the model, then omit num_threads")
-    return effective
-
-
-def _percentile(values: list[float], q: float) -> float:
-    """Linear-interpolated percentile (NumPy's default), ``q`` in [0, 100]."""
-    ordered = sorted(values)
-    position = (len(ordered) - 1) * q / 100
-    low, high = math.floor(position), math.ceil(position)
-    return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
-
-
-def _blocks(call: Callable[[], Any], sync: Callable[[], None], min_run_time: float,
-            min_blocks: int) -> tuple[list[float], int]:
-    """Per-call times of timed blocks, and the block size (calls per block)."""
-    def block() -> None:
-        for _ in range(number):
-            call()
-        sync()
-
-    number = 1
-    single = timeit.Timer(block).timeit(number=1)
-    # Blocks of about a tenth of the budget (at least 1 ms): timer overhead stays negligible.
-    target = max(min_run_time / 10, 1e-3)
-    number = max(1, int(target / max(single, 1e-9)))
-    timer = timeit.Timer(block)
-    times: list[float] = []
-    spent = 0.0
-    while spent < min_run_time or len(times) < min_blocks:
-        elapsed = timer.timeit(number=1)
-        times.append(elapsed / number)
-        spent += elapsed
-    return times, number
+    return effective, ""
 
 
 def tensorflow_device(device: Any, argument: str = "device") -> Any:
@@ -137,7 +108,7 @@ def _tensorflow_forward(model: keras.layers.Layer, inputs: Any, training: bool,
 
 
 def measure_execution_time(model: keras.layers.Layer, inputs: Any, device: Any = None, warmup: int = 3,
-                           min_run_time: float = 0.5, num_threads: int | None = None,
+                           min_run_time: float = 0.5, num_threads: int | str | None = None,
                            batch_size: int | None = None, training: bool = False,
                            min_blocks: int = 5) -> TimingStats:
     """Time ``model(inputs, training=training)`` compiled (see the module docstring), seconds per batch.
@@ -162,18 +133,17 @@ def measure_execution_time(model: keras.layers.Layer, inputs: Any, device: Any =
     if backend != "tensorflow":
         raise NotImplementedError(f"execution time is measured on Keras' tensorflow and torch backends; this "
                                   f"Keras runs on {backend!r}")
-    threads = _tf_threads(num_threads)
+    threads, reason = _tf_threads(num_threads)
+    busy = busy_note()
     with preserved_model_state(model), naming_failures(model, inputs):
         call, sync, where = _tensorflow_forward(model, inputs, training, device)
-        for _ in range(warmup - 1):  # _tensorflow_forward made the first call
-            call()
-        sync()
-        times, number = _blocks(call, sync, min_run_time, min_blocks)
-    median = _percentile(times, 50)
-    return TimingStats(median_s=median, iqr_s=_percentile(times, 75) - _percentile(times, 25),
-                       mean_s=sum(times) / len(times), min_s=min(times), times=len(times), number_per_run=number,
-                       batch_size=batch_size, per_sample_s=median / batch_size, throughput=batch_size / median,
-                       num_threads=threads, device=where, raw_s=tuple(times), compiled="tf.function")
+        # _tensorflow_forward made the first call (the trace): one warm-up forward less to run
+        blocks = time_blocks(call, sync, warmup=warmup - 1, min_run_time=min_run_time, min_blocks=min_blocks)
+    blocks = dataclasses.replace(blocks, warmup_forwards=blocks.warmup_forwards + 1)
+    stats = summarise(blocks, batch_size=batch_size, num_threads=threads, device=where, compiled="tf.function",
+                      threads_reason=reason, busy=busy)
+    warn_noisy(stats.spread_warning, f"execution time of {model.name}")
+    return stats
 
 
 def _torch_timing(model: keras.layers.Layer, inputs: Any, device: Any, warmup: int, min_run_time: float,
@@ -183,7 +153,4 @@ def _torch_timing(model: keras.layers.Layer, inputs: Any, device: Any, warmup: i
     with preserved_model_state(model), naming_failures(model, inputs):
         stats = torch_timing(model, (inputs,), {"training": training}, device=device, warmup=warmup,
                              min_run_time=min_run_time, num_threads=num_threads, batch_size=batch_size)
-    return TimingStats(median_s=stats.median_s, iqr_s=stats.iqr_s, mean_s=stats.mean_s, min_s=stats.min_s,
-                       times=stats.times, number_per_run=stats.number_per_run, batch_size=stats.batch_size,
-                       per_sample_s=stats.per_sample_s, throughput=stats.throughput, num_threads=stats.num_threads,
-                       device=stats.device, raw_s=stats.raw_s, compiled="torch.no_grad eager")
+    return dataclasses.replace(stats, compiled="torch.no_grad eager")

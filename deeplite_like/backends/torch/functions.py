@@ -20,6 +20,7 @@ from deeplite_like.metrics import (ExecutionTime, Flops, LayerwiseSummary, Macs,
                                    PeakActivationMemory, Throughput, TotalParams, TrainableParams)
 from deeplite_like.status import Detailed
 from deeplite_like.timing_values import META_NOT_TIMED, not_measured, timing_values
+from deeplite_like.threads import DEFAULT_NUM_THREADS
 
 
 class ComputeComplexity(ProfilerFunction):
@@ -126,14 +127,21 @@ class ComputeMemory(ProfilerFunction):
 
 
 class ComputeExecutionTime(ProfilerFunction):
-    """Median forward time of one batch (``torch.utils.benchmark``) and the throughput it implies."""
+    """Median forward time of one batch and the throughput it implies (``backends/torch/timing.py``).
+
+    ``num_threads`` defaults to 1 (``deeplite_like.threads.DEFAULT_NUM_THREADS``, for stability);
+    ``None`` keeps torch's thread count, ``"auto"`` lets the timing pick. Details: the spread
+    (``iqr``, ``q1``, ``q3``), ``forwards`` (every forward run, ``warmup_forwards`` of them
+    untimed), ``num_threads`` and ``threads_reason``, and ``spread_warning`` (``''``, or why the
+    time may be noise and what to do).
+    """
 
     def get_bounded_status_keys(self):
         return ExecutionTime, Throughput
 
     def __call__(self, model: torch.nn.Module, data_splits: Mapping[str, Any], forward_pass: ForwardPass,
                  batch_size: int = 1, split: str | None = None, device: Any = None,
-                 min_run_time: float = 0.2, num_threads: int | None = None) -> dict:
+                 min_run_time: float = 0.2, num_threads: int | str | None = DEFAULT_NUM_THREADS) -> dict:
         from deeplite_like.backends.torch.state import model_device
         from deeplite_like.backends.torch.timing import measure_execution_time
         from deeplite_like.device import Device

@@ -35,7 +35,7 @@ from deeplite_like.measurements import ParamStats
 
 from .distributed.shards import local_tensor
 
-__all__ = ["ParamStats", "parameter_stats", "tensor_span"]
+__all__ = ["ParamStats", "module_param_counts", "parameter_stats", "tensor_span"]
 
 # state_dict entries that are quantization metadata or opaque extra state, not weights.
 _EXTRA_BUFFER_NAMES = ("scale", "zero_point", "_extra_state")
@@ -184,3 +184,74 @@ def parameter_stats(model: nn.Module) -> ParamStats:
         by_dtype=by_dtype,
         buffer_by_dtype=buffer_by_dtype,
     )
+
+
+def _packed_by_owner(model: nn.Module) -> dict[int, list[torch.Tensor]]:
+    """``id(module)`` -> the packed weights it keeps out of ``parameters()`` (not its scale/zero_point)."""
+    modules = dict(model.named_modules(remove_duplicate=False))
+    owners: dict[int, list[torch.Tensor]] = {}
+    registered = {name for name, _ in model.named_parameters(remove_duplicate=False)}
+    registered |= {name for name, _ in model.named_buffers(remove_duplicate=False)}
+    for key, value in model.state_dict(keep_vars=True).items():
+        prefix, _, local = key.rpartition(".")
+        if key in registered or local in _EXTRA_BUFFER_NAMES or local.endswith("_extra_state"):
+            continue
+        owner = modules.get(prefix, model)
+        tensors = owners.setdefault(id(owner), [])
+        for leaf in pytree.tree_leaves(value):
+            if isinstance(leaf, torch.Tensor) and not any(leaf is t for t in tensors):
+                tensors.append(leaf)
+    return owners
+
+
+def module_param_counts(model: nn.Module) -> dict[str, int]:
+    """Qualified module name -> parameters (elements) in its subtree, for every module of ``model``, in one pass.
+
+    Each value equals ``parameter_stats(module).total_params`` (shared and tied tensors counted
+    once per subtree, packed weights included), but the modules are visited once, bottom-up: a
+    subtree's count is its own tensors plus its children's counts. Tensors that are shared (the
+    same tensor in two places, or two tensors in one storage) are carried up as a short list and
+    counted with the sharing rules of the module docstring wherever two of them meet.
+    """
+    if not isinstance(model, nn.Module):
+        raise TypeError(f"module_param_counts expects a torch.nn.Module, got {type(model).__name__}")
+    packed = _packed_by_owner(model)
+    own: dict[int, list[torch.Tensor]] = {}
+    places: dict[int, int] = {}  # id(tensor) -> how many (module, slot) places hold it
+    storages: dict[tuple[str, int], set[int]] = {}  # storage -> ids of the tensors in it
+    for _, module in model.named_modules(remove_duplicate=False):
+        tensors = own.setdefault(id(module), [p for p in module._parameters.values() if p is not None]
+                                 + packed.get(id(module), []))
+        for tensor in tensors:
+            places[id(tensor)] = places.get(id(tensor), 0) + 1
+            key = _storage_key(tensor)
+            if key is not None:
+                storages.setdefault(key, set()).add(id(tensor))
+    shared_ids = {ident for ident, n in places.items() if n > 1}
+    for ids in storages.values():
+        if len(ids) > 1:
+            shared_ids |= ids
+
+    totals: dict[int, int] = {}
+
+    def visit(module: nn.Module) -> tuple[int, dict[int, torch.Tensor]]:
+        plain, shared = 0, {}
+        for tensor in own[id(module)]:
+            if id(tensor) in shared_ids:
+                shared.setdefault(id(tensor), tensor)
+            else:
+                plain += tensor.numel()
+        for child in module._modules.values():
+            if child is not None:
+                child_plain, child_shared = done[id(child)] if id(child) in done else visit(child)
+                plain += child_plain
+                for ident, tensor in child_shared.items():
+                    shared.setdefault(ident, tensor)
+        counter = _Counter()
+        totals[id(module)] = plain + sum(t.numel() for t in shared.values() if counter.is_new(t))
+        done[id(module)] = (plain, shared)
+        return plain, shared
+
+    done: dict[int, tuple[int, dict[int, torch.Tensor]]] = {}
+    visit(model)
+    return {name: totals[id(module)] for name, module in model.named_modules()}

@@ -31,8 +31,9 @@ class TorchProfiler(Profiler):
 
     Options of ``compute_network_status``: ``batch_size`` (default 1), ``split``, ``meta``,
     ``backward``, ``loss_fn``, ``causal_half``, ``mode``, ``device``, ``min_run_time``,
-    ``num_threads``, ``include_weights`` (default ``True``: the memory footprint includes the
-    parameters and buffers).
+    ``num_threads`` (threads while timing: default 1, the stablest; ``None`` keeps torch's count;
+    ``"auto"``: see ``backends/torch/timing.py``), ``include_weights`` (default ``True``: the
+    memory footprint includes the parameters and buffers).
     """
 
     backend_name = "torch"

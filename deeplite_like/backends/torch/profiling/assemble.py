@@ -10,7 +10,7 @@ from deeplite_like.profiling.build import ModuleRecord
 from deeplite_like.profiling.result import PhaseStats
 
 from ..errors import UntrackedOpWarning
-from ..params import parameter_stats
+from ..params import module_param_counts
 from .phases import PhaseCountingMode
 
 __all__ = ["ignored_names", "module_params", "module_records", "phase_totals", "warn_untracked"]
@@ -42,7 +42,11 @@ def _parent(name: str, known: set[str]) -> str | None:
 
 
 def module_params(named_modules: list[tuple[str, nn.Module]]) -> dict[str, int]:
-    return {name: parameter_stats(module).total_params for name, module in named_modules}
+    """Parameters of each listed module's subtree (``named_modules`` is ``model.named_modules()``), in one pass."""
+    if not named_modules:
+        return {}
+    counts = module_param_counts(named_modules[0][1])
+    return {name: counts[name] for name, _ in named_modules}
 
 
 def module_records(named_modules: list[tuple[str, nn.Module]], params: dict[str, int], mode: PhaseCountingMode,
