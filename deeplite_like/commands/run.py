@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import difflib
 import inspect
+import warnings
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -16,6 +17,7 @@ from deeplite_like.commands.loading import LoadedModel
 from deeplite_like.commands.progress import Progress
 from deeplite_like.reports import StatusReport, TableReport
 from deeplite_like.status import Metric, StatusKey
+from deeplite_like.timing_noise import NoisyTimingWarning
 
 LAYERS_KEY = "layerwise_summary"
 LATENCY_COLUMN = "latency_s"
@@ -152,7 +154,9 @@ def execute(run: PreparedRun, progress: Progress | None = None) -> ModelResult:
         if progress is not None:
             progress.start(f"{loaded.name}: {what}")
         try:
-            with called_as("the command line"):
+            with called_as("the command line"), warnings.catch_warnings():
+                # the report carries a noisy timing's warning as a note (spread_warning): not raw on stderr too
+                warnings.simplefilter("ignore", NoisyTimingWarning)
                 profiler.compute_status(keys[0], **run.call_kwargs)
         except Exception as exc:
             raise ProfilingFailed(f"profiling {loaded.name!r} failed while computing {what}: "

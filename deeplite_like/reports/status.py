@@ -180,6 +180,8 @@ class StatusReport(Report, Mapping):
             if row.display == NOT_MEASURED and row.details.get("not_measured"):
                 reasons.setdefault(str(row.details["not_measured"]), []).append(row.name)
         notes += [f"{', '.join(names)}: {NOT_MEASURED}: {reason}" for reason, names in reasons.items()]
+        notes += [f"{row.name}: {row.details['spread_warning']}" for row in self.rows
+                  if row.details.get("spread_warning")]
         untracked: dict[str, list[str]] = {}
         for row in self.rows:
             ops = row.details.get("untracked")

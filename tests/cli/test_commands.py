@@ -153,7 +153,8 @@ def test_num_threads_is_passed_and_reported(cli):
 def test_num_threads_is_an_option_of_compare_and_demo(cli):
     code, out, _ = cli("compare", TINY, MLP, "--input-shape", "2,4", "--metrics", "time", "--format", "json",
                        "--num-threads", "2", *FAST)
-    assert code == 0 and re.findall(r'"num_threads": (\d+)', out) == ["2", "2"]
+    found = re.findall(r'"num_threads": (\d+)', out)  # in each model's details, and in the options stated
+    assert code == 0 and len(found) >= 2 and set(found) == {"2"}
     code, out, _ = cli("demo", "--metrics", "time", "--format", "json", "--num-threads", "2", *FAST)
     groups = {group["title"]: group["main"] for group in json.loads(out)["groups"]}
     assert code == 0 and _time_details(json.dumps({"status": groups["lenet5"]}))["num_threads"] == 2

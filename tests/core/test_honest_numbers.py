@@ -139,3 +139,9 @@ def test_a_count_missing_untracked_operators_is_marked_where_it_is_shown():
     assert (compared.rows[0].changes[0].text, compared.rows[0].changes[0].verdict) == ("same (incomplete count)", "n/a")
     assert "Computational complexity of a: '>=' marks a count that misses operators that ran with no formula and " \
         "were counted as 0: quantized.linear_dynamic x2" in compared.to_text()
+
+
+def test_a_noisy_timing_says_so_under_the_table():
+    time = ExecutionTime(0.002, {"iqr": ExecutionTime(0.002), "spread_warning": "IQR/median is 100 %: time with 1 thread"})
+    report = StatusReport("toy", "toy", {"execution_time": time})
+    assert "- Execution time: IQR/median is 100 %: time with 1 thread" in report.to_text()
