@@ -10,10 +10,12 @@ For each record, in call order:
   call stack: ``by_module`` is nested, a shared layer counts under whichever parent called it,
   once per call), to ``by_operator`` under the layer's class name (``ops.<Name>`` for graph
   operations) and to ``module_ops[path]``; parts it reports as unpriceable go to ``untracked``;
-* no formula, with the operators tapped (``own_ops.py``): the ops it ran itself (outside the
+* no formula (or marked ``OP_LEVEL``), with the operators tapped (``own_ops.py``): the ops it ran itself (outside the
   layers it called, which are priced on their own) are priced one by one, by op name
   (``tf.BatchMatMulV2``); ops with no cost known go to ``untracked`` by op name;
-* no formula, no operators tapped (JAX), but calls were recorded inside it: a container, its
+* ``OP_LEVEL`` with no operators tapped (JAX): untracked, by class name (``INFERENCE_IDENTITY``:
+  free at inference);
+* no formula, no operators tapped, but calls were recorded inside it: a container, its
   cost is its children's;
 * no formula, nothing inside, known free: 0;
 * otherwise: untracked (counted as 0, listed by class name).
@@ -27,7 +29,7 @@ from deeplite_like.opcount import OpCount, OpStats
 from .errors import FormulaError
 from .own_ops import OpTap
 from .recorder import CallRecord
-from .registry import FREE, CountOptions, Entry, LayerCall, is_keras_layer, lookup
+from .registry import FREE, INFERENCE_IDENTITY, OP_MARKS, CountOptions, Entry, LayerCall, is_keras_layer, lookup
 from .specs import describe, describe_call
 
 
@@ -68,14 +70,16 @@ def price(records: list[CallRecord], options: CountOptions, own_ops: OpTap | Non
         entry = lookup(type(record.layer), cache)
         if entry is FREE:
             continue
-        if entry is None:
+        if entry is None or entry in OP_MARKS:
             if own_ops is not None:
                 for name, calls in own_ops.unknown.get(i, {}).items():
                     untracked[name] = untracked.get(name, 0) + calls
                 for name, op in own_ops.costs.get(i, {}).items():
                     _add(result, chain, record.path, name, op.macs, op.flops, op.calls)
                     total.add(op.macs, op.flops, op.calls)
-            elif record.children == 0:
+            elif entry is INFERENCE_IDENTITY and not options.training:
+                continue  # the identity at inference: free
+            elif record.children == 0 or entry is not None:
                 name = operator_name(record.layer, None)
                 untracked[name] = untracked.get(name, 0) + 1
             continue

@@ -8,6 +8,7 @@ inputs' and outputs' shapes; ``tf_op_cost`` prices one. The rules are the torch 
     Conv2D / Conv3D / Depthwise       out elements x window x in-channels per group MACs
     Einsum                            the joint index space (as the einsum layer formula)
     MaxPool / AvgPool                 K / K + 1 per output element; FusedBatchNorm as BatchNormalization
+    FFT / IFFT                        5 N log2 N per complex transform; RFFT / IRFFT 2.5 N log2 N
     Conv*BackpropInput / Filter       the forward convolution's MACs (as torch's convolution_backward)
     elementwise math, activations     1 FLOP per float output element (Sigmoid 4, Softmax 5, ...)
     activation gradients              as torch's *_backward (ReluGrad 1, SigmoidGrad 3, ...)
@@ -145,6 +146,31 @@ def _fused_batch_norm(inputs, attrs, outputs):
     return 0, 4 * n + 2 * channels
 
 
+def _fft_length(inputs, outputs) -> int:
+    """The transform length N of an RFFT / IRFFT: its ``fft_length`` input (a 1-element tensor)."""
+    length = inputs[1] if len(inputs) > 1 else None
+    if length is not None and hasattr(length, "numpy"):
+        return int(length.numpy().reshape(-1)[-1])
+    return 2 * (int(outputs[0].shape[-1]) - 1) if outputs else 0
+
+
+def _fft(real: bool) -> Callable:
+    """A complex N-point FFT is 5 N log2 N FLOPs per transform (the radix-2 count); one of a real
+    signal (RFFT, IRFFT) half that, 2.5 N log2 N. Transforms = elements / the last dim."""
+    def cost(inputs, attrs, outputs):
+        if real:
+            n = _fft_length(inputs, outputs)
+            complex_side = inputs[0] if inputs[0].dtype.is_complex else outputs[0]
+        else:
+            n, complex_side = int(inputs[0].shape[-1]), inputs[0]
+        transforms = _numel(complex_side.shape) // max(int(complex_side.shape[-1]), 1)
+        if n < 2:
+            return 0, 0
+        per = 5 * n * math.log2(n) / (2 if real else 1)
+        return 0, int(round(transforms * per))
+    return cost
+
+
 def _conv_backprop_input(inputs, attrs, outputs):
     """Conv backprop to the input (also a transposed conv's forward): the forward conv's MACs."""
     filt, grad = inputs[1], inputs[2]
@@ -223,6 +249,7 @@ TF_COSTS: dict[str, Callable] = {
     "Conv2D": _conv, "Conv3D": _conv, "DepthwiseConv2dNative": _depthwise, "Einsum": _einsum,
     "MaxPool": _pool(0), "MaxPoolV2": _pool(0), "MaxPool3D": _pool(0), "AvgPool": _pool(1), "AvgPool3D": _pool(1),
     "FusedBatchNormV3": _fused_batch_norm, "FusedBatchNorm": _fused_batch_norm,
+    "RFFT": _fft(True), "IRFFT": _fft(True), "FFT": _fft(False), "IFFT": _fft(False), "ComplexAbs": _per_element(4),
     "Cumsum": _reduction(1), "Cumprod": _reduction(1),
     "MatMul": _matmul, "BatchMatMul": _matmul, "BatchMatMulV2": _matmul, "BatchMatMulV3": _matmul,
     "Conv2DBackpropInput": _conv_backprop_input, "Conv2DBackpropFilter": _conv_backprop_filter,
@@ -246,6 +273,11 @@ TF_FREE = frozenset(FREE_TF_OPS | {
     "Empty", "Copy", "CopyHost", "DeepCopy", "StatelessRandomUniformIntV2",
     "RandomUniformInt", "Bitcast", "IsFinite", "IsNan", "IsInf", "All", "Any", "MatrixDiag",
     "MatrixBandPart", "LinSpace", "Unique", "TopKV2", "Relu6GradGrad", "EmptyTensorList", "SaveV2", "RestoreV2",
+    # complex parts, shapes, and what lookup / encoding layers run (integer and string work)
+    "Real", "Imag", "Complex", "BroadcastArgs", "LookupTableFindV2", "LookupTableSizeV2", "LookupTableImportV2",
+    "HashTableV2", "MutableHashTableV2", "Bucketize", "StringToHashBucketFast", "StringToHashBucketStrong",
+    "Bincount", "DenseBincount", "RaggedBincount", "SparseBincount", "SparseCross", "SparseCrossHashed",
+    "RaggedTensorToTensor", "StringLower", "StaticRegexReplace", "StringSplitV2", "UniqueV2",
 })
 
 
