@@ -73,8 +73,19 @@ class ComputeComplexity(ProfilerFunction):
                 Flops.NAME: Detailed(counted.flops, {**details, "per_sample": counted.flops / batch})}
 
 
+#: What ``total_params`` counts in this backend (a compare across backends states it).
+KERAS_PARAMS_CONVENTION = ("Keras: every weight, as model.count_params() and model.summary() 'Total params' "
+                           "(batch-norm moving statistics included, as non-trainable)")
+
+
 class ComputeParams(ProfilerFunction):
-    """Total and trainable parameters; state (moving statistics) apart; shared weights count once."""
+    """Total params as Keras counts them (``model.count_params()``: every weight, shared ones once,
+    batch-norm moving statistics included); trainable params; the split in the details.
+
+    Details: ``parameters`` (weights created trainable, frozen ones included: the PyTorch
+    convention's figure), ``non_trainable`` (Keras' own: frozen parameters + state),
+    ``frozen`` (frozen parameters), ``state`` (moving statistics and other non-trainable state).
+    """
 
     def get_bounded_status_keys(self):
         return TotalParams, TrainableParams
@@ -83,9 +94,10 @@ class ComputeParams(ProfilerFunction):
         from deeplite_like.backends.keras.params import parameter_stats
 
         stats = parameter_stats(model)
-        return {TotalParams.NAME: Detailed(stats.total_params, {"non_trainable": stats.non_trainable_params,
-                                                                "buffers": stats.buffer_count,
-                                                                "keras_non_trainable": stats.keras_non_trainable}),
+        return {TotalParams.NAME: Detailed(stats.total_params + stats.buffer_count, {
+                    "parameters": stats.total_params, "non_trainable": stats.keras_non_trainable,
+                    "frozen": stats.non_trainable_params, "state": stats.buffer_count,
+                    "convention": KERAS_PARAMS_CONVENTION}),
                 TrainableParams.NAME: stats.trainable_params}
 
 
