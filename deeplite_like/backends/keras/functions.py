@@ -12,6 +12,7 @@ from typing import Any, Mapping
 
 from deeplite_like.backends.keras._tf import import_keras
 from deeplite_like.backends.keras.inputs import check_mode, model_inputs
+from deeplite_like.backends.keras.measured_backends import unmeasured_reason
 from deeplite_like.complexity_options import check_complexity_options
 from deeplite_like.data import ForwardPass
 from deeplite_like.functions import ProfilerFunction
@@ -131,6 +132,10 @@ class ComputeMemory(ProfilerFunction):
         from deeplite_like.backends.keras.params import parameter_stats
 
         training = check_mode(mode)
+        reason = unmeasured_reason("memory", keras.config.backend())
+        if reason is not None:
+            return {key.NAME: Detailed(None, {"not_measured": reason, "batch_size": batch_size})
+                    for key in (KerasPeakActivationMemory, MemoryFootprint)}
         inputs = model_inputs(data_splits, forward_pass, split, batch_size)
         memory = peak_activation_memory(model, inputs, training=training)
         stats = parameter_stats(model)
@@ -162,6 +167,9 @@ class ComputeExecutionTime(ProfilerFunction):
 
         if device is not None and Device.parse(device).kind == "meta":
             return not_measured(META_NOT_TIMED, batch_size=batch_size, device="meta")
+        reason = unmeasured_reason("execution time", keras.config.backend())
+        if reason is not None:
+            return not_measured(reason, batch_size=batch_size)
         inputs = model_inputs(data_splits, forward_pass, split, batch_size)
         timing = measure_execution_time(model, inputs, device=device, min_run_time=min_run_time,
                                         num_threads=num_threads)
