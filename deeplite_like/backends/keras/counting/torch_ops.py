@@ -13,7 +13,23 @@ from deeplite_like.backends.torch.counting.registry import CountOptions, OpCall,
 
 from .errors import FormulaError
 
-__all__ = ["OpPricingMode"]
+__all__ = ["OpPricingMode", "aten_cost"]
+
+
+def aten_cost(func: Any, args: tuple, kwargs: dict, out: Any) -> tuple[int, int] | None:
+    """``(macs, flops)`` of one aten op by the torch formula table; ``(0, 0)`` free; ``None`` unknown."""
+    formula = lookup(func)
+    if formula is None:
+        return (0, 0) if is_free(func) else None
+    try:
+        macs, flops = formula(OpCall(func, args, kwargs, out, _OPTIONS))
+    except Exception as exc:
+        raise FormulaError(f"the torch formula {getattr(formula, '__qualname__', formula)!r} for {op_name(func)} "
+                           f"failed inside a Keras layer's own call: {type(exc).__name__}: {exc}") from exc
+    return int(macs), int(flops)
+
+
+_OPTIONS = CountOptions()
 
 
 class OpPricingMode(TorchDispatchMode):
@@ -22,20 +38,9 @@ class OpPricingMode(TorchDispatchMode):
     def __init__(self, sink: Callable[[str, tuple[int, int] | None], None]) -> None:
         super().__init__()
         self._sink = sink
-        self._options = CountOptions()
 
     def __torch_dispatch__(self, func: Any, types: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
         kwargs = kwargs or {}
         out = func(*args, **kwargs)
-        name = op_name(func)
-        formula = lookup(func)
-        if formula is None:
-            self._sink(name, (0, 0) if is_free(func) else None)
-            return out
-        try:
-            macs, flops = formula(OpCall(func, args, kwargs, out, self._options))
-        except Exception as exc:
-            raise FormulaError(f"the torch formula {getattr(formula, '__qualname__', formula)!r} for {name} failed "
-                               f"inside a Keras layer's own call: {type(exc).__name__}: {exc}") from exc
-        self._sink(name, (int(macs), int(flops)))
+        self._sink(op_name(func), aten_cost(func, args, kwargs, out))
         return out
