@@ -47,8 +47,7 @@ def price(records: list[CallRecord], options: CountOptions, own_ops: OpTap | Non
     ``own_ops``: the operators each call ran itself (``run_recorded(..., tap_ops=True)``).
     """
     result = OpCount()
-    by_module, by_operator, module_ops, untracked = (result.by_module, result.by_operator, result.module_ops,
-                                                     result.untracked)
+    by_module, untracked = result.by_module, result.untracked
     by_module.setdefault("", OpStats())
     cache: dict[type, Entry | None] = {}
     chains: list[tuple[str, ...] | None] = [None] * len(records)  # None: skipped (unfinished, or inside opaque)
