@@ -215,6 +215,13 @@ class CompareReport(Report):
                 if ops:
                     notes.append(f"{row.name} of {name}: '>=' marks a count that misses operators that ran with no "
                                  f"formula and were counted as 0: {', '.join(f'{k} x{v}' for k, v in ops.items())}")
+        for row, metrics in zip(self.rows, self._metrics):
+            conventions = [(name, (metric.details or {}).get("convention")) for name, metric in zip(self.names, metrics)
+                           if metric is not None]
+            if len({text for _, text in conventions}) > 1:
+                notes.append(f"{row.name}: each backend follows its own framework's convention, so the values may "
+                             "differ for the same network: " + "; ".join(
+                                 f"{name}: {text or 'not stated'}" for name, text in conventions))
         if any(change.text == WITHIN_NOISE for row in self.rows for change in row.changes):
             notes.append(f"'{WITHIN_NOISE}': the two measurements' interquartile ranges (IQR) overlap, so the "
                          "difference is not told apart from noise; a longer min_run_time or fewer threads "

@@ -57,7 +57,7 @@ class _Block(keras.layers.Layer):
 
 
 class _Scale(keras.layers.Layer):
-    """A user layer doing arithmetic itself with keras.ops: untracked unless given a formula."""
+    """A user layer doing arithmetic itself with keras.ops: priced op by op unless given a formula."""
 
     def call(self, x):
         return keras.ops.multiply(x, 2.0)
@@ -76,15 +76,31 @@ class _Net(keras.Model):
 
 def test_a_subclassed_model_with_user_layers():
     # batch 2: block.fc1 4 -> 6: 48 MACs, 96 + 12 = 108; block.fc2 6 -> 4: 48 MACs, 96 + 8 = 104;
-    # scale: untracked (0); head 4 -> 2: 16 MACs, 32 + 4 = 36. MACs 112; FLOPs 248
+    # scale: its own op, x * 2 (tf.Mul), 1 per element: 2*4 = 8; head 4 -> 2: 16 MACs, 32 + 4 = 36.
+    # MACs 112; FLOPs 108 + 104 + 8 + 36 = 256
     model = _Net()
     model(keras.ops.zeros((2, 4)))
-    with pytest.warns(UntrackedLayerWarning, match=r"_Scale \(1 call\)"):
-        result = count_ops(model, (2, 4))
-    assert (result.macs, result.flops) == (112, 248)
-    assert result.untracked == {"_Scale": 1}
+    result = count(model, (2, 4))
+    assert (result.macs, result.flops) == (112, 256)
+    assert result.untracked == {}
     assert _stats(result, "block") == (96, 212, 1)  # the container is its children
     assert _stats(result, "block.fc1") == (48, 108, 1) and _stats(result, "block.fc2") == (48, 104, 1)
+    assert _stats(result, "scale") == (0, 8, 1)
+    assert {k: (v.flops, v.calls) for k, v in result.module_ops["scale"].items()} == {"tf.Mul": (8, 1)}
+
+
+def test_an_op_with_no_cost_in_a_user_layer_is_untracked_by_op_name(monkeypatch):
+    # the same model with TensorFlow's Mul taken out of the op table: _Scale's own x * 2 has no
+    # cost known -> counted 0 and listed as tf.Mul (1 call), never silent. FLOPs 256 - 8 = 248
+    from deeplite_like.backends.keras.counting.formulas import tf_ops
+
+    monkeypatch.delitem(tf_ops.TF_COSTS, "Mul")
+    model = _Net()
+    model(keras.ops.zeros((2, 4)))
+    with pytest.warns(UntrackedLayerWarning, match=r"tf\.Mul \(1 call\)"):
+        result = count_ops(model, (2, 4))
+    assert (result.macs, result.flops) == (112, 248)
+    assert result.untracked == {"tf.Mul": 1}
     assert _stats(result, "scale") == (0, 0, 1)
 
 
@@ -161,15 +177,31 @@ def test_operations_of_a_functional_graph_are_counted():
         "Dense": 72, "ops.Multiply": 8, "ops.Add": 8, "ops.Relu": 8}
 
 
-def test_a_lambda_layer_is_untracked_and_warned_about_once():
-    model = keras.Sequential([keras.Input((4,)), L.Lambda(lambda t: t * 3.0, name="triple"),
-                              L.Lambda(lambda t: t + 1.0, name="shift")])
+def _lambdas():
+    return keras.Sequential([keras.Input((4,)), L.Lambda(lambda t: t * 3.0, name="triple"),
+                             L.Lambda(lambda t: t + 1.0, name="shift")])
+
+
+def test_lambda_layers_are_priced_by_their_ops():
+    # batch 2, 4 features: t * 3 (tf.Mul) 8 FLOPs, t + 1 (tf.AddV2) 8 FLOPs; no MACs
+    result = count(_lambdas(), (2, 4))
+    assert (result.macs, result.flops, result.untracked) == (0, 16, {})
+    assert _stats(result, "triple") == (0, 8, 1) and _stats(result, "shift") == (0, 8, 1)
+    assert {k: v.flops for k, v in result.by_operator.items()} == {"tf.Mul": 8, "tf.AddV2": 8}
+
+
+def test_ops_with_no_cost_are_untracked_and_warned_about_once(monkeypatch):
+    from deeplite_like.backends.keras.counting.formulas import tf_ops
+
+    monkeypatch.delitem(tf_ops.TF_COSTS, "Mul")
+    monkeypatch.delitem(tf_ops.TF_COSTS, "AddV2")
+    model = _lambdas()
     with pytest.warns(UntrackedLayerWarning) as caught:
         result = count_ops(model, (2, 4))
-    assert result.untracked == {"Lambda": 2} and result.flops == 0
+    assert result.untracked == {"tf.Mul": 1, "tf.AddV2": 1} and result.flops == 0
     assert len([w for w in caught if issubclass(w.category, UntrackedLayerWarning)]) == 1
-    assert "Lambda (2 calls)" in str(caught[0].message)
-    assert count_ops(model, (2, 4), warn_untracked=False).untracked == {"Lambda": 2}
+    assert "tf.AddV2 (1 call), tf.Mul (1 call)" in str(caught[0].message)
+    assert count_ops(model, (2, 4), warn_untracked=False).untracked == {"tf.Mul": 1, "tf.AddV2": 1}
 
 
 def test_siblings_with_the_same_name_get_distinct_paths():
@@ -192,5 +224,5 @@ def test_siblings_with_the_same_name_get_distinct_paths():
 def test_an_unbuilt_subclassed_model_is_built_by_the_count():
     model = _Net()
     assert not model.built
-    result = count_ops(model, (2, 4), warn_untracked=False)
-    assert model.built and (result.macs, result.flops) == (112, 248)
+    result = count(model, (2, 4))
+    assert model.built and (result.macs, result.flops) == (112, 256)  # as test_a_subclassed_model_with_user_layers

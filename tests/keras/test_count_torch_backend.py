@@ -24,7 +24,24 @@ from deeplite_like.backends.keras.counting import CountingError, count_ops
 from deeplite_like.backends.torch import count_ops as torch_count_ops
 
 L = keras.layers
+
+
+class Attention(L.Layer):
+    # Dense sublayers for Q, K, V and keras.ops.matmul in its own call (priced op by op)
+
+    def __init__(self, d, **kwargs):
+        super().__init__(**kwargs)
+        self.d = d
+        self.q, self.k, self.v = L.Dense(d), L.Dense(d), L.Dense(d)
+
+    def call(self, x):
+        q, k, v = self.q(x), self.k(x), self.v(x)
+        scores = keras.ops.matmul(q, keras.ops.transpose(k, (0, 2, 1))) / 4.0
+        return keras.ops.matmul(keras.ops.softmax(scores, axis=-1), v)
+
+
 models = {
+    "custom_attention": (keras.Sequential([keras.Input((8, 16)), Attention(16)]), (2, 8, 16)),
     "conv_dense": (keras.Sequential([keras.Input((8, 8, 3)), L.Conv2D(4, 3, activation="relu"), L.Flatten(),
                                      L.Dense(2)]), (2, 8, 8, 3)),
     "pools_separable": (keras.Sequential([keras.Input((8, 8, 3)), L.DepthwiseConv2D(3), L.SeparableConv2D(5, 3),
@@ -73,6 +90,10 @@ def test_the_child_ran_keras_on_torch(report):
     # gelu 5 x 160 = 800; Dense 16 -> 8: 1280 MACs (+80), sigmoid 4 x 80 = 320.
     # MACs 2560; FLOPs 5120 + 680 + 160 + 800 + 80 + 320 = 7160
     ("mlp", (2560, 7160)),
+    # Dense 16 -> 16 on 16 rows: 4096 MACs (+256) x3; QK^T 2*8*8*16 = 2048 and PV 2*8*16*8 = 2048
+    # MACs (aten.bmm, priced op by op); / 4: 128; softmax 5 x 128 = 640.
+    # MACs 16384; FLOPs 3 * 8448 + 8192 + 128 + 640 = 34304
+    ("custom_attention", (16384, 34304)),
 ])
 def test_analytic_count_equals_the_torch_engine_on_the_same_keras_model(report, name, expected):
     analytic_macs, analytic_flops, engine_macs, engine_flops, analytic_untracked, engine_untracked = report[name]

@@ -131,6 +131,29 @@ def test_from_inputs_with_one_example():
     assert profiler.compute_status("macs") == LENET_MACS
 
 
+def _two_named_inputs():
+    a, b = keras.Input((4,), name="a"), keras.Input((3,), name="b")
+    return keras.Model({"a": a, "b": b}, keras.layers.Dense(2)(keras.layers.Concatenate()([a, b])))
+
+
+@pytest.mark.parametrize("batch", [1, 2, 3])
+def test_from_inputs_with_a_dict_of_named_inputs(batch):
+    # model({"a": (B, 4), "b": (B, 3)}): concatenate (free) then Dense 7 -> 2: 14 MACs per sample,
+    # 28 + 2 (bias) = 30 FLOPs per sample; params 7*2 + 2 = 16
+    example = {"a": np.ones((3, 4), "float32"), "b": np.ones((3, 3), "float32")}
+    profiler = KerasProfiler.from_inputs(_two_named_inputs(), example)
+    assert profiler.compute_status("macs", batch_size=batch) == 14 * batch
+    assert profiler.compute_status("flops", batch_size=batch) == 30 * batch
+    assert profiler.compute_status("total_params") == 16
+
+
+def test_from_inputs_with_a_dict_runs_every_metric():
+    example = {"b": np.ones((2, 3), "float32"), "a": np.ones((2, 4), "float32")}  # key order does not matter
+    status = KerasProfiler.from_inputs(_two_named_inputs(), example).compute_network_status(batch_size=2)
+    assert status["macs"] == 28 and status["flops"] == 60
+    assert status["peak_activation_memory"] > 0 and status["execution_time"] > 0
+
+
 def test_a_channels_first_batch_is_refused_naming_the_model_and_layout():
     model = get("lenet5_keras").build()
     channels_first = np.zeros((2, 1, 32, 32), dtype="float32")

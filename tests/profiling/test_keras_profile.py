@@ -230,3 +230,25 @@ def test_train_on_batch_on_the_torch_backend():
     assert data["phases"]["forward"] == [144, 342]
     assert data["phases"]["backward"] == [192, 438 + 31]  # as on TensorFlow: the model and the MSE's backward
     assert data["update"] == 116  # the optimizer's update p -= lr * g: _foreach_add_ with alpha, 2 x 58
+
+
+class _OwnMatmul(keras.layers.Layer):
+    """A Dense sublayer and an ops.matmul of its own (priced op by op in the profile's forward too)."""
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.fc = keras.layers.Dense(4, name="fc")
+
+    def call(self, x):
+        h = self.fc(x)
+        return keras.ops.matmul(h, keras.ops.transpose(h))
+
+
+def test_a_layers_own_matmul_is_in_the_profile():
+    # x (3, 4): fc 4 -> 4: 48 MACs, 96 + 12 = 108 FLOPs; h @ h^T: (3, 4) @ (4, 3): 3*3*4 = 36 MACs,
+    # 72 FLOPs. MACs 84; FLOPs 180 (as count_ops)
+    model = keras.Sequential([keras.Input((4,)), _OwnMatmul(name="own")])
+    profile = deeplite_like.get_model_profile(model, input_shape=(3, 4), print_profile=False, warm_up=0)
+    assert (profile.macs, profile.flops) == (84, 180)
+    figures = {n.name: (n.macs, n.flops) for n in profile.modules() if n.calls}
+    assert figures["own"] == (84, 180) and figures["own.fc"] == (48, 108)

@@ -12,6 +12,7 @@ from typing import Any, Mapping
 
 from deeplite_like.backends.keras._tf import import_keras
 from deeplite_like.backends.keras.inputs import check_mode, model_inputs
+from deeplite_like.backends.keras.measured_backends import unmeasured_reason
 from deeplite_like.complexity_options import check_complexity_options
 from deeplite_like.data import ForwardPass
 from deeplite_like.functions import ProfilerFunction
@@ -73,8 +74,19 @@ class ComputeComplexity(ProfilerFunction):
                 Flops.NAME: Detailed(counted.flops, {**details, "per_sample": counted.flops / batch})}
 
 
+#: What ``total_params`` counts in this backend (a compare across backends states it).
+KERAS_PARAMS_CONVENTION = ("Keras: every weight, as model.count_params() and model.summary() 'Total params' "
+                           "(batch-norm moving statistics included, as non-trainable)")
+
+
 class ComputeParams(ProfilerFunction):
-    """Total and trainable parameters; state (moving statistics) apart; shared weights count once."""
+    """Total params as Keras counts them (``model.count_params()``: every weight, shared ones once,
+    batch-norm moving statistics included); trainable params; the split in the details.
+
+    Details: ``parameters`` (weights created trainable, frozen ones included: the PyTorch
+    convention's figure), ``non_trainable`` (Keras' own: frozen parameters + state),
+    ``frozen`` (frozen parameters), ``state`` (moving statistics and other non-trainable state).
+    """
 
     def get_bounded_status_keys(self):
         return TotalParams, TrainableParams
@@ -83,9 +95,10 @@ class ComputeParams(ProfilerFunction):
         from deeplite_like.backends.keras.params import parameter_stats
 
         stats = parameter_stats(model)
-        return {TotalParams.NAME: Detailed(stats.total_params, {"non_trainable": stats.non_trainable_params,
-                                                                "buffers": stats.buffer_count,
-                                                                "keras_non_trainable": stats.keras_non_trainable}),
+        return {TotalParams.NAME: Detailed(stats.total_params + stats.buffer_count, {
+                    "parameters": stats.total_params, "non_trainable": stats.keras_non_trainable,
+                    "frozen": stats.non_trainable_params, "state": stats.buffer_count,
+                    "convention": KERAS_PARAMS_CONVENTION}),
                 TrainableParams.NAME: stats.trainable_params}
 
 
@@ -119,6 +132,10 @@ class ComputeMemory(ProfilerFunction):
         from deeplite_like.backends.keras.params import parameter_stats
 
         training = check_mode(mode)
+        reason = unmeasured_reason("memory", keras.config.backend())
+        if reason is not None:
+            return {key.NAME: Detailed(None, {"not_measured": reason, "batch_size": batch_size})
+                    for key in (KerasPeakActivationMemory, MemoryFootprint)}
         inputs = model_inputs(data_splits, forward_pass, split, batch_size)
         memory = peak_activation_memory(model, inputs, training=training)
         stats = parameter_stats(model)
@@ -155,6 +172,9 @@ class ComputeExecutionTime(ProfilerFunction):
 
         if device is not None and Device.parse(device).kind == "meta":
             return not_measured(META_NOT_TIMED, batch_size=batch_size, device="meta")
+        reason = unmeasured_reason("execution time", keras.config.backend())
+        if reason is not None:
+            return not_measured(reason, batch_size=batch_size)
         inputs = model_inputs(data_splits, forward_pass, split, batch_size)
         timing = measure_execution_time(model, inputs, device=device, min_run_time=min_run_time,
                                         num_threads=num_threads)

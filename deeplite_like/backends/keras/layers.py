@@ -48,8 +48,9 @@ def layerwise_summary(model: keras.layers.Layer, inputs: Any, training: bool = F
     """
     inputs, batch = prepare_inputs(model, inputs, None, keras)
     recorder = run_recorded(model, inputs, training=bool(training),
-                            on_failure=lambda error, rec: add_failure_note(model, inputs, error, rec))
-    counted = price(recorder.records, CountOptions(training=bool(training), causal_half=bool(causal_half)))
+                            on_failure=lambda error, rec: add_failure_note(model, inputs, error, rec), tap_ops=True)
+    counted = price(recorder.records, CountOptions(training=bool(training), causal_half=bool(causal_half)),
+                    recorder.own_ops)
     counted.batch_size = batch
     warn_if_untracked(counted, stacklevel=2)
     first: dict[str, CallRecord] = {}  # path -> first finished call, in call order (a parent before its layers)

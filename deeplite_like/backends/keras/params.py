@@ -19,7 +19,9 @@ PyTorch sorts them (rules tested row by row in ``tests/keras/test_params.py``):
   computation runs in float16.
 
 Keras' own ``model.summary()`` calls frozen parameters *and* state "non-trainable params";
-``ParamStats.keras_non_trainable`` gives that figure for comparison.
+``ParamStats.keras_non_trainable`` gives that figure for comparison. The profiler's
+``total_params`` metric follows Keras' convention (``model.count_params()``: parameters +
+state, ``functions.ComputeParams``), with this split in its details.
 """
 from __future__ import annotations
 

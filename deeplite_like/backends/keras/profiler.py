@@ -6,7 +6,7 @@ from typing import Any, Mapping
 from deeplite_like.backends.keras import data as _keras_data
 from deeplite_like.backends.keras._tf import import_keras
 from deeplite_like.backends.keras.functions import DEFAULT_FUNCTIONS
-from deeplite_like.data import ForwardPass, as_forward_pass
+from deeplite_like.data import ForwardPass, Inputs, as_forward_pass
 from deeplite_like.profiler import Profiler
 from deeplite_like.threads import check_num_threads
 
@@ -57,13 +57,18 @@ class KerasProfiler(Profiler):
     def from_inputs(cls, model: Any, *example: Any, name: str = "model", **kwargs: Any) -> "KerasProfiler":
         """A profiler whose only split, ``'test'``, is one batch of the given example input(s).
 
-        Several example inputs are the model's several inputs (``model([a, b])``).
+        Several example inputs are the model's several inputs (``model([a, b])``); one dict is
+        the model's named inputs, passed as one structure (``model({"a": x, "b": y})``).
         """
         if not example:
             raise ValueError("from_inputs needs at least one example input (an array or tensor)")
         batch = example[0] if len(example) == 1 else tuple(example)
-        forward_pass = ForwardPass(inputs=tuple(range(len(example)))) if len(example) > 1 else ForwardPass(
-            extract=lambda b: b)
+        if len(example) > 1:
+            forward_pass = ForwardPass(inputs=tuple(range(len(example))))
+        elif isinstance(batch, Mapping):
+            forward_pass = ForwardPass(extract=lambda b: Inputs(args=(b,)))  # the dict is the one input
+        else:
+            forward_pass = ForwardPass(extract=lambda b: b)
         return cls(model, {"test": [batch]}, name=name, forward_pass=forward_pass, **kwargs)
 
     def _post_clone(self, original: "KerasProfiler") -> None:

@@ -60,6 +60,11 @@ class ComputeComplexity(ProfilerFunction):
                 Flops.NAME: Detailed(counted.flops, {**details, "per_sample": Flops(counted.flops // batch)})}
 
 
+#: What ``total_params`` counts in this backend (a compare across backends states it).
+TORCH_PARAMS_CONVENTION = ("PyTorch: parameters only (model.parameters()); buffers such as batch-norm running "
+                           "statistics apart")
+
+
 class ComputeParams(ProfilerFunction):
     """Total and trainable parameters; a parameter shared by several modules counts once."""
 
@@ -71,7 +76,8 @@ class ComputeParams(ProfilerFunction):
 
         stats = parameter_stats(model)
         return {TotalParams.NAME: Detailed(stats.total_params, {"non_trainable": stats.non_trainable_params,
-                                                                "buffers": stats.buffer_count}),
+                                                                "buffers": stats.buffer_count,
+                                                                "convention": TORCH_PARAMS_CONVENTION}),
                 TrainableParams.NAME: stats.trainable_params}
 
 

@@ -19,6 +19,7 @@ from ..state import preserved_model_state
 from . import formulas as _formulas  # noqa: F401  (importing the package fills the formula table)
 from .errors import ForwardError, UntrackedLayerWarning
 from .inputs import expected_inputs_text, prepare_inputs
+from .own_ops import own_ops
 from .pricing import price
 from .recorder import LayerRecorder, named_layers
 from .registry import CountOptions
@@ -33,12 +34,16 @@ def count_ops(model: Any, inputs_or_shape: Any, *, batch_size: int | None = None
 
     ``method='analytic'`` (default, any Keras backend): the model runs once on real tensors,
     every layer call is recorded and priced by its layer formula (``register_layer_formula``),
-    with the same conventions and numbers as the torch backend. ``OpCount.by_module`` is keyed
+    with the same conventions and numbers as the torch backend. A layer with no formula (a
+    custom layer, ``Lambda``, a subclassed model's ``call``) is priced by the framework
+    operators it runs itself, outside its sublayers (``own_ops.py``: TensorFlow and torch
+    backends; by_operator names them ``tf.MatMul``, ``aten.bmm``). ``OpCount.by_module`` is keyed
     by dotted layer paths (``"block1.conv"``; the model is ``""``) and nested: a parent
     includes its children, a shared layer is counted once per call. ``by_operator`` is keyed by
     layer class (``"Conv2D"``; ``"ops.Add"`` for operation nodes of functional models),
-    ``module_ops`` by path then class. A layer with no formula, no recorded sublayer calls and
-    not known to be free is *untracked*: counted as 0, listed in ``OpCount.untracked`` and
+    ``module_ops`` by path then class. An operator with no cost known, run by a layer without
+    a formula, is *untracked* (by op name); on JAX (no operator hook) a layer with no formula,
+    no recorded sublayer calls and not known to be free is: counted as 0, listed in ``OpCount.untracked`` and
     warned about once (``UntrackedLayerWarning``) unless ``warn_untracked=False``.
 
     ``method='graph'`` (TensorFlow backend only): TensorFlow's profiler counts the float ops of
@@ -84,8 +89,9 @@ def count_ops(model: Any, inputs_or_shape: Any, *, batch_size: int | None = None
         return count_graph(model, inputs, training=training, batch_size=batch, warn_untracked=warn_untracked)
 
     recorder = run_recorded(model, inputs, training=bool(training),
-                            on_failure=lambda exc, rec: _forward_error(model, exc, rec))
-    result = price(recorder.records, CountOptions(training=bool(training), causal_half=bool(causal_half)))
+                            on_failure=lambda exc, rec: _forward_error(model, exc, rec), tap_ops=True)
+    result = price(recorder.records, CountOptions(training=bool(training), causal_half=bool(causal_half)),
+                   recorder.own_ops)
     roll_up_containers(result.by_module, parent_names(name for name, _ in named_layers(model)))
     result.batch_size = batch
     if warn_untracked:
@@ -107,8 +113,13 @@ def warn_if_untracked(result: OpCount, stacklevel: int = 1) -> None:
 FailureHandler = Callable[[Exception, "LayerRecorder | None"], BaseException]
 
 
-def run_recorded(model: Any, inputs: Any, *, training: bool, on_failure: FailureHandler) -> LayerRecorder:
+def run_recorded(model: Any, inputs: Any, *, training: bool, on_failure: FailureHandler,
+                 tap_ops: bool = False) -> LayerRecorder:
     """One real forward ``model(inputs, training=training)`` with every layer call recorded.
+
+    ``tap_ops=True`` also prices the framework operators each call runs itself
+    (``own_ops.py``): ``recorder.own_ops`` is then an ``OpTap`` (``None`` on a backend with no
+    operator hook, JAX).
 
     A model not built yet is built by a first call whose layer calls are not kept (shape
     inference is not a real call, and building may create layers). The model is left as found
@@ -126,7 +137,12 @@ def run_recorded(model: Any, inputs: Any, *, training: bool, on_failure: Failure
                 _forward(model, inputs, training, builder, on_failure)
             layers = named_layers(model)  # building may have created layers
         with LayerRecorder(layers, specs.tree, specs.is_symbolic) as recorder:
-            _forward(model, inputs, training, recorder, on_failure)
+            if tap_ops:
+                with own_ops(recorder, keras.config.backend()) as tap:
+                    recorder.own_ops = tap
+                    _forward(model, inputs, training, recorder, on_failure)
+            else:
+                _forward(model, inputs, training, recorder, on_failure)
     return recorder
 
 

@@ -134,6 +134,7 @@ class LayerRecorder:
                  is_symbolic: Callable[[Any], bool], *, keep_records: bool = True,
                  marker: Callable[[], int] | None = None):
         self.records: list[CallRecord] = []
+        self.own_ops: Any = None  # an own_ops.OpTap when the engine tapped the operators (run_recorded)
         self._layers = layers
         self._to_specs = to_specs
         self._is_symbolic = is_symbolic
@@ -149,6 +150,11 @@ class LayerRecorder:
     def layers(self) -> list[tuple[str, Any]]:
         """The ``(path, layer)`` pairs being recorded."""
         return self._layers
+
+    @property
+    def current(self) -> int:
+        """The index of the innermost recorded call now running in this thread (-1: none)."""
+        return self._stack[-1] if self._stack and self._recording() else -1
 
     def __enter__(self) -> "LayerRecorder":
         if self._thread is not None:

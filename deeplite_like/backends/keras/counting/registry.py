@@ -162,10 +162,20 @@ class Entry:
 
 
 FREE = Entry(formula=lambda call: Cost(), opaque=False, name="<free>")
+#: Priced by the framework operators the layer runs itself (``own_ops.py``), by design: layers
+#: whose work depends on their mode and data (preprocessing and augmentation: identity at
+#: inference, image transforms in training), foreign-model wrappers, spectrograms. Where no
+#: operator hook exists (JAX) such a layer is untracked, by class name.
+OP_LEVEL = Entry(formula=lambda call: Cost(), opaque=False, name="<op-level>")
+#: ``OP_LEVEL`` layers that are the identity at inference (random augmentation): where no
+#: operator hook exists they are free at inference (untracked only in training).
+INFERENCE_IDENTITY = Entry(formula=lambda call: Cost(), opaque=False, name="<inference-identity>")
+OP_MARKS = (OP_LEVEL, INFERENCE_IDENTITY)
 
 _BY_CLASS: dict[type, Entry] = {}
 _BY_NAME: dict[str, Entry] = {}  # public dotted names (the built-ins), resolved to classes by ``lookup``
 _FREE_NAMES: set[str] = set()
+_OP_LEVEL_NAMES: dict[str, Entry] = {}  # public name -> OP_LEVEL or INFERENCE_IDENTITY
 _RESOLVED: dict[str, type] = {}  # public name -> class, once resolved
 #: Public names that this Keras version does not have (a test keeps it empty on the supported one).
 MISSING: list[str] = []
@@ -189,7 +199,7 @@ def register_layer_formula(*layer_classes: Any, opaque: bool = True, override: b
         entry = Entry(fn, opaque, name)
         for key in layer_classes:
             known = _registered(key)
-            if known is not None and known is not FREE and known.formula is not fn and not override:
+            if known is not None and known not in (FREE, *OP_MARKS) and known.formula is not fn and not override:
                 label = key if isinstance(key, str) else key.__qualname__
                 raise ValueError(f"{label} already has the formula {known.formula.__qualname__}; "
                                  "pass override=True to replace it")
@@ -197,6 +207,7 @@ def register_layer_formula(*layer_classes: Any, opaque: bool = True, override: b
             if isinstance(key, str):
                 _BY_NAME[key] = entry
                 _FREE_NAMES.discard(key)
+                _OP_LEVEL_NAMES.pop(key, None)
             else:
                 _BY_CLASS[key] = entry
         return fn
@@ -230,6 +241,20 @@ def register_free_layer(*layer_classes: Any) -> None:
             _BY_CLASS[key] = FREE
 
 
+def register_op_level_layer(*layer_classes: Any, inference_identity: bool = False) -> None:
+    """Declare layer classes (or public names) priced by the operators they run (``OP_LEVEL``);
+    ``inference_identity=True``: the layer returns its input at inference (``INFERENCE_IDENTITY``)."""
+    for key in layer_classes:
+        if not isinstance(key, (str, type)):
+            raise TypeError(f"register_op_level_layer expects layer classes or public names, got {key!r}")
+    mark = INFERENCE_IDENTITY if inference_identity else OP_LEVEL
+    for key in layer_classes:
+        if isinstance(key, str):
+            _OP_LEVEL_NAMES[key] = mark
+        else:
+            _BY_CLASS[key] = mark
+
+
 def unregister_layer_formula(*layer_classes: Any) -> None:
     """Remove formulas or free marks (for user code and tests that register temporarily).
 
@@ -241,6 +266,7 @@ def unregister_layer_formula(*layer_classes: Any) -> None:
         if isinstance(key, str):
             _BY_NAME.pop(key, None)
             _FREE_NAMES.discard(key)
+            _OP_LEVEL_NAMES.pop(key, None)
         else:
             _BY_CLASS.pop(key, None)
 
@@ -263,7 +289,8 @@ def _resolve_name(public_name: str) -> type | None:
 
 
 def lookup(cls: type, cache: dict[type, Entry | None]) -> Entry | None:
-    """The entry of ``cls`` or of its nearest registered base class (``FREE`` for free layers)."""
+    """The entry of ``cls`` or of its nearest registered base class (``FREE`` for free layers,
+    ``OP_LEVEL`` for layers priced by their operators)."""
     if cls in cache:
         return cache[cls]
     by_class = dict(_BY_CLASS)
@@ -271,10 +298,11 @@ def lookup(cls: type, cache: dict[type, Entry | None]) -> Entry | None:
         resolved = _resolve_name(public_name)
         if resolved is not None and resolved not in by_class:
             by_class[resolved] = entry
-    for public_name in _FREE_NAMES:
+    marks = [(name, FREE) for name in _FREE_NAMES] + list(_OP_LEVEL_NAMES.items())
+    for public_name, mark in marks:
         resolved = _resolve_name(public_name)
         if resolved is not None and resolved not in by_class:
-            by_class[resolved] = FREE
+            by_class[resolved] = mark
     found = None
     for base in cls.__mro__:
         found = by_class.get(base)

@@ -78,7 +78,7 @@ def profile_of(session: Session, *, module_latency: bool, ignore: Iterable[Any],
                notes: list[str]) -> ModelProfile:
     """The ``ModelProfile`` of what ``session`` recorded: the forward per layer, the rest per operator and phase."""
     recorder = session.recorder
-    counted = price(recorder.records, CountOptions(training=recorder.training))
+    counted = price(recorder.records, CountOptions(training=recorder.training), session.own_ops)
     phases = {"forward": PhaseStats(counted.macs, counted.flops, sum(s.calls for s in counted.by_operator.values()),
                                     forward_latency)}
     by_operator = {k: OpStats(v.macs, v.flops, v.calls) for k, v in counted.by_operator.items()}

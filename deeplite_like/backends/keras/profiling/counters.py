@@ -34,6 +34,7 @@ from deeplite_like.opcount import OpStats
 
 from .._tf import import_tensorflow
 from ..counting.formulas.tf_ops import tf_op_cost
+from ..counting.own_ops import OpTap
 from .phases import Phases
 from .shared import SharedChange
 
@@ -70,6 +71,8 @@ class TFOpCounter:
         self.ops = OpTotals()
         self._phases = phases
         self._thread: int | None = None
+        #: the forward's operators, per layer call (priced where a layer has no formula: ``own_ops.py``)
+        self.forward_tap: OpTap | None = None
 
     def attach(self) -> None:
         from tensorflow.python.framework import op_callbacks
@@ -101,10 +104,13 @@ class TFOpCounter:
         if graph is not None:  # an op added to a graph being built (tracing), not run
             return None
         phase = self._phases.current()
-        if phase is None:
+        if phase is None and self.forward_tap is None:
             return None
         name = op_type.decode() if isinstance(op_type, bytes) else str(op_type)
         cost = tf_op_cost(name, tuple(inputs or ()), attrs, tuple(outputs or ()))
+        if phase is None:  # the forward: kept per layer call, priced where the layer has no formula
+            self.forward_tap.add(f"tf.{name}", cost)
+            return None
         if cost is None:
             self.ops.untracked[name] = self.ops.untracked.get(name, 0) + 1
             return None
@@ -116,7 +122,13 @@ class TorchOpCounter:
     """Keras on torch: the torch dispatch mode counts what the layers do not (backward, optimizer, rest)."""
 
     def __init__(self, phases: Phases) -> None:
+        from deeplite_like.backends.torch.counting.registry import op_name
         from deeplite_like.backends.torch.profiling.phases import PhaseCountingMode, current_autograd_node
+
+        from ..counting.torch_ops import aten_cost
+
+        counter = self
+        self.forward_tap: OpTap | None = None
 
         class KerasTorchMode(PhaseCountingMode):
             """No torch module is attached: the phase comes from autograd and the Keras-side flags."""
@@ -128,7 +140,12 @@ class TorchOpCounter:
 
             def __torch_dispatch__(self, func, types, args=(), kwargs=None):
                 if phases.current() is None and current_autograd_node() is None:
-                    return func(*args, **(kwargs or {}))  # the forward: priced per layer, not here
+                    # the forward: priced per layer; its operators kept per layer call (own_ops.py)
+                    kwargs = kwargs or {}
+                    out = func(*args, **kwargs)
+                    if counter.forward_tap is not None:
+                        counter.forward_tap.add(op_name(func), aten_cost(func, args, kwargs, out))
+                    return out
                 return super().__torch_dispatch__(func, types, args, kwargs)
 
         self.mode = KerasTorchMode(time_backward=True)

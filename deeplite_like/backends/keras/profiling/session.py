@@ -16,6 +16,7 @@ import time
 from typing import Any, Callable
 
 from .._tf import import_keras
+from ..counting.own_ops import OpTap, own_ops
 from ..counting.recorder import LayerRecorder, named_layers
 from ..counting.specs import SpecMaker
 from ..tensors import batch_size_of
@@ -87,6 +88,12 @@ class Session:
         self.recorder = TimedRecorder(self.layers, self.phases, module_latency, self.sync)
         self.counter: TFOpCounter | TorchOpCounter | None = make_counter(self.phases, self.backend) \
             if count_ops else None
+        #: the forward's operators per layer call, for layers with no formula (``counting/own_ops.py``):
+        #: kept by the operator counter when there is one, else by a tap of their own while started
+        self.own_ops: OpTap | None = None
+        self._tap: Any = None
+        if self.counter is not None:
+            self.own_ops = self.counter.forward_tap = OpTap(self.recorder)
         self._hooks = PhaseHooks(self.phases)
         self._thread: int | None = None
         self.start_s: float | None = None
@@ -98,6 +105,9 @@ class Session:
             if self.counter is not None:
                 self._hooks.attach()
                 self.counter.attach()
+            else:
+                self._tap = own_ops(self.recorder, self.backend)
+                self.own_ops = self._tap.__enter__()
             self.recorder.__enter__()
         except BaseException:
             self._detach()
@@ -121,7 +131,12 @@ class Session:
         try:
             self.recorder.__exit__(None, None, None)
         finally:
-            self._hooks.detach()
+            try:
+                if self._tap is not None:
+                    tap, self._tap = self._tap, None
+                    tap.__exit__(None, None, None)
+            finally:
+                self._hooks.detach()
 
     @property
     def duration_s(self) -> float:

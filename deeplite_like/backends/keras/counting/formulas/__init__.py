@@ -17,6 +17,9 @@ family's conventions, which are the torch backend's (``conventions.py``):
     reshaping       UpSampling, Resizing, Rescaling, Normalization, Masking; free shape layers
     regularization  Dropout family and noise layers (training only)
     ops             operation nodes of functional models (``x + y``, ``keras.ops.relu``)
+    conv_rnn        ConvLSTM1D/2D/3D
+    preprocessing   preprocessing, augmentation, spectrogram and wrapper layers: priced by the
+                    operators they run (``OP_LEVEL``; random augmentation: identity at inference)
 
 Beside the layer table, ``tf_ops.py`` prices single *TensorFlow operations* with the same
 conventions (``MatMul``, ``ReluGrad``, ``AssignSubVariableOp``...): the training-step
@@ -29,11 +32,13 @@ from . import (  # noqa: F401  (imported for their registrations)
     activation,
     attention,
     conv,
+    conv_rnn,
     core,
     merging,
     norm,
     ops,
     pooling,
+    preprocessing,
     regularization,
     reshaping,
     rnn,

@@ -5,6 +5,7 @@ this package imports no framework.
 """
 from __future__ import annotations
 
+import functools
 import math
 from typing import Any, Iterable
 
@@ -24,6 +25,7 @@ ACTIVATIONS: dict[str, int] = {
     "tanh": c.TANH,
     "silu": c.SILU,  # also "swish"
     "gelu": c.GELU,  # keras.activations.gelu defaults to approximate=False (the erf form)
+    "gelu_tanh": c.GELU_TANH,  # gelu(approximate=True), bound by a partial or an alias (activation_name)
     "hard_sigmoid": c.HARDSIGMOID,
     "hard_silu": c.HARDSWISH,  # also "hard_swish"
     "hard_tanh": c.HARDTANH,
@@ -48,15 +50,32 @@ def prod(values: Iterable[Any]) -> int:
     return math.prod(int(v) for v in values)
 
 
+#: Functions of Keras' ecosystem that bind an activation's options, by name (keras_hub's BERT,
+#: GPT-2... use ``activation=gelu_approximate``: ``gelu(x, approximate=True)``).
+ACTIVATION_ALIASES: dict[str, str] = {"gelu_approximate": "gelu_tanh"}
+
+
 def activation_name(fn: Any) -> str | None:
-    """The name of a built-in Keras activation function, else ``None`` (a user function)."""
+    """The ``ACTIVATIONS`` key of a built-in Keras activation function, else ``None`` (a user function).
+
+    ``functools.partial(keras.activations.gelu, approximate=True)`` is ``"gelu_tanh"``; a partial
+    of another built-in costs as the built-in (its options - an axis, a slope - do not change the
+    per-element cost); a Keras-ecosystem alias (``ACTIVATION_ALIASES``) its target.
+    """
     if fn is None:
         return "linear"
+    if isinstance(fn, functools.partial) and not fn.args:
+        base = activation_name(fn.func)
+        if base == "gelu" and fn.keywords.get("approximate", False):
+            return "gelu_tanh"
+        return base
     name = getattr(fn, "__name__", None)
     module = getattr(fn, "__module__", "") or ""
-    if name in ACTIVATIONS and module.startswith("keras"):
-        return name
-    return None
+    if not module.startswith("keras"):
+        return None
+    if name in ACTIVATION_ALIASES:
+        return ACTIVATION_ALIASES[name]
+    return name if name in ACTIVATIONS else None
 
 
 def activation_cost(call: LayerCall, fn: Any, elements: int) -> Cost:

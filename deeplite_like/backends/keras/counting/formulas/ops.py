@@ -11,8 +11,9 @@ Costs follow the torch backend's elementwise, activation, matmul and reduction f
     mean                                N + R;  var 4N + 2R;  std 4N + 3R;  logsumexp 4N + 2R
     reshapes, transposes, indexing, concatenation, casts, comparisons, creation: free
 
-Eager code in a subclassed model's ``call`` runs these functions directly (no operation
-object is created), so it is not seen: such a layer is untracked unless it has a formula.
+Eager code in a subclassed model's or custom layer's ``call`` runs these functions directly
+(no operation object is created): it is priced op by op from the framework's own operators
+(``own_ops.py``, ``formulas/tf_ops.py`` on TensorFlow, the torch formula table on torch).
 """
 from __future__ import annotations
 

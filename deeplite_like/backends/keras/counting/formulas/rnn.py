@@ -28,7 +28,7 @@ arithmetic of its own: the inner layer is recorded once per time step.
 """
 from __future__ import annotations
 
-from ..registry import FREE, Cost, LayerCall, TensorSpec, lookup, register_layer_formula
+from ..registry import FREE, OP_MARKS, Cost, LayerCall, TensorSpec, lookup, register_layer_formula
 from . import conventions as c
 from ._common import ACTIVATIONS, activation_name, float_elements
 
@@ -124,7 +124,7 @@ def rnn(call: LayerCall) -> Cost:
     for i, cell in enumerate(cells):
         entry = lookup(type(cell), {})
         size = getattr(cell, "output_size", None)
-        if entry is None or entry is FREE or not isinstance(size, int):
+        if entry is None or entry is FREE or entry in OP_MARKS or not isinstance(size, int):
             call.report_untracked(type(cell).__name__)
             break
         step_output = TensorSpec((batch, size), x.dtype)

@@ -4,7 +4,11 @@
 through an op callback - the backward pass, the optimizer's update, the loss - with its
 inputs' and outputs' shapes; ``tf_op_cost`` prices one. The rules are the torch backend's:
 
-    MatMul / BatchMatMul*             m*n*k MACs (per batch matrix), 2 FLOPs per MAC
+    MatMul / BatchMatMul*             m*n*k MACs (per batch matrix), 2 FLOPs per MAC (k = 1: m*n FLOPs)
+    Conv2D / Conv3D / Depthwise       out elements x window x in-channels per group MACs
+    Einsum                            the joint index space (as the einsum layer formula)
+    MaxPool / AvgPool                 K / K + 1 per output element; FusedBatchNorm as BatchNormalization
+    FFT / IFFT                        5 N log2 N per complex transform; RFFT / IRFFT 2.5 N log2 N
     Conv*BackpropInput / Filter       the forward convolution's MACs (as torch's convolution_backward)
     elementwise math, activations     1 FLOP per float output element (Sigmoid 4, Softmax 5, ...)
     activation gradients              as torch's *_backward (ReluGrad 1, SigmoidGrad 3, ...)
@@ -85,10 +89,16 @@ def _reduction(per_input: int, per_output: int = 0) -> Callable:
 
 
 def _matmul(inputs, attrs, outputs):
-    """(m, k) @ (k, n) with transposes or batch adjoints: m*n*k MACs (per batch matrix)."""
+    """(m, k) @ (k, n) with transposes or batch adjoints: m*n*k MACs (per batch matrix).
+
+    With k = 1 nothing is summed (an outer product: ``tf.einsum('t,f->tf')`` lowers to one):
+    one multiply per output element, FLOPs only, as the einsum rule.
+    """
     a = inputs[0].shape
     adjoint = _attr(attrs, "transpose_a", False) or _attr(attrs, "adj_x", False)
     k = int(a[-2] if adjoint else a[-1])
+    if k == 1:
+        return 0, _out_elements(inputs, outputs)
     return _contraction(_numel(outputs[0].shape) * k, outputs)
 
 
@@ -96,6 +106,69 @@ def _contraction(macs: int, outputs: Sequence[Any]) -> tuple[int, int]:
     if outputs and not _is_float(outputs[0]):
         return 0, 0
     return macs, 2 * macs
+
+
+def _conv(inputs, attrs, outputs):
+    """Conv2D / Conv3D (filter ``(*k, cin/groups, cout)``): out elements x prod(k) x cin/groups MACs."""
+    return _contraction(_numel(outputs[0].shape) * _numel(inputs[1].shape[:-1]), outputs)
+
+
+def _depthwise(inputs, attrs, outputs):
+    """DepthwiseConv2dNative (filter ``(kh, kw, cin, multiplier)``): out elements x kh*kw MACs."""
+    return _contraction(_numel(outputs[0].shape) * _numel(inputs[1].shape[:-2]), outputs)
+
+
+def _einsum(inputs, attrs, outputs):
+    """One MAC per point of the joint index space (as torch's einsum; ``formulas._common.einsum_cost``)."""
+    from ._common import einsum_cost
+
+    equation = _attr(attrs, "equation", b"")
+    equation = equation.decode() if isinstance(equation, bytes) else str(equation)
+    if outputs and not _is_float(outputs[0]):
+        return 0, 0
+    cost = einsum_cost(equation, *(tuple(int(d) for d in t.shape) for t in inputs))
+    return cost.macs, cost.flops
+
+
+def _pool(extra: int) -> Callable:
+    """MaxPool: K per output element (as the MaxPooling formula); AvgPool: K + 1 (the divide)."""
+    def cost(inputs, attrs, outputs):
+        window = math.prod(int(v) for v in _attr(attrs, "ksize", (1,)))
+        return 0, (window + extra) * _out_elements(inputs, outputs)
+    return cost
+
+
+def _fused_batch_norm(inputs, attrs, outputs):
+    """As the BatchNormalization formula: inference 2N + 2C + N (scale) + N (offset); training 6N + 4C + 2N."""
+    n, channels = _numel(inputs[0].shape), _numel(inputs[1].shape)
+    if _attr(attrs, "is_training", False):
+        return 0, 8 * n + 4 * channels
+    return 0, 4 * n + 2 * channels
+
+
+def _fft_length(inputs, outputs) -> int:
+    """The transform length N of an RFFT / IRFFT: its ``fft_length`` input (a 1-element tensor)."""
+    length = inputs[1] if len(inputs) > 1 else None
+    if length is not None and hasattr(length, "numpy"):
+        return int(length.numpy().reshape(-1)[-1])
+    return 2 * (int(outputs[0].shape[-1]) - 1) if outputs else 0
+
+
+def _fft(real: bool) -> Callable:
+    """A complex N-point FFT is 5 N log2 N FLOPs per transform (the radix-2 count); one of a real
+    signal (RFFT, IRFFT) half that, 2.5 N log2 N. Transforms = elements / the last dim."""
+    def cost(inputs, attrs, outputs):
+        if real:
+            n = _fft_length(inputs, outputs)
+            complex_side = inputs[0] if inputs[0].dtype.is_complex else outputs[0]
+        else:
+            n, complex_side = int(inputs[0].shape[-1]), inputs[0]
+        transforms = _numel(complex_side.shape) // max(int(complex_side.shape[-1]), 1)
+        if n < 2:
+            return 0, 0
+        per = 5 * n * math.log2(n) / (2 if real else 1)
+        return 0, int(round(transforms * per))
+    return cost
 
 
 def _conv_backprop_input(inputs, attrs, outputs):
@@ -161,7 +234,9 @@ TF_COSTS: dict[str, Callable] = {
         "AddV2", "Add", "Sub", "Mul", "RealDiv", "Div", "DivNoNan", "MulNoNan", "Neg", "Square", "Sqrt", "Rsqrt",
         "Reciprocal", "Inv", "Exp", "Expm1", "Log", "Log1p", "Abs", "Sign", "Maximum", "Minimum", "Pow", "Floor",
         "Ceil", "Round", "Rint", "Erf", "Erfc", "Tanh", "Relu", "Relu6", "FloorMod", "Mod", "FloorDiv", "BiasAdd",
-        "ReluGrad", "Relu6Grad", "AssignAddVariableOp", "AssignSubVariableOp")},
+        "ReluGrad", "Relu6Grad", "AssignAddVariableOp", "AssignSubVariableOp", "Sin", "Cos", "Tan", "Asin",
+        "Acos", "Atan", "Atan2", "Sinh", "Cosh", "Asinh", "Acosh", "Atanh", "Exp2", "Log2", "Truncatediv",
+        "TruncateMod", "Xlogy", "Xdivy", "Softsign")},
     **{name: _per_element(2) for name in ("SquaredDifference", "ClipByValue", "LeakyRelu", "LeakyReluGrad",
                                           "SqrtGrad", "ReciprocalGrad")},
     **{name: _per_element(3) for name in ("SigmoidGrad", "TanhGrad", "EluGrad", "SeluGrad", "Elu", "Softplus",
@@ -171,6 +246,11 @@ TF_COSTS: dict[str, Callable] = {
     "Sum": _reduction(1), "Prod": _reduction(1), "Max": _reduction(1), "Min": _reduction(1),
     "ArgMax": _reduction(1), "ArgMin": _reduction(1), "Mean": _reduction(1, 1), "BiasAddGrad": _reduction(1),
     "L2Loss": _reduction(2), "EuclideanNorm": _reduction(2, 1), "AddN": _add_n,
+    "Conv2D": _conv, "Conv3D": _conv, "DepthwiseConv2dNative": _depthwise, "Einsum": _einsum,
+    "MaxPool": _pool(0), "MaxPoolV2": _pool(0), "MaxPool3D": _pool(0), "AvgPool": _pool(1), "AvgPool3D": _pool(1),
+    "FusedBatchNormV3": _fused_batch_norm, "FusedBatchNorm": _fused_batch_norm,
+    "RFFT": _fft(True), "IRFFT": _fft(True), "FFT": _fft(False), "IFFT": _fft(False), "ComplexAbs": _per_element(4),
+    "Cumsum": _reduction(1), "Cumprod": _reduction(1),
     "MatMul": _matmul, "BatchMatMul": _matmul, "BatchMatMulV2": _matmul, "BatchMatMulV3": _matmul,
     "Conv2DBackpropInput": _conv_backprop_input, "Conv2DBackpropFilter": _conv_backprop_filter,
     "Conv3DBackpropInputV2": _conv_backprop_input, "Conv3DBackpropFilterV2": _conv_backprop_filter,
@@ -191,8 +271,13 @@ TF_FREE = frozenset(FREE_TF_OPS | {
     "BroadcastGradientArgs", "StridedSliceGrad", "ConcatOffset", "InvertPermutation",
     "VarIsInitializedOp", "DestroyResourceOp", "GatherNd", "ScatterNd", "TensorScatterUpdate",
     "Empty", "Copy", "CopyHost", "DeepCopy", "StatelessRandomUniformIntV2",
-    "RandomUniformInt", "Bitcast", "Cumsum", "IsFinite", "IsNan", "IsInf", "All", "Any", "MatrixDiag",
+    "RandomUniformInt", "Bitcast", "IsFinite", "IsNan", "IsInf", "All", "Any", "MatrixDiag",
     "MatrixBandPart", "LinSpace", "Unique", "TopKV2", "Relu6GradGrad", "EmptyTensorList", "SaveV2", "RestoreV2",
+    # complex parts, shapes, and what lookup / encoding layers run (integer and string work)
+    "Real", "Imag", "Complex", "BroadcastArgs", "LookupTableFindV2", "LookupTableSizeV2", "LookupTableImportV2",
+    "HashTableV2", "MutableHashTableV2", "Bucketize", "StringToHashBucketFast", "StringToHashBucketStrong",
+    "Bincount", "DenseBincount", "RaggedBincount", "SparseBincount", "SparseCross", "SparseCrossHashed",
+    "RaggedTensorToTensor", "StringLower", "StaticRegexReplace", "StringSplitV2", "UniqueV2",
 })
 
 
