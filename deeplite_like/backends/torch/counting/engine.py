@@ -95,7 +95,8 @@ def count_ops(model: torch.nn.Module, *args: Any, backward: bool = False, meta: 
         if backward:
             cleanup.enter_context(_preserved_grads(model))
         cleanup.callback(mode.detach)
-        mode.attach(modules)
+        # Nested inputs run only through the fused transformer kernels: keep them (they price per sequence).
+        mode.attach(modules, unfuse=not any(t.is_nested for t in _tensors_in((args, kwargs))))
         if on_meta:  # tensors the forward creates without a device land on meta too
             cleanup.enter_context(torch.device("meta"))
         cleanup.enter_context(torch.enable_grad() if backward else contextlib.nullcontext())
@@ -192,9 +193,9 @@ def _check_differentiable(model: torch.nn.Module, args: tuple, kwargs: dict) -> 
 def _batch_size(args: tuple, kwargs: dict) -> int | None:
     """The first dimension of the first tensor argument, if it has one."""
     if args and isinstance(args[0], torch.Tensor):  # the usual call, without a pytree walk
-        return int(args[0].shape[0]) if args[0].dim() > 0 else None
+        return int(args[0].size(0)) if args[0].dim() > 0 else None  # (size(0): nested tensors have no .shape)
     for tensor in _tensors_in((args, kwargs)):
-        return int(tensor.shape[0]) if tensor.dim() > 0 else None
+        return int(tensor.size(0)) if tensor.dim() > 0 else None
     return None
 
 
