@@ -17,6 +17,7 @@ its cost; each module's docstring states the family's conventions:
     interpolate  upsample (nearest is free), grid_sample, affine_grid
     indexing     embedding bags, scatter-adds, embedding backward
     loss         loss functions and their backward
+    quantized    quantized:: kernels (static and dynamic), priced as their float twins
     free         views, copies, casts, indexing, creation, comparisons: 0 FLOPs
 """
 from __future__ import annotations
@@ -34,6 +35,7 @@ from . import (  # noqa: F401  (imported for their registrations)
     norm,
     optim,
     pooling,
+    quantized,
     reduction,
     rnn,
     softmax,
