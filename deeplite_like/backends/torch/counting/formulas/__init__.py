@@ -18,6 +18,9 @@ its cost; each module's docstring states the family's conventions:
     indexing     embedding bags, scatter-adds, embedding backward
     loss         loss functions and their backward
     quantized    quantized:: kernels (static and dynamic), priced as their float twins
+    fft          _fft_r2c / _fft_c2r / _fft_c2c: 5 N log2 N per complex transform, half for real
+    linalg       decompositions, solves, inverses: LAPACK / Golub & Van Loan counts
+    vision       torchvision::nms, torchvision::roi_align (by name: torchvision need not be loaded)
     free         views, copies, casts, indexing, creation, comparisons: 0 FLOPs
 """
 from __future__ import annotations
@@ -27,9 +30,11 @@ from . import (  # noqa: F401  (imported for their registrations)
     attention,
     conv,
     elementwise,
+    fft,
     free,
     indexing,
     interpolate,
+    linalg,
     loss,
     matmul,
     norm,
@@ -39,4 +44,5 @@ from . import (  # noqa: F401  (imported for their registrations)
     reduction,
     rnn,
     softmax,
+    vision,
 )
