@@ -118,3 +118,22 @@ def test_a_forward_error_on_nested_inputs_names_the_components():
     with pytest.raises(ForwardError) as info:
         count_ops(layer, _nested(12, 8))
     assert "'self_attn'" in str(info.value) and "NestedTensor[(12, 64), (8, 64)] float32" in str(info.value)
+
+
+@pytest.mark.parametrize("batch_size,macs", [
+    # components 12 and 8 tokens: batch 1 takes the first (411,648); 2 both (681,984); 3 cycles: 12, 8, 12
+    (1, 411_648), (2, 681_984), (3, 2 * 411_648 + 270_336),
+])
+def test_profiler_takes_batches_of_a_nested_input(batch_size, macs):
+    # Every metric runs on a nested input (no single shape): batches are components, the fast path stays on.
+    from deeplite_like.backends.torch import TorchProfiler
+
+    torch.manual_seed(0)
+    layer = nn.TransformerEncoderLayer(64, 4, 128, batch_first=True).eval()
+    with torch.no_grad():
+        profiler = TorchProfiler.from_inputs(layer, _nested(12, 8))
+        profiler.compute_network_status(batch_size=batch_size, min_run_time=0.01)
+    status = profiler.status_to_dict()
+    assert status["macs"] == macs
+    assert status["peak_activation_memory"] > 0
+    assert "nested(12x64" in str(status["layerwise_summary"].rows[0]["input_shapes"])
