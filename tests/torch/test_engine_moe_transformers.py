@@ -52,3 +52,23 @@ def test_mixtral_backward_prices_the_grouped_backward():
                         warn_untracked=False)
     assert counted.untracked == {}
     assert counted.by_operator["aten._grouped_mm"].macs == 3 * EXPERT_MACS
+
+
+@pytest.mark.parametrize("backward", [False, True])
+def test_transformers_grouped_mm_fallback_is_priced_like_grouped_mm(backward):
+    # transformers' custom op for where torch._grouped_mm cannot run: (10, 16) x (3, 16, 8) with offs
+    # ending at 10: 10*16*8 = 1,280 MACs forward; backward dX and dW, 2 * 1,280.
+    from transformers.integrations import moe  # noqa: F401  (defines torch.ops.transformers.*)
+
+    class Fallback(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.w = torch.nn.Parameter(torch.randn(3, 16, 8))
+
+        def forward(self, x, offs):
+            return torch.ops.transformers.grouped_mm_fallback(x, self.w, offs)
+
+    counted = count_ops(Fallback(), torch.randn(10, 16), torch.tensor([4, 7, 10]), backward=backward)
+    assert counted.phases["forward"].macs == 1_280
+    assert counted.macs == (3 if backward else 1) * 1_280
+    assert counted.untracked == {}

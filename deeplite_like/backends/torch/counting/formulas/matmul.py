@@ -235,3 +235,20 @@ def grouped_mm(call: OpCall) -> Cost:
         outputs = m * n
         macs = m * k * n
     return Cost.contraction(macs, outputs if a["bias"] is not None else 0)
+
+
+@register_formula("transformers::grouped_mm_fallback")
+def grouped_mm_fallback(call: OpCall) -> Cost:
+    """transformers' own grouped matmul (its fallback where ``_grouped_mm`` cannot run): input (S, K) x
+    weight (G, K, N) split by ``offs``: rows*K*N MACs, as ``_grouped_mm`` 2-D x 3-D. Kept by name."""
+    x, weight, offs = call.args[:3]
+    (rows, k), n = shape(x), shape(weight)[2]
+    return Cost.contraction(_routed(offs, rows) * k * n)
+
+
+@register_formula("transformers::grouped_mm_fallback_backward")
+def grouped_mm_fallback_backward(call: OpCall) -> Cost:
+    """Its backward: dX = dY W^T and dW = X^T dY per group, 2*rows*K*N MACs."""
+    x, weight, offs = call.args[:3]
+    (rows, k), n = shape(x), shape(weight)[2]
+    return Cost.contraction(2 * _routed(offs, rows) * k * n)
