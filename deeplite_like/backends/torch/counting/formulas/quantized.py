@@ -27,7 +27,7 @@ from typing import Any
 import torch
 
 from ..registry import Cost, OpCall, register_formula, register_free
-from ._common import numel, ops, prod, shape
+from ._common import MISSING, numel, ops, prod, shape
 from .activation import CELU, HARDSWISH, HARDTANH, LEAKY_RELU, RELU, SIGMOID
 from .conv import conv_macs
 from .norm import normalisation_cost, _running_stats_cost
@@ -37,8 +37,14 @@ quantized = torch.ops.quantized
 
 
 def _q(*names: str) -> list[Any]:
-    """The ``quantized::`` packets named that this torch build has."""
-    return [getattr(quantized, name) for name in names if hasattr(quantized, name)]
+    """The ``quantized::`` packets named that this torch build has (the others are recorded in ``MISSING``)."""
+    found = []
+    for name in names:
+        if hasattr(quantized, name):
+            found.append(getattr(quantized, name))
+        else:
+            MISSING.append(f"quantized::{name}")
+    return found
 
 
 def _conv_weight(packed: Any) -> tuple[torch.Tensor, torch.Tensor | None]:
