@@ -137,3 +137,32 @@ def test_profiler_takes_batches_of_a_nested_input(batch_size, macs):
     assert status["macs"] == macs
     assert status["peak_activation_memory"] > 0
     assert "nested(12x64" in str(status["layerwise_summary"].rows[0]["input_shapes"])
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_meta_counting_refuses_nested_inputs_and_says_what_to_do(layout):
+    with pytest.raises(ValueError, match=r"no meta nested tensors.*meta=False") as info:
+        count_ops(nn.Linear(64, 8), _nested(12, 8, layout=layout), meta=True)
+    assert "NestedTensor[(12, 64), (8, 64)] float32" in str(info.value)
+
+
+def test_a_formula_failing_on_the_components_is_reported_with_the_nested_shapes():
+    from deeplite_like.backends.torch.counting import FormulaError, ForwardError, register_formula
+    from deeplite_like.backends.torch.counting.registry import lookup
+
+    relu = torch.ops.aten.relu
+    original = lookup(relu.default)
+
+    def broken(call):
+        raise KeyError("oops")
+
+    register_formula(relu, override=True)(broken)
+    try:
+        with pytest.raises(ForwardError) as info:
+            count_ops(nn.ReLU(), _nested(12, 8))
+    finally:
+        register_formula(relu, override=True)(original)
+    error = info.value.__cause__
+    assert isinstance(error, FormulaError) and isinstance(error.__cause__, KeyError)
+    assert "components of nested tensors (NestedTensor[(12, 64), (8, 64)] float32)" in str(error)
+    assert lookup(relu.default) is original

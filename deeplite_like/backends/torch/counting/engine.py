@@ -84,6 +84,7 @@ def count_ops(model: torch.nn.Module, *args: Any, backward: bool = False, meta: 
         cleanup.enter_context(kept_tensor_attributes([module for _, module in modules]))
         state: dict[str, torch.Tensor] = {}
         if on_meta:
+            _refuse_nested_on_meta(args, kwargs)
             state = _meta_state(model)
             real = pytree.tree_leaves((args, kwargs))
             args, kwargs = pytree.tree_map_only(torch.Tensor, _meta_like, (args, kwargs))
@@ -197,6 +198,15 @@ def _batch_size(args: tuple, kwargs: dict) -> int | None:
     for tensor in _tensors_in((args, kwargs)):
         return int(tensor.size(0)) if tensor.dim() > 0 else None
     return None
+
+
+def _refuse_nested_on_meta(args: tuple, kwargs: dict) -> None:
+    """Nested tensors have no meta form (torch keeps their component sizes in a real tensor)."""
+    for tensor in _tensors_in((args, kwargs)):
+        if tensor.is_nested:
+            raise ValueError(f"count_ops(meta=True) got a nested tensor input ({describe_args((tensor,), {})[1:-1]}): "
+                             "torch has no meta nested tensors. Count on real tensors (meta=False, a model "
+                             "not on the meta device), or pass the padded dense tensor instead")
 
 
 def _tensors_in(tree: Any) -> Iterator[torch.Tensor]:
