@@ -58,7 +58,7 @@ def test_mixtral_backward_prices_the_grouped_backward():
 def test_transformers_grouped_mm_fallback_is_priced_like_grouped_mm(backward):
     # transformers' custom op for where torch._grouped_mm cannot run: (10, 16) x (3, 16, 8) with offs
     # ending at 10: 10*16*8 = 1,280 MACs forward; backward dX and dW, 2 * 1,280.
-    from transformers.integrations import moe  # noqa: F401  (defines torch.ops.transformers.*)
+    import transformers.integrations.moe  # noqa: F401  (defines torch.ops.transformers.*)
 
     class Fallback(torch.nn.Module):
         def __init__(self):

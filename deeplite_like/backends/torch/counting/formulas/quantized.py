@@ -29,8 +29,7 @@ import torch
 from ..registry import Cost, OpCall, register_formula, register_free
 from ._common import MISSING, numel, ops, prod, shape
 from .activation import CELU, HARDSWISH, HARDTANH, LEAKY_RELU, RELU, SIGMOID
-from .conv import conv_macs
-from .norm import normalisation_cost, _running_stats_cost
+from .norm import _running_stats_cost, normalisation_cost
 from .softmax import SOFTMAX
 
 quantized = torch.ops.quantized
@@ -112,8 +111,8 @@ def _per_output(flops_per_element: int, name: str):
 
 register_formula(*_q("add", "add_out", "add_scalar", "add_scalar_out", "mul", "mul_out", "mul_scalar",
                      "mul_scalar_out", "threshold"))(_per_output(1, "quantized_binary"))
-register_formula(*_q("add_relu", "add_relu_out", "add_scalar_relu", "add_scalar_relu_out", "mul_relu",
-                     "mul_relu_out", "mul_scalar_relu", "mul_scalar_relu_out"))(_per_output(1 + RELU, "quantized_binary_relu"))
+register_formula(*_q("add_relu", "add_relu_out", "add_scalar_relu", "add_scalar_relu_out", "mul_relu", "mul_relu_out",
+                     "mul_scalar_relu", "mul_scalar_relu_out"))(_per_output(1 + RELU, "quantized_binary_relu"))
 register_formula(*_q("cat_relu"))(_per_output(RELU, "quantized_cat_relu"))
 register_formula(*_q("hardswish"))(_per_output(HARDSWISH, "quantized_hardswish"))
 register_formula(*_q("sigmoid"))(_per_output(SIGMOID, "quantized_sigmoid"))
