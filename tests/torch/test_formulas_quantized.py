@@ -151,3 +151,40 @@ def test_quantized_mobilenet_v2_size_is_int8_weights_and_float32_biases(mobilene
     stats = parameter_stats(quantized_model)
     assert stats.by_dtype == {"qint8": 3_469_760, "float32": 72_224}
     assert stats.param_bytes == 3_469_760 + 72_224
+
+
+class Layers(nn.Module):
+    """Quantized layers beyond conv/linear: batch norm, hardswish, max pool, upsample, sigmoid, leaky ReLU,
+    ReLU6, layer norm, avg pool (eager mode swaps each for its quantized kernel or runs aten on quint8)."""
+
+    def __init__(self):
+        super().__init__()
+        self.quant, self.dequant = tq.QuantStub(), tq.DeQuantStub()
+        self.conv, self.bn, self.hardswish = nn.Conv2d(3, 8, 3, padding=1), nn.BatchNorm2d(8), nn.Hardswish()
+        self.maxpool, self.up = nn.MaxPool2d(2), nn.Upsample(scale_factor=2, mode="bilinear")
+        self.sigmoid, self.leaky, self.relu6 = nn.Sigmoid(), nn.LeakyReLU(0.1), nn.ReLU6()
+        self.norm, self.avgpool = nn.LayerNorm([8, 16, 16]), nn.AvgPool2d(2)
+
+    def forward(self, x):
+        x = self.maxpool(self.hardswish(self.bn(self.conv(self.quant(x)))))
+        x = self.relu6(self.leaky(self.sigmoid(self.up(x))))
+        return self.dequant(self.avgpool(self.norm(x)))
+
+
+def test_every_quantized_layer_counts_as_its_float_twin():
+    # x (1, 3, 16, 16), N = 8*16*16 = 2,048 elements after the conv:
+    # conv 55,296 MACs, 2*55,296 + 2,048 bias = 112,640; batch norm (running stats) 2N + 2C + 2N = 8,208;
+    # hardswish 5N = 10,240; max pool 2x2: 512 outputs * 4 = 2,048; bilinear upsample back to 16x16:
+    # 14,336 (interpolate.py: 7 per output); sigmoid 4N = 8,192; leaky ReLU 2N; ReLU6 2N (4,096 each);
+    # layer norm 6N + 4 + 2N = 16,388; avg pool 2x2: 512 * 5 = 2,560. Total 182,804 FLOPs.
+    torch.manual_seed(0)
+    x = torch.randn(1, 3, 16, 16)
+    model = Layers().eval()
+    model.qconfig = tq.get_default_qconfig("fbgemm")
+    prepared = tq.prepare(model)
+    prepared(x)
+    counted = count_ops(tq.convert(prepared), x)
+    assert (counted.macs, counted.flops) == (55_296, 182_804)
+    assert counted.untracked == {}
+    float_count = count_ops(Layers().eval(), x)
+    assert (float_count.macs, float_count.flops) == (55_296, 182_804)
