@@ -44,10 +44,13 @@ class TorchAdapter:
     def describe(self, x: torch.Tensor) -> str:
         dtype = str(x.dtype).removeprefix("torch.")
         device = "" if x.device.type == "cpu" else f", {x.device}"
+        if x.is_nested:  # no single shape: its components' (``torch.nested``)
+            parts = ", ".join(format_shape(tuple(part.shape)) for part in x.unbind())
+            return f"NestedTensor[{dtype}, {parts}{device}]"
         return f"{type(x).__name__}[{dtype}, {format_shape(tuple(x.shape))}{device}]"
 
     def batch_dim(self, x: torch.Tensor) -> int | None:
-        return int(x.shape[0]) if x.dim() > 0 else None
+        return int(x.size(0)) if x.dim() > 0 else None  # (size(0): a nested tensor has no .shape)
 
     def take(self, x: torch.Tensor, n: int) -> torch.Tensor:
         """``n`` samples of ``x`` along dim 0: ``x[:n]`` (a view) or rows ``i % len(x)`` (a copy).
@@ -61,6 +64,10 @@ class TorchAdapter:
         if n == batch:
             return x
         source = x.detach()
+        if x.is_nested:  # components chosen as below, nested again (nested tensors have no index_select)
+            parts = source.unbind()
+            chosen = parts[:n] if n < batch else [parts[i] for i in cyclic_indices(batch, n)]
+            return torch.nested.as_nested_tensor(list(chosen), layout=x.layout).requires_grad_(x.requires_grad)
         if n < batch:
             out = source[:n]
         else:

@@ -45,7 +45,7 @@ def batch_size_of(args: tuple, kwargs: dict) -> int | None:
     """Leading dimension of the first tensor among the inputs."""
     for leaf in torch.utils._pytree.tree_leaves((args, kwargs)):
         if isinstance(leaf, torch.Tensor) and leaf.dim() > 0:
-            return int(leaf.shape[0])
+            return int(leaf.size(0))  # (size(0): a nested tensor has no .shape)
     return None
 
 

@@ -23,9 +23,14 @@ HEADERS = {"module": "Module", "type": "Type", "input_shapes": "Input shapes", "
            "macs_share": "MACs %", "calls": "Calls"}
 
 
+def _shape(t: torch.Tensor) -> str:
+    if t.is_nested:  # no single shape: its components', "nested(12x64, 8x64)"
+        return f"nested({', '.join(_shape(part) for part in t.unbind())})"
+    return "x".join(map(str, t.shape)) or "scalar"
+
+
 def _shapes(value: Any) -> str:
-    shapes = [tuple(t.shape) for t in tree_leaves(value) if isinstance(t, torch.Tensor)]
-    return ", ".join("x".join(map(str, s)) or "scalar" for s in shapes)
+    return ", ".join(_shape(t) for t in tree_leaves(value) if isinstance(t, torch.Tensor))
 
 
 def _bytes(value: Any) -> int:

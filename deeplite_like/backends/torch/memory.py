@@ -251,7 +251,7 @@ class _StorageTracker(LightDispatchMode):
 def _infer_batch_size(args: tuple, kwargs: Mapping[str, Any]) -> int:
     for tensor in _tensor_leaves((args, dict(kwargs))):
         if tensor.dim() >= 1:
-            return int(tensor.shape[0])
+            return int(tensor.size(0))  # (size(0): a nested tensor has no .shape)
     raise ValueError(
         "cannot infer the batch size: no input tensor has a leading dimension; "
         "pass batch_size=... explicitly"
@@ -338,7 +338,9 @@ def peak_activation_memory(
         modules = _ModuleStack(model)
         tracker = make(_StorageTracker, input_bytes, external, lambda: modules.current, values)
         try:
-            fastpath = contextlib.nullcontext() if allow_fastpath else unfused()
+            # (nested inputs run only through the fused transformer kernels: the fast path stays on)
+            nested = any(t.is_nested for t in inputs)
+            fastpath = contextlib.nullcontext() if allow_fastpath or nested else unfused()
             with torch.set_grad_enabled(grad), fastpath, modules, tracker:
                 if state is None:
                     out = model(*args, **kwargs)

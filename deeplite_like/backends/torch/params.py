@@ -56,6 +56,8 @@ def _storage_key(tensor: torch.Tensor) -> tuple[str, int] | None:
 
 def tensor_span(tensor: torch.Tensor) -> tuple[int, int]:
     """Half-open byte interval ``[start, end)`` of its storage that ``tensor`` can touch."""
+    if tensor.is_nested:  # its components lie in one buffer, the whole storage (no single shape/stride)
+        return 0, tensor.untyped_storage().nbytes()
     size = tensor.element_size()
     start = tensor.storage_offset() * size
     if tensor.numel() == 0:

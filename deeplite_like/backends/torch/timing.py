@@ -48,7 +48,7 @@ __all__ = ["TimingStats", "measure_execution_time"]
 def _infer_batch_size(args: tuple, kwargs: Mapping[str, Any]) -> int:
     for leaf in pytree.tree_leaves((args, dict(kwargs))):
         if isinstance(leaf, torch.Tensor) and leaf.dim() >= 1:
-            return int(leaf.shape[0])
+            return int(leaf.size(0))  # (size(0): a nested tensor has no .shape)
     raise ValueError(
         "cannot infer the batch size: no input tensor has a leading dimension; "
         "pass batch_size=... explicitly"

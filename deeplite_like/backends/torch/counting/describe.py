@@ -5,11 +5,15 @@ from typing import Any
 
 import torch
 
+from .nested import describe_nested
+
 __all__ = ["describe_args", "describe_tensor"]
 
 
 def describe_tensor(value: Any) -> str:
     if isinstance(value, torch.Tensor):
+        if value.is_nested:  # no single shape: its components'
+            return describe_nested(value)
         dtype = str(value.dtype).replace("torch.", "")
         device = "" if value.device.type == "cpu" else f" {value.device}"
         return f"Tensor[{', '.join(str(int(s)) for s in value.shape)}] {dtype}{device}"

@@ -89,6 +89,7 @@ def count_ops(model: torch.nn.Module, *args: Any, backward: bool = False, meta: 
         cleanup.enter_context(kept_tensor_attributes([module for _, module in modules]))
         state: dict[str, torch.Tensor] = {}
         if on_meta:
+            _refuse_nested_on_meta(args, kwargs)
             state = _meta_state(model)
             real = pytree.tree_leaves((args, kwargs))
             args, kwargs = pytree.tree_map_only(torch.Tensor, _meta_like, (args, kwargs))
@@ -100,7 +101,8 @@ def count_ops(model: torch.nn.Module, *args: Any, backward: bool = False, meta: 
         if backward:
             cleanup.enter_context(_preserved_grads(model))
         cleanup.callback(mode.detach)
-        mode.attach(modules)
+        # Nested inputs run only through the fused transformer kernels: keep them (they price per sequence).
+        mode.attach(modules, unfuse=not any(t.is_nested for t in _tensors_in((args, kwargs))))
         if on_meta:  # tensors the forward creates without a device land on meta too
             cleanup.enter_context(torch.device("meta"))
         cleanup.enter_context(torch.enable_grad() if backward else contextlib.nullcontext())
@@ -199,10 +201,19 @@ def _check_differentiable(model: torch.nn.Module, args: tuple, kwargs: dict) -> 
 def _batch_size(args: tuple, kwargs: dict) -> int | None:
     """The first dimension of the first tensor argument, if it has one."""
     if args and isinstance(args[0], torch.Tensor):  # the usual call, without a pytree walk
-        return int(args[0].shape[0]) if args[0].dim() > 0 else None
+        return int(args[0].size(0)) if args[0].dim() > 0 else None  # (size(0): nested tensors have no .shape)
     for tensor in _tensors_in((args, kwargs)):
-        return int(tensor.shape[0]) if tensor.dim() > 0 else None
+        return int(tensor.size(0)) if tensor.dim() > 0 else None
     return None
+
+
+def _refuse_nested_on_meta(args: tuple, kwargs: dict) -> None:
+    """Nested tensors have no meta form (torch keeps their component sizes in a real tensor)."""
+    for tensor in _tensors_in((args, kwargs)):
+        if tensor.is_nested:
+            raise ValueError(f"count_ops(meta=True) got a nested tensor input ({describe_args((tensor,), {})[1:-1]}): "
+                             "torch has no meta nested tensors. Count on real tensors (meta=False, a model "
+                             "not on the meta device), or pass the padded dense tensor instead")
 
 
 def _tensors_in(tree: Any) -> Iterator[torch.Tensor]:

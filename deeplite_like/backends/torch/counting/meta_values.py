@@ -24,6 +24,8 @@ import torch
 from torch.utils import _pytree as pytree
 from torch.utils.weak import WeakTensorKeyDictionary
 
+from .meta_shapes import meta_output
+
 __all__ = ["MAX_ELEMENTS", "MetaValueError", "MetaValues"]
 
 #: Tensors with more elements get no twin (int64: 32 MiB): index tensors are far smaller.
@@ -68,6 +70,9 @@ class MetaValues:
             try:
                 out = run(*args, **kwargs)
             except (NotImplementedError, RuntimeError) as exc:
+                out = meta_output(func, args, kwargs)  # a meta kernel stricter than the real ones
+                if out is not None:
+                    return out
                 # A meta kernel that needs values (.item(), nonzero, masked_select, unique): run on the twins.
                 return self._from_twins(func, name, args, kwargs, exc)
             if self._wanted(out) or written:

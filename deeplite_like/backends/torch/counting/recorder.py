@@ -82,6 +82,7 @@ from .meta_values import MetaValues
 from .module_wrappers import FUSED_UNLESS_HOOKED, can_wrap, counting_thread, unwrap_classes, wrap_classes
 from .module_wrappers import _wrapped  # noqa: F401  (re-exported: tests check that no wrapper is left)
 from .modules import lookup_module_formula, module_op_name
+from .nested import any_nested, price_per_component
 from .op_facts import op_info
 from .registry import CountOptions, OpCall, is_free, lookup
 
@@ -185,8 +186,12 @@ class CountingMode(LightDispatchMode):
         self._in_backward = phase == "backward" and _current_autograd_node is not None
 
     # -- module calls ---------------------------------------------------------------------
-    def attach(self, named_modules: list[tuple[str, torch.nn.Module]]) -> None:
+    def attach(self, named_modules: list[tuple[str, torch.nn.Module]], unfuse: bool = True) -> None:
         """Follow every module's calls (``model.named_modules()``: first qualified names, the root is ``""``).
+
+        ``unfuse``: turn the fused transformer fast path off while a layer that has one is counted
+        (``fastpath.py``), so that its children run and are attributed; ``False`` for nested-tensor
+        inputs, which only the fused kernels accept (priced whole, per sequence).
 
         Counting follows this thread's calls only. Each module's class gets a dispatching
         ``forward`` (``module_wrappers``); a module whose ``forward`` cannot be dispatched from its
@@ -210,7 +215,7 @@ class CountingMode(LightDispatchMode):
             self._handles.append(_module_globals.register_module_forward_pre_hook(self._hook_enter))
             self._handles.append(_module_globals.register_module_forward_hook(self._hook_exit, with_kwargs=True,
                                                                               always_call=True))
-        if fused:
+        if fused and unfuse:
             self._unfused = contextlib.ExitStack()
             self._unfused.enter_context(unfused())
         self._previous_mode = getattr(counting_thread, "mode", None)
@@ -432,9 +437,12 @@ class CountingMode(LightDispatchMode):
             macs, flops = formula(OpCall(func, args, kwargs, out, self.options))
             macs, flops = int(macs), int(flops)
         except Exception as exc:
-            raise FormulaError(f"the formula {getattr(formula, '__qualname__', formula)!r} for {name} failed on "
-                               f"{describe_args(args, kwargs)}: {type(exc).__name__}: {exc}. Fix it, or "
-                               "replace it with register_formula(..., override=True).") from exc
+            if any_nested(args, kwargs):  # no single shape: price the op on each component (nested.py)
+                macs, flops = self._price_nested(func, formula, name, args, kwargs, out)
+            else:
+                raise FormulaError(f"the formula {getattr(formula, '__qualname__', formula)!r} for {name} failed on "
+                                   f"{describe_args(args, kwargs)}: {type(exc).__name__}: {exc}. Fix it, or "
+                                   "replace it with register_formula(..., override=True).") from exc
         # _add, inlined: this line runs once per priced op
         ctx = self._backward_context() if self._in_backward else self._ctx
         acc = ctx.pending.get(name)
@@ -445,6 +453,18 @@ class CountingMode(LightDispatchMode):
             acc[1] += flops
             acc[2] += 1
         return out
+
+    def _price_nested(self, func: Any, formula: Callable, name: str, args: tuple, kwargs: dict,
+                      out: Any) -> tuple[int, int]:
+        """An op on nested tensors, priced as the sum over their components (``nested.py``)."""
+        options = self.options
+        try:
+            return price_per_component(formula, lambda a, k, o: OpCall(func, a, k, o, options), args, kwargs, out)
+        except Exception as exc:
+            raise FormulaError(f"the formula {getattr(formula, '__qualname__', formula)!r} for {name} failed on "
+                               f"the components of nested tensors {describe_args(args, kwargs)}: "
+                               f"{type(exc).__name__}: {exc}. Fix it, or replace it with "
+                               "register_formula(..., override=True).") from exc
 
     def _classify(self, func: Any) -> tuple[str, Any, tuple, Callable, int]:
         """The op's name, formula (``None``: free, ``_UNTRACKED``), written arguments, callable,

@@ -67,13 +67,38 @@ def op_name(op: Any) -> str:
     return str(packet) if "." in str(packet) else name
 
 
+# True once a formula or free mark is kept by name (its op was not loaded when registered).
+_by_name = [False]
+
+
 def _as_key(op: Any) -> Any:
+    """The table key of an op: the op itself, or for ``'ns::name[.overload]'`` the op it names.
+
+    A name whose op is not loaded (yet) is kept as the string, outside ``aten``/``prims``:
+    ``'torchvision::nms'`` registers before (or without) ``import torchvision``, and matches
+    the op by its schema name when it runs.
+    """
     if isinstance(op, str):  # "mylib::myop" or "mylib::myop.overload"
         ns, _, rest = op.partition("::")
         packet_name, _, overload = rest.partition(".")
-        packet = getattr(getattr(torch.ops, ns), packet_name)
-        return getattr(packet, overload) if overload else packet
+        try:
+            packet = getattr(getattr(torch.ops, ns), packet_name)
+            return getattr(packet, overload) if overload else packet
+        except (AttributeError, RuntimeError):
+            if ns in ("aten", "prims"):
+                raise
+            _by_name[0] = True
+            return op
     return op
+
+
+def _schema_names(op: Any) -> tuple[str, ...]:
+    """``('ns::name.overload', 'ns::name')`` of an op overload, for formulas kept by name."""
+    schema = getattr(op, "_schema", None)
+    if schema is None:
+        return ()
+    overload = schema.overload_name
+    return (f"{schema.name}.{overload}", schema.name) if overload else (schema.name,)
 
 
 def register_formula(*ops: Any, override: bool = False) -> Callable[[Formula], Formula]:
@@ -116,8 +141,15 @@ def lookup(op: Any) -> Formula | None:
     formula = _FORMULAS.get(op)
     if formula is None:
         formula = _FORMULAS.get(getattr(op, "overloadpacket", None))
+    if formula is None and _by_name[0]:
+        for name in _schema_names(op):
+            formula = _FORMULAS.get(name)
+            if formula is not None:
+                break
     return formula
 
 
 def is_free(op: Any) -> bool:
-    return op in _FREE or getattr(op, "overloadpacket", None) in _FREE
+    if op in _FREE or getattr(op, "overloadpacket", None) in _FREE:
+        return True
+    return _by_name[0] and any(name in _FREE for name in _schema_names(op))

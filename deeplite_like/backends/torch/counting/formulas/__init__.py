@@ -17,6 +17,10 @@ its cost; each module's docstring states the family's conventions:
     interpolate  upsample (nearest is free), grid_sample, affine_grid
     indexing     embedding bags, scatter-adds, embedding backward
     loss         loss functions and their backward
+    quantized    quantized:: kernels (static and dynamic), priced as their float twins
+    fft          _fft_r2c / _fft_c2r / _fft_c2c: 5 N log2 N per complex transform, half for real
+    linalg       decompositions, solves, inverses: LAPACK / Golub & Van Loan counts
+    vision       torchvision::nms, torchvision::roi_align (by name: torchvision need not be loaded)
     free         views, copies, casts, indexing, creation, comparisons: 0 FLOPs
 """
 from __future__ import annotations
@@ -26,15 +30,19 @@ from . import (  # noqa: F401  (imported for their registrations)
     attention,
     conv,
     elementwise,
+    fft,
     free,
     indexing,
     interpolate,
+    linalg,
     loss,
     matmul,
     norm,
     optim,
     pooling,
+    quantized,
     reduction,
     rnn,
     softmax,
+    vision,
 )

@@ -98,8 +98,9 @@ def first_tensor(value: Any) -> torch.Tensor | None:
 
 
 def is_float(t: torch.Tensor | None) -> bool:
-    """True for floating and complex tensors: only their arithmetic is counted as FLOPs."""
-    return t is not None and (t.dtype.is_floating_point or t.dtype.is_complex)
+    """True for floating, complex and quantized tensors: only their arithmetic is counted as FLOPs
+    (a quantized tensor holds real numbers in int8: its ops do the float twin's arithmetic)."""
+    return t is not None and (t.dtype.is_floating_point or t.dtype.is_complex or t.is_quantized)
 
 
 def out_elements(call: OpCall) -> int:

@@ -9,8 +9,12 @@ What reaches the counter on CPU (torch 2.x): ``F.linear``/``nn.Linear`` arrive a
 expand/clone it does is free); ``einsum`` arrives as ``bmm`` for contractions, ``mul`` for
 outer products (no accumulation: counted as elementwise) and ``sum`` for traces/reductions.
 ``matmul``/``linear``/``einsum`` themselves have formulas too, for callers that see them whole.
+``_grouped_mm`` (mixture-of-experts layers: transformers 5's default ``grouped_mm`` experts) is
+priced per group from ``offs``; on meta, from shapes (``meta_shapes.py`` gives its output there).
 """
 from __future__ import annotations
+
+import torch
 
 from ..registry import Cost, OpCall, register_formula
 from ._common import aten, bind, numel, ops, prod, scalar_is, shape
@@ -186,3 +190,65 @@ def trilinear(call: OpCall) -> Cost:
     summed_first = {d for d in sumdim if d in expand[2] and d != unroll}
     second = (first - summed_first) | present[2]
     return Cost.contraction(prod(sizes[d] for d in first) + prod(sizes[d] for d in second))
+
+
+def _routed(offs, total: int) -> int:
+    """How much of a grouped dimension of size ``total`` the groups cover: ``offs[-1]`` (the end of
+    the last group) when ``offs`` has values, else ``total`` (meta and fake tensors: from shapes).
+
+    transformers' mixture-of-experts layers pass exactly the routed rows, so ``offs[-1] == total``
+    there and the two agree; on meta the per-expert split is unknown but the total is not.
+    """
+    if offs is None or type(offs) is not torch.Tensor or offs.is_meta or offs.numel() == 0:
+        return total
+    return min(int(offs[-1]), total)
+
+
+@register_formula(*ops("_grouped_mm", "_scaled_grouped_mm"))
+def grouped_mm(call: OpCall) -> Cost:
+    """Grouped matmul, one product per group (``offs``: cumulative group ends), by operand ranks:
+
+    2-D (M, K) x 3-D (G, K, N), rows split by ``offs``: rows*K*N MACs (rows = offs[-1]);
+    3-D (G, M, K) x 3-D (G, K, N): G*M*K*N; 2-D (M, K) x 2-D (K, N), K split (the weight gradient):
+    M*k*N (k = offs[-1]); 3-D (G, M, K) x 2-D (K, N), N split: M*K*n (n = offs[-1]).
+    A bias adds 1 FLOP per computed output element. Its backward runs ``_grouped_mm`` again.
+    """
+    a = bind(call)
+    left, right, offs = shape(a["self"]), shape(a["mat2"]), a["offs"]
+    if len(left) == 2 and len(right) == 3:
+        (rows, k), n = left, right[2]
+        rows = _routed(offs, rows)
+        outputs = rows * n
+        macs = rows * k * n
+    elif len(left) == 3 and len(right) == 3:
+        (g, m, k), n = left, right[2]
+        outputs = g * m * n
+        macs = outputs * k
+    elif len(left) == 2:
+        (m, k), n = left, right[1]
+        k = _routed(offs, k)
+        outputs = m * n * (int(offs.shape[0]) if offs is not None else 1)
+        macs = m * k * n
+    else:
+        (_, m, k), n = left, right[1]
+        n = _routed(offs, n)
+        outputs = m * n
+        macs = m * k * n
+    return Cost.contraction(macs, outputs if a["bias"] is not None else 0)
+
+
+@register_formula("transformers::grouped_mm_fallback")
+def grouped_mm_fallback(call: OpCall) -> Cost:
+    """transformers' own grouped matmul (its fallback where ``_grouped_mm`` cannot run): input (S, K) x
+    weight (G, K, N) split by ``offs``: rows*K*N MACs, as ``_grouped_mm`` 2-D x 3-D. Kept by name."""
+    x, weight, offs = call.args[:3]
+    (rows, k), n = shape(x), shape(weight)[2]
+    return Cost.contraction(_routed(offs, rows) * k * n)
+
+
+@register_formula("transformers::grouped_mm_fallback_backward")
+def grouped_mm_fallback_backward(call: OpCall) -> Cost:
+    """Its backward: dX = dY W^T and dW = X^T dY per group, 2*rows*K*N MACs."""
+    x, weight, offs = call.args[:3]
+    (rows, k), n = shape(x), shape(weight)[2]
+    return Cost.contraction(2 * _routed(offs, rows) * k * n)

@@ -38,9 +38,11 @@ def _window_pool(rank: int, extra_per_output: int):
     return formula
 
 
-_MAX_POOLS = {1: ("max_pool1d", "max_pool1d_with_indices"),
-              2: ("max_pool2d", "max_pool2d_with_indices", "mkldnn_max_pool2d", "fractional_max_pool2d"),
-              3: ("max_pool3d", "max_pool3d_with_indices", "mkldnn_max_pool3d", "fractional_max_pool3d")}
+_MAX_POOLS = {1: ("max_pool1d", "max_pool1d_with_indices", "quantized_max_pool1d"),
+              2: ("max_pool2d", "max_pool2d_with_indices", "mkldnn_max_pool2d", "fractional_max_pool2d",
+                  "quantized_max_pool2d"),
+              3: ("max_pool3d", "max_pool3d_with_indices", "mkldnn_max_pool3d", "fractional_max_pool3d",
+                  "quantized_max_pool3d")}
 for _rank, _names in _MAX_POOLS.items():
     register_formula(*ops(*_names))(_window_pool(_rank, 0))
     register_formula(*ops(f"avg_pool{_rank}d"))(_window_pool(_rank, 1))
