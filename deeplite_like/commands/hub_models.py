@@ -111,7 +111,7 @@ def _config(transformers: Any, name: str, spec: str) -> Any:
                              "write a factory that builds it and profile that: deeplite-like profile models.py:build") \
                 from None
         raise UsageError(f"{spec!r}: {text}", "update transformers, or check the config's model_type") from None
-    except OSError as exc:  # no such directory / not in the cache and the hub is unreachable or has no such repo
+    except OSError:  # no such directory / not in the cache and the hub is unreachable or has no such repo
         raise UsageError(f"cannot resolve {spec!r}: {name!r} is not a local directory holding config.json, not in the "
                          "Hugging Face cache, and the hub did not answer for it (offline, a private repo, or a typo)",
                          f"check the name; or fetch the config once where the hub is reachable "
