@@ -49,6 +49,8 @@ def measured_with(arguments: Mapping[str, Any], details: Mapping[str, Any] | Non
         if value is None and name in _RESOLVED_FROM_DETAILS and details.get(name) is not None:
             value = details[name]
         value = option_value(value)
+        if name == "device" and isinstance(value, str) and value.lower() in ("cpu:0", "/cpu:0"):
+            value = "cpu"  # TensorFlow's name for the one CPU device
         if value is not None:
             options[name] = value
     return dict(sorted(options.items(), key=lambda kv: (ORDER.index(kv[0]) if kv[0] in ORDER else len(ORDER),

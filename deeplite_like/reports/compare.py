@@ -155,6 +155,11 @@ class CompareReport(Report):
         self._cell_options = row_options
         self._own = [[{k: v for k, v in o.items() if k in self.differing} for o in options]
                      for options in row_options]
+        for row, own in zip(self.rows, self._own):  # values measured differently earn no verdict
+            for index, change in enumerate(row.changes, start=1):
+                if own[index] != own[0] and change.verdict != "n/a":
+                    row.changes[index - 1] = Change(f"{change.text} (not like for like)", "n/a", change.ratio,
+                                                    change.difference)
 
     def _row(self, key: str, metrics: list[Metric | None]) -> CompareRow:
         template = metrics[0] if metrics[0] is not None else next(m for m in metrics if m is not None)

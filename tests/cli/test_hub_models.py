@@ -121,6 +121,9 @@ def test_hf_profile_on_the_command_line(cli, configs):
 def test_hf_name_that_cannot_be_resolved_offline(monkeypatch, tmp_path):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.setenv("HF_HOME", str(tmp_path))  # an empty cache
+    import huggingface_hub.constants  # read at import: once loaded, the environment no longer switches it
+
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)
     with pytest.raises(UsageError, match="cannot resolve 'hf:no-such-org/no-such-model'") as info:
         load_model("hf:no-such-org/no-such-model")
     assert "huggingface-cli download no-such-org/no-such-model config.json" in info.value.hint

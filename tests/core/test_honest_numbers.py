@@ -145,3 +145,15 @@ def test_a_noisy_timing_says_so_under_the_table():
     time = ExecutionTime(0.002, {"iqr": ExecutionTime(0.002), "spread_warning": "IQR/median is 100 %: time with 1 thread"})
     report = StatusReport("toy", "toy", {"execution_time": time})
     assert "- Execution time: IQR/median is 100 %: time with 1 thread" in report.to_text()
+
+
+def test_values_measured_with_different_options_earn_no_verdict():
+    # a Keras model on TensorFlow keeps its own thread count: 2 threads against 1 is not like for like
+    fast = ExecutionTime(0.0010, {"q1": ExecutionTime(0.00099), "q3": ExecutionTime(0.00101)})
+    slow = ExecutionTime(0.0030, {"q1": ExecutionTime(0.00299), "q3": ExecutionTime(0.00301)})
+    fast.options, slow.options = {"num_threads": 1, "device": "cpu"}, {"num_threads": 2, "device": "cpu"}
+    report = CompareReport([("torch", "torch", {"execution_time": fast}), ("keras", "keras", {"execution_time": slow})])
+    change = report.rows[0].changes[0]
+    assert (change.text, change.verdict) == ("3.00x slower (not like for like)", "n/a")
+    assert report.options == {"device": "cpu"} and report.differing == {"num_threads"}
+    assert "num_threads=2]" in report.to_text()
