@@ -24,3 +24,12 @@ def check_complexity_options(num_bytes: int, export: bool) -> None:
         warnings.warn("ComputeComplexity(export=True) writes no file here: the per-layer report is the "
                       "'layerwise_summary' metric (ComputeLayerwiseSummary); save a report with "
                       "profiler.compute_network_status(...).save(path)", UserWarning, stacklevel=3)
+
+
+class ComplexityOptions:
+    """The constructor both backends' ``ComputeComplexity`` share: deeplite's options, checked and kept."""
+
+    def __init__(self, num_bytes: int = 4, export: bool = False) -> None:
+        check_complexity_options(num_bytes, export)
+        self.num_bytes = num_bytes
+        self.export = export

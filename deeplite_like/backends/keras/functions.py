@@ -13,7 +13,7 @@ from typing import Any, Mapping
 from deeplite_like.backends.keras._tf import import_keras
 from deeplite_like.backends.keras.inputs import check_mode, model_inputs
 from deeplite_like.backends.keras.measured_backends import unmeasured_reason
-from deeplite_like.complexity_options import check_complexity_options
+from deeplite_like.complexity_options import ComplexityOptions
 from deeplite_like.data import ForwardPass
 from deeplite_like.functions import ProfilerFunction
 from deeplite_like.metrics import (ExecutionTime, Flops, LayerwiseSummary, Macs, MemoryFootprint, ModelSize,
@@ -43,18 +43,13 @@ def _no_backward(backward: bool) -> None:
                                   "the PyTorch backend")
 
 
-class ComputeComplexity(ProfilerFunction):
+class ComputeComplexity(ComplexityOptions, ProfilerFunction):
     """MACs and FLOPs of one batch, counted per Keras layer / operation (see ``count_ops``).
 
     ``ComputeComplexity(num_bytes=4, export=False)``: deeplite-profiler's options are accepted
     (``deeplite_like.complexity_options``). ``ComputeFlops`` is this class under deeplite's
     TensorFlow name.
     """
-
-    def __init__(self, num_bytes: int = 4, export: bool = False) -> None:
-        check_complexity_options(num_bytes, export)
-        self.num_bytes = num_bytes
-        self.export = export
 
     def get_bounded_status_keys(self):
         return Macs, Flops

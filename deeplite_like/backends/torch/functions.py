@@ -13,7 +13,7 @@ import torch
 
 from deeplite_like.backends.torch.input_failures import explained_failures, take_inputs
 from deeplite_like.backends.torch.inputs import batch_size_of, inference_mode_of
-from deeplite_like.complexity_options import check_complexity_options
+from deeplite_like.complexity_options import ComplexityOptions
 from deeplite_like.data import ForwardPass
 from deeplite_like.functions import ProfilerFunction
 from deeplite_like.metrics import (ExecutionTime, Flops, LayerwiseSummary, Macs, MemoryFootprint, ModelSize,
@@ -23,18 +23,13 @@ from deeplite_like.timing_values import META_NOT_TIMED, not_measured, timing_val
 from deeplite_like.threads import DEFAULT_NUM_THREADS
 
 
-class ComputeComplexity(ProfilerFunction):
+class ComputeComplexity(ComplexityOptions, ProfilerFunction):
     """MACs and FLOPs of one batch, counted at the operator level (see ``count_ops``).
 
     ``ComputeComplexity(num_bytes=4, export=False)``: deeplite-profiler's options are accepted
     (``deeplite_like.complexity_options``). ``ComputeFlops`` is this class under deeplite's
     TensorFlow name.
     """
-
-    def __init__(self, num_bytes: int = 4, export: bool = False) -> None:
-        check_complexity_options(num_bytes, export)
-        self.num_bytes = num_bytes
-        self.export = export
 
     def get_bounded_status_keys(self):
         return Macs, Flops
