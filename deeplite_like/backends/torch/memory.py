@@ -54,6 +54,8 @@ from deeplite_like.backends.torch.counting.meta_values import MetaValues
 from deeplite_like.backends.torch.counting.op_facts import op_info
 from deeplite_like.backends.torch.params import tensor_span
 from deeplite_like.backends.torch.dispatch_mode import LightDispatchMode, make
+from deeplite_like.backends.torch.distributed.recording import PLAIN, run_locally
+from deeplite_like.backends.torch.distributed.shards import local_tensor
 from deeplite_like.backends.torch.fastpath import unfused
 from deeplite_like.backends.torch.state import model_device, preserved_model_state
 
@@ -98,7 +100,10 @@ class MemoryStats:
 
 
 def _storage_key(tensor: torch.Tensor) -> tuple[str, int] | None:
-    """Identity of a tensor's storage (valid on meta too); None for tensors without one."""
+    """Identity of a tensor's storage (valid on meta too; a DTensor's is its local shard's); None without one."""
+    tensor = local_tensor(tensor)
+    if type(tensor).__name__ == "AsyncCollectiveTensor":  # a functional collective's pending result
+        tensor = tensor.elem
     if type(tensor) not in (torch.Tensor, nn.Parameter) or tensor.is_sparse:
         return None
     return str(tensor.device), tensor.untyped_storage()._cdata
@@ -129,7 +134,8 @@ def _spanned_bytes(tensors: list[torch.Tensor]) -> int:
 
 
 def _tensor_leaves(tree: Any) -> list[torch.Tensor]:
-    return [leaf for leaf in pytree.tree_leaves(tree) if isinstance(leaf, torch.Tensor)]
+    """The tensors in ``tree`` (a DTensor as this rank's local shard)."""
+    return [local_tensor(leaf) for leaf in pytree.tree_leaves(tree) if isinstance(leaf, torch.Tensor)]
 
 
 class _ModuleStack:
@@ -185,6 +191,10 @@ class _StorageTracker(LightDispatchMode):
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # noqa: ANN001 - torch's protocol
         if not self._dynamo_safe:
             self.switch_if_dynamo_loaded()
+        if types:  # tensor subclasses: a DTensor op runs on this rank's shards, seen here as plain tensors
+            out = run_locally(self, func, types, args, kwargs)
+            if out is not PLAIN:
+                return out
         out = self._run(func, args, kwargs or {})
         self._count(func, out)
         return out
