@@ -31,7 +31,9 @@ def timing_values(timing: TimingStats, **extra: Any) -> dict[str, Detailed]:
                "threads_reason": timing.threads_reason, "spread_warning": timing.spread_warning, **extra}
     return {ExecutionTime.NAME: Detailed(timing.median_s, details),
             Throughput.NAME: Detailed(timing.throughput, {"batch_size": timing.batch_size,
-                                                          "interval": timing.throughput_interval()})}
+                                                          "interval": timing.throughput_interval(),
+                                                          "num_threads": timing.num_threads,
+                                                          "device": timing.device})}
 
 
 def not_measured(reason: str, **details: Any) -> dict[str, Detailed]:
