@@ -9,6 +9,7 @@ from torch.utils._pytree import tree_map
 
 from deeplite_like.data import DataError, ForwardPass
 from deeplite_like.device import Device
+from .run_tensors import batch_size_of  # noqa: F401  (re-exported: the functions import it from here)
 
 
 def resolve_split(data_splits: Mapping[str, Any], split: str | None) -> str:
@@ -39,14 +40,6 @@ def moved(args: tuple, kwargs: Mapping[str, Any], device: Any) -> tuple[tuple, d
     """``(args, kwargs)`` with every tensor moved to ``device`` (the caller's tensors are not changed)."""
     target = torch.device(str(Device.parse(device)))
     return tree_map(lambda t: t.to(target) if isinstance(t, torch.Tensor) else t, (tuple(args), dict(kwargs)))
-
-
-def batch_size_of(args: tuple, kwargs: dict) -> int | None:
-    """Leading dimension of the first tensor among the inputs."""
-    for leaf in torch.utils._pytree.tree_leaves((args, kwargs)):
-        if isinstance(leaf, torch.Tensor) and leaf.dim() > 0:
-            return int(leaf.size(0))  # (size(0): a nested tensor has no .shape)
-    return None
 
 
 @contextmanager

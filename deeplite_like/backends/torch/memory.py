@@ -53,6 +53,7 @@ from torch.utils import _pytree as pytree
 from deeplite_like.backends.torch.counting.meta_values import MetaValues
 from deeplite_like.backends.torch.counting.op_facts import op_info
 from deeplite_like.backends.torch.params import tensor_span
+from deeplite_like.backends.torch.run_tensors import required_batch_size
 from deeplite_like.backends.torch.dispatch_mode import LightDispatchMode, make
 from deeplite_like.backends.torch.distributed.recording import PLAIN, run_locally
 from deeplite_like.backends.torch.distributed.shards import local_tensor
@@ -258,16 +259,6 @@ class _StorageTracker(LightDispatchMode):
         self._finalizers.clear()
 
 
-def _infer_batch_size(args: tuple, kwargs: Mapping[str, Any]) -> int:
-    for tensor in _tensor_leaves((args, dict(kwargs))):
-        if tensor.dim() >= 1:
-            return int(tensor.size(0))  # (size(0): a nested tensor has no .shape)
-    raise ValueError(
-        "cannot infer the batch size: no input tensor has a leading dimension; "
-        "pass batch_size=... explicitly"
-    )
-
-
 def _to_device(tree: Any, device: torch.device) -> Any:
     return pytree.tree_map(lambda x: x.to(device) if isinstance(x, torch.Tensor) else x, tree)
 
@@ -316,7 +307,7 @@ def peak_activation_memory(
     on_meta = any(t.device.type == "meta" for t in (*model.parameters(), *model.buffers()))
     meta = meta or on_meta
     if batch_size is None:
-        batch_size = _infer_batch_size(args, kwargs)
+        batch_size = required_batch_size(args, kwargs)
     if batch_size <= 0:
         raise ValueError(f"batch_size must be positive, got {batch_size}")
 

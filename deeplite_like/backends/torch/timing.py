@@ -37,22 +37,13 @@ from torch.utils import _pytree as pytree
 
 from deeplite_like.backends.torch.placement import checked_device
 from deeplite_like.backends.torch.state import model_device, preserved_model_state
+from deeplite_like.backends.torch.run_tensors import required_batch_size
 from deeplite_like.measurements import TimingStats
 from deeplite_like.threads import AUTO, DEFAULT_NUM_THREADS, check_num_threads
 from deeplite_like.timing_loop import BlockTimes, percentile, summarise, time_blocks
 from deeplite_like.timing_noise import busy_note, spread_note, warn_noisy
 
 __all__ = ["TimingStats", "measure_execution_time"]
-
-
-def _infer_batch_size(args: tuple, kwargs: Mapping[str, Any]) -> int:
-    for leaf in pytree.tree_leaves((args, dict(kwargs))):
-        if isinstance(leaf, torch.Tensor) and leaf.dim() >= 1:
-            return int(leaf.size(0))  # (size(0): a nested tensor has no .shape)
-    raise ValueError(
-        "cannot infer the batch size: no input tensor has a leading dimension; "
-        "pass batch_size=... explicitly"
-    )
 
 
 def _normalise(device: torch.device) -> torch.device:
@@ -103,7 +94,7 @@ def measure_execution_time(
         args = (args,)
     kwargs = dict(kwargs or {})
     if batch_size is None:
-        batch_size = _infer_batch_size(args, kwargs)
+        batch_size = required_batch_size(args, kwargs)
     if batch_size <= 0:
         raise ValueError(f"batch_size must be positive, got {batch_size}")
     previous_threads = torch.get_num_threads()

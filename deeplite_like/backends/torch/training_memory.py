@@ -37,9 +37,10 @@ from deeplite_like.backends.torch.attention_kernels import AttentionKernel
 from deeplite_like.backends.torch.autocast_policy import AutocastPolicy, resolve_autocast_dtype
 from deeplite_like.backends.torch.counting.meta_values import MetaValues
 from deeplite_like.backends.torch.dispatch_mode import make
+from deeplite_like.backends.torch.run_tensors import required_batch_size
 from deeplite_like.backends.torch.fastpath import unfused
 from deeplite_like.backends.torch.memory import (
-    _ModuleStack, _infer_batch_size, _spanned_bytes, _storage_key, _tensor_leaves,
+    _ModuleStack, _spanned_bytes, _storage_key, _tensor_leaves,
 )
 from deeplite_like.backends.torch.sharding import (
     ShardPlan, repeated_blocks, resolve_sharding, select_modules, shard_bytes,
@@ -114,7 +115,7 @@ def estimate_training_memory(
     plan = resolve_sharding(sharding, world_size)
     autocast_dtype = resolve_autocast_dtype(autocast)
     if batch_size is None:
-        batch_size = _infer_batch_size(inputs, kwargs)
+        batch_size = required_batch_size(inputs, kwargs)
     checkpoint_names = ([] if activation_checkpointing in (None, False)
                         else select_modules(model, activation_checkpointing, "activation_checkpointing"))
     unit_names = (select_modules(model, units, "units") if units is not None else repeated_blocks(model))

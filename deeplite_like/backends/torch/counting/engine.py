@@ -9,7 +9,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 import warnings
-from typing import Any, Callable, Iterator, Mapping
+from typing import Any, Callable, Iterator
 
 import torch
 from torch.utils import _pytree as pytree
@@ -22,6 +22,7 @@ from ..errors import BackwardError, ForwardError, UntrackedOpWarning
 from ..input_failures import fixed_batch_hint
 from ..state import kept_random_state, kept_tensor_attributes
 from . import formulas as _formulas  # noqa: F401  (importing the package fills the formula table)
+from ..run_tensors import first_tensor_batch, fresh_leaf, loss_of, meta_like, tensors_in
 from .describe import describe_args
 from .recorder import CountingMode, counting_mode
 from .registry import CountOptions
@@ -82,7 +83,7 @@ def count_ops(model: torch.nn.Module, *args: Any, backward: bool = False, meta: 
     if backward:
         _check_differentiable(model, args, kwargs)
     mode = counting_mode(CountOptions(causal_half=causal_half), track_backward=backward, meta=on_meta)
-    mode.result.batch_size = _batch_size(args, kwargs)
+    mode.result.batch_size = first_tensor_batch(args, kwargs)
 
     with contextlib.ExitStack() as cleanup:  # unwinds in reverse: the mode exits first
         cleanup.enter_context(kept_random_state(model))
@@ -92,17 +93,17 @@ def count_ops(model: torch.nn.Module, *args: Any, backward: bool = False, meta: 
             _refuse_nested_on_meta(args, kwargs)
             state = _meta_state(model)
             real = pytree.tree_leaves((args, kwargs))
-            args, kwargs = pytree.tree_map_only(torch.Tensor, _meta_like, (args, kwargs))
+            args, kwargs = pytree.tree_map_only(torch.Tensor, meta_like, (args, kwargs))
             _seed_values(mode, model, state, real, pytree.tree_leaves((args, kwargs)))
         else:
             cleanup.enter_context(_restored_tensors(slots, mode))
             if backward:  # fresh leaves: backward stops at the inputs, the caller's tensors get no .grad
-                args, kwargs = pytree.tree_map_only(torch.Tensor, _fresh_leaf, (args, kwargs))
+                args, kwargs = pytree.tree_map_only(torch.Tensor, fresh_leaf, (args, kwargs))
         if backward:
             cleanup.enter_context(_preserved_grads(model))
         cleanup.callback(mode.detach)
         # Nested inputs run only through the fused transformer kernels: keep them (they price per sequence).
-        mode.attach(modules, unfuse=not any(t.is_nested for t in _tensors_in((args, kwargs))))
+        mode.attach(modules, unfuse=not any(t.is_nested for t in tensors_in((args, kwargs))))
         if on_meta:  # tensors the forward creates without a device land on meta too
             cleanup.enter_context(torch.device("meta"))
         cleanup.enter_context(torch.enable_grad() if backward else contextlib.nullcontext())
@@ -112,7 +113,7 @@ def count_ops(model: torch.nn.Module, *args: Any, backward: bool = False, meta: 
         output = _forward(model, state, args, kwargs, mode, on_meta)
         if backward:
             mode.set_phase("loss")
-            loss = _loss(output, loss_fn)
+            loss = loss_of(output, loss_fn)
             mode.set_phase("backward")
             _backward(loss, [] if is_fully_sharded(model) else _leaves(model, state, args, kwargs))
 
@@ -155,27 +156,6 @@ def _forward_error(model: torch.nn.Module, exc: Exception, mode: CountingMode, o
                         f"{describe_args(frame.args, frame.kwargs)}: {what}. {hint}")
 
 
-def _loss(output: Any, loss_fn: LossFn | None) -> torch.Tensor:
-    if loss_fn is not None:
-        try:
-            loss = loss_fn(output)
-        except Exception as exc:
-            raise BackwardError(f"loss_fn raised on the model output: {type(exc).__name__}: {exc}") from exc
-    else:
-        outputs = [t for t in _tensors_in(output) if t.is_floating_point() and t.requires_grad]
-        if not outputs:
-            raise BackwardError("backward=True: the model output has no floating-point tensor that requires "
-                                f"grad (got {type(output).__name__}); pass loss_fn=... returning a scalar to "
-                                "differentiate")
-        loss = outputs[0].sum()
-        for tensor in outputs[1:]:
-            loss = loss + tensor.sum()
-    if not (isinstance(loss, torch.Tensor) and loss.numel() == 1 and loss.requires_grad):
-        raise BackwardError("backward=True: the loss must be a one-element tensor that requires grad, got "
-                            f"{describe_args((loss,), {})}; check loss_fn")
-    return loss
-
-
 def _backward(loss: torch.Tensor, leaves: list[torch.Tensor]) -> None:
     # ``inputs=`` keeps the pass to the model's parameters and our own input leaves: it never
     # reaches into a graph the caller built (e.g. a loss_fn target that requires grad).
@@ -191,38 +171,20 @@ def _backward(loss: torch.Tensor, leaves: list[torch.Tensor]) -> None:
 def _check_differentiable(model: torch.nn.Module, args: tuple, kwargs: dict) -> None:
     if any(p.requires_grad for p in model.parameters()):
         return
-    if any(t.requires_grad for t in _tensors_in((args, kwargs))):
+    if any(t.requires_grad for t in tensors_in((args, kwargs))):
         return
     raise ValueError(f"backward=True needs something to differentiate, but no input requires grad and "
                      f"{type(model).__name__} has no trainable parameter: pass an input with "
                      "requires_grad=True, or unfreeze parameters with requires_grad_(True)")
 
 
-def _batch_size(args: tuple, kwargs: dict) -> int | None:
-    """The first dimension of the first tensor argument, if it has one."""
-    if args and isinstance(args[0], torch.Tensor):  # the usual call, without a pytree walk
-        return int(args[0].size(0)) if args[0].dim() > 0 else None  # (size(0): nested tensors have no .shape)
-    for tensor in _tensors_in((args, kwargs)):
-        return int(tensor.size(0)) if tensor.dim() > 0 else None
-    return None
-
-
 def _refuse_nested_on_meta(args: tuple, kwargs: dict) -> None:
     """Nested tensors have no meta form (torch keeps their component sizes in a real tensor)."""
-    for tensor in _tensors_in((args, kwargs)):
+    for tensor in tensors_in((args, kwargs)):
         if tensor.is_nested:
             raise ValueError(f"count_ops(meta=True) got a nested tensor input ({describe_args((tensor,), {})[1:-1]}): "
                              "torch has no meta nested tensors. Count on real tensors (meta=False, a model "
                              "not on the meta device), or pass the padded dense tensor instead")
-
-
-def _tensors_in(tree: Any) -> Iterator[torch.Tensor]:
-    """Tensors in any nesting of pytree containers and mappings (e.g. dict-like model outputs)."""
-    for leaf in pytree.tree_leaves(tree):
-        if isinstance(leaf, torch.Tensor):
-            yield leaf
-        elif isinstance(leaf, Mapping):
-            yield from _tensors_in(list(leaf.values()))
 
 
 def _tensor_slots(modules: list[tuple[str, torch.nn.Module]]) -> list[tuple[dict, str, torch.Tensor, bool, bool]]:
@@ -230,12 +192,6 @@ def _tensor_slots(modules: list[tuple[str, torch.nn.Module]]) -> list[tuple[dict
     return [(table, name, tensor, is_buffer, module.training) for _, module in modules
             for table, is_buffer in ((module._parameters, False), (module._buffers, True))
             for name, tensor in table.items() if tensor is not None]
-
-
-def _meta_like(tensor: torch.Tensor) -> torch.Tensor:
-    """A meta tensor with the shape, strides, dtype and ``requires_grad`` of ``tensor``."""
-    meta = torch.empty_strided(tensor.shape, tensor.stride(), dtype=tensor.dtype, device="meta")
-    return meta.requires_grad_(True) if tensor.requires_grad else meta
 
 
 def _seed_values(mode: CountingMode, model: torch.nn.Module, state: dict[str, torch.Tensor], real: list,
@@ -249,10 +205,6 @@ def _seed_values(mode: CountingMode, model: torch.nn.Module, state: dict[str, to
             mode.values.seed(state[name], buffer)
 
 
-def _fresh_leaf(tensor: torch.Tensor) -> torch.Tensor:
-    return tensor.detach().requires_grad_(True) if tensor.requires_grad else tensor
-
-
 def _meta_state(model: torch.nn.Module) -> dict[str, torch.Tensor]:
     """Meta copies of the parameters and buffers not on meta already, by qualified name.
 
@@ -262,14 +214,14 @@ def _meta_state(model: torch.nn.Module) -> dict[str, torch.Tensor]:
     state: dict[str, torch.Tensor] = {}
     for name, tensor in itertools.chain(model.named_parameters(), model.named_buffers()):
         if not tensor.is_meta:
-            state[name] = _meta_like(tensor)
+            state[name] = meta_like(tensor)
     return state
 
 
 def _leaves(model: torch.nn.Module, state: dict, args: tuple, kwargs: dict) -> list[torch.Tensor]:
     """What backward differentiates: the run's trainable parameters and the inputs that require grad."""
     params = [state.get(name, p) for name, p in model.named_parameters()]
-    inputs = [t for t in _tensors_in((args, kwargs)) if t.requires_grad and t.is_leaf]
+    inputs = [t for t in tensors_in((args, kwargs)) if t.requires_grad and t.is_leaf]
     return [p for p in params if p.requires_grad] + inputs
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import itertools
 import time
-from typing import Any, Callable, Mapping
+from typing import Any, Callable
 
 import torch
 from torch import nn
@@ -15,6 +15,7 @@ from torch.utils import _pytree as pytree
 
 from ..counting.meta_values import MetaValues
 from ..errors import BackwardError, ForwardError
+from ..run_tensors import fresh_leaf, loss_of, meta_like, tensors_in
 from ..input_failures import fixed_batch_hint
 from .entry_point import EntryPoint, call_entry
 from .phases import PhaseCountingMode
@@ -22,37 +23,9 @@ from .phases import PhaseCountingMode
 __all__ = ["ProfileRun", "forward_error", "tensors_of", "timed"]
 
 
-def _meta_like(tensor: torch.Tensor) -> torch.Tensor:
-    meta = torch.empty_strided(tensor.shape, tensor.stride(), dtype=tensor.dtype, device="meta")
-    return meta.requires_grad_(True) if tensor.requires_grad else meta
-
-
-def _fresh_leaf(tensor: torch.Tensor) -> torch.Tensor:
-    return tensor.detach().requires_grad_(True) if tensor.requires_grad else tensor
-
-
 def tensors_of(tree: Any) -> list[torch.Tensor]:
-    return [leaf for leaf in pytree.tree_leaves(tree) if isinstance(leaf, torch.Tensor)]
-
-
-def _loss(output: Any, loss_fn: Callable[[Any], torch.Tensor] | None) -> torch.Tensor:
-    if loss_fn is not None:
-        try:
-            loss = loss_fn(output)
-        except Exception as exc:
-            raise BackwardError(f"loss_fn raised on the model output: {type(exc).__name__}: {exc}") from exc
-    else:
-        outputs = [t for t in tensors_of(output if not isinstance(output, Mapping) else list(output.values()))
-                   if t.is_floating_point() and t.requires_grad]
-        if not outputs:
-            raise BackwardError(f"backward=True: the output ({type(output).__name__}) has no floating-point tensor "
-                                "that requires grad; pass loss_fn=... returning a scalar to differentiate")
-        loss = outputs[0].sum()
-        for tensor in outputs[1:]:
-            loss = loss + tensor.sum()
-    if not (isinstance(loss, torch.Tensor) and loss.numel() == 1 and loss.requires_grad):
-        raise BackwardError("backward=True: the loss must be a one-element tensor that requires grad; check loss_fn")
-    return loss
+    """The tensors in ``tree`` (containers and mappings, at any depth)."""
+    return list(tensors_in(tree))
 
 
 def forward_error(model: nn.Module, exc: Exception, mode: PhaseCountingMode, built: bool,
@@ -81,16 +54,16 @@ class ProfileRun:
         if on_meta:
             originals = {f"model.{name}": t for name, t in
                          itertools.chain(model.named_parameters(), model.named_buffers()) if not t.is_meta}
-            self.state = {name: _meta_like(t) for name, t in originals.items()}
+            self.state = {name: meta_like(t) for name, t in originals.items()}
             real = pytree.tree_leaves((args, kwargs))
-            args, kwargs = pytree.tree_map_only(torch.Tensor, _meta_like, (args, kwargs))
+            args, kwargs = pytree.tree_map_only(torch.Tensor, meta_like, (args, kwargs))
             if values is not None:  # small integer inputs and buffers keep their values on meta
                 for before, after in itertools.chain(zip(real, pytree.tree_leaves((args, kwargs))),
                                                      ((t, self.state[name]) for name, t in originals.items())):
                     if isinstance(before, torch.Tensor):
                         values.seed(after, before)
         if backward:  # fresh leaves: backward stops at the inputs; the caller's tensors get no .grad
-            args, kwargs = pytree.tree_map_only(torch.Tensor, _fresh_leaf, (args, kwargs))
+            args, kwargs = pytree.tree_map_only(torch.Tensor, fresh_leaf, (args, kwargs))
         self.args, self.kwargs = args, kwargs
         self.mode: PhaseCountingMode | None = None  # set for the counted call
 
@@ -104,7 +77,7 @@ class ProfileRun:
 
     def loss(self, output: Any) -> torch.Tensor:
         with torch.enable_grad():
-            return _loss(output, self.loss_fn)
+            return loss_of(output, self.loss_fn)
 
     def run_backward(self, loss: torch.Tensor) -> None:
         params = [self.state.get(f"model.{name}", p) for name, p in self.model.named_parameters()]
