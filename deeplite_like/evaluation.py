@@ -28,6 +28,19 @@ def transformed_batches(data_loader: Iterable[Any], transform: Callable | None) 
     return batches()
 
 
+def mean_loss(losses: Iterable[Any], to_float: Callable[[Any], float]) -> float:
+    """The mean over batches of ``losses`` (a dict of losses sums its values), as ``to_float`` reads each."""
+    total, batches = 0.0, 0
+    for loss in losses:
+        if isinstance(loss, dict):
+            loss = sum(loss.values())
+        total += to_float(loss)
+        batches += 1
+    if batches == 0:
+        raise ValueError("EvalLossFunction: the data loader yielded no batch")
+    return total / batches
+
+
 class EvaluationFunction(ABC):
     """An evaluation of a model over a data loader: ``__call__(model, data_loader, device=None, ...)``."""
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import Iterable, NamedTuple
+from typing import Any, Callable, Iterable, NamedTuple
 
 from deeplite_like.communication import CommStats
 
@@ -150,6 +150,16 @@ def roll_up_containers(by_module: dict[str, OpStats], parents: dict[str, str | N
     first, so nested containers add up too. ``parents`` maps every module's qualified name to
     its parent's (``parent_names``).
     """
+    return roll_up(by_module, parents,
+                   lambda kids: OpStats(sum(k.macs for k in kids), sum(k.flops for k in kids), 0))
+
+
+def roll_up(values: dict[str, Any], parents: dict[str, str | None], total: Callable[[list[Any]], Any]) -> list[str]:
+    """Give each name of ``parents`` missing from ``values`` ``total`` of its children's values, innermost first.
+
+    Names none of whose descendants has a value stay missing. ``values`` keeps the order of
+    ``parents`` (registration order). Returns the names added.
+    """
     children: dict[str, list[str]] = {}
     for name, parent in parents.items():
         if parent is not None:
@@ -164,16 +174,16 @@ def roll_up_containers(by_module: dict[str, OpStats], parents: dict[str, str | N
 
     added: list[str] = []
     for name in sorted(children, key=depth_of, reverse=True):  # innermost containers first
-        if name in by_module:
+        if name in values:
             continue
-        kids = [by_module[k] for k in children[name] if k in by_module]
+        kids = [values[k] for k in children[name] if k in values]
         if not kids:
             continue  # nothing below it ran either
-        by_module[name] = OpStats(sum(k.macs for k in kids), sum(k.flops for k in kids), 0)
+        values[name] = total(kids)
         added.append(name)
     if added:  # keep the modules' registration order
-        ordered = {name: by_module[name] for name in parents if name in by_module}
-        ordered.update((name, stats) for name, stats in by_module.items() if name not in ordered)
-        by_module.clear()
-        by_module.update(ordered)
+        ordered = {name: values[name] for name in parents if name in values}
+        ordered.update((name, value) for name, value in values.items() if name not in ordered)
+        values.clear()
+        values.update(ordered)
     return added

@@ -14,7 +14,7 @@ import numpy as np
 
 from deeplite_like.backends.keras._tf import import_keras
 from deeplite_like.device import Device
-from deeplite_like.evaluation import EvaluationFunction, as_tuple, transformed_batches
+from deeplite_like.evaluation import EvaluationFunction, as_tuple, mean_loss, transformed_batches
 
 from .evaluate import evaluate
 from .state import preserved_model_state
@@ -74,17 +74,9 @@ class EvalLossFunction(KerasEvaluationFunction):
     def __call__(self, model: Any, data_loader: Iterable[Any], device: Any = None,
                  transform: Callable | None = None) -> float:
         Device.parse(device)
-        total, batches = 0.0, 0
         with preserved_model_state(model):
-            for batch in data_loader:
-                loss = self.loss_fn(model, transform(batch) if transform is not None else batch)
-                if isinstance(loss, dict):
-                    loss = sum(loss.values())
-                total += float(np.asarray(keras.ops.convert_to_numpy(loss)))
-                batches += 1
-        if batches == 0:
-            raise ValueError("EvalLossFunction: the data loader yielded no batch")
-        return total / batches
+            losses = (self.loss_fn(model, transform(batch) if transform is not None else batch) for batch in data_loader)
+            return mean_loss(losses, lambda loss: float(np.asarray(keras.ops.convert_to_numpy(loss))))
 
 
 get_accuracy = _GetAccuracy()

@@ -15,7 +15,7 @@ import torch
 from torch import nn
 
 from deeplite_like.device import Device
-from deeplite_like.evaluation import EvaluationFunction, as_tuple, transformed_batches
+from deeplite_like.evaluation import EvaluationFunction, as_tuple, mean_loss, transformed_batches
 
 from .evaluate import evaluate
 from .state import model_device, preserved_model_state
@@ -88,18 +88,10 @@ class EvalLossFunction(TorchEvaluationFunction):
         _check_device(model, device)
         if device is not None and hasattr(self.loss_fn, "to_device"):
             self.loss_fn.to_device(device)
-        total, batches = 0.0, 0
         with preserved_model_state(model), torch.no_grad():
             model.eval()
-            for batch in data_loader:
-                loss = self.loss_fn(model, transform(batch) if transform is not None else batch)
-                if isinstance(loss, dict):
-                    loss = sum(loss.values())
-                total += float(loss)
-                batches += 1
-        if batches == 0:
-            raise ValueError("EvalLossFunction: the data loader yielded no batch")
-        return total / batches
+            losses = (self.loss_fn(model, transform(batch) if transform is not None else batch) for batch in data_loader)
+            return mean_loss(losses, float)
 
 
 get_accuracy = _GetAccuracy()

@@ -76,14 +76,8 @@ def module_forward_times(model: torch.nn.Module, args: tuple, kwargs: dict | Non
 
 def _with_containers(times: dict[str, float], names: list[str]) -> dict[str, float]:
     """Give a module never called itself (``nn.ModuleList``) the sum of its children's times."""
-    from deeplite_like.opcount import parent_names
+    from deeplite_like.opcount import parent_names, roll_up
 
-    parents = parent_names(names)
     result = dict(times)
-    for name in sorted(parents, key=lambda n: -n.count(".")):  # innermost first
-        if name in result:
-            continue
-        children = [result[child] for child, parent in parents.items() if parent == name and child in result]
-        if children:
-            result[name] = sum(children)
+    roll_up(result, parent_names(names), sum)
     return result
