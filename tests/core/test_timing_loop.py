@@ -75,17 +75,36 @@ def test_a_slow_clock_read_does_not_blow_up_the_forwards(clock):
 def test_a_very_slow_clock_read_costs_the_minimum_of_blocks(clock):
     fake = clock(1e-3, read_s=1.0)  # 1 ms forward, a clock read of 1 s
     blocks = run(fake, warmup=2, min_run_time=0.2, min_blocks=5)
-    # calibration: 1.001 s -> number = 1; each block reads 1.001 s, the budget is passed at once, so
-    # the minimum of 5 blocks decides: 2 + 5 forwards (blocked_autorange grew its blocks instead)
-    assert (blocks.number_per_run, blocks.forwards) == (1, 7)
+    # the first warm-up forward reads 1.001 s, over a block's share (0.2 / 5 = 0.04 s): the warm-up ends
+    # there and number = 1; each block reads 1.001 s, the budget is passed at once, so the minimum of
+    # 5 blocks decides: 1 + 5 forwards (blocked_autorange grew its blocks instead)
+    assert (blocks.number_per_run, blocks.warmup_forwards, blocks.forwards) == (1, 1, 6)
 
 
 def test_blocks_stop_at_the_cap_when_forwards_get_faster_after_calibration(clock):
-    fake = clock([0.05, 0.05, 1e-6])  # warm-up forwards of 50 ms, then 1 us each
+    fake = clock([0.05, 1e-6])  # a warm-up forward of 50 ms, then 1 us each
     blocks = run(fake, warmup=2, min_run_time=0.1, min_blocks=4)
-    # number = max(1, int(0.1 / 4 / 0.05)) = 1; 1 us blocks never fill 0.1 s -> stopped at 3 x 4 blocks
+    # the 50 ms forward is over a block's share (0.1 / 4 = 25 ms): the warm-up ends after it, and
+    # number = max(1, int(0.025 / 0.05)) = 1; 1 us blocks never fill 0.1 s -> stopped at 3 x 4 blocks
     assert len(blocks.times) == MAX_BLOCKS_PER_MIN * 4 == 12
-    assert blocks.forwards == 2 + 12 and fake.calls == 14
+    assert blocks.forwards == 1 + 12 and fake.calls == 13
+
+
+def test_a_forward_that_fills_a_block_alone_ends_the_warmup(clock):
+    fake = clock([0.125, 0.0625])  # a cold first forward of 125 ms, then 62.5 ms each
+    blocks = run(fake, warmup=2, min_run_time=0.25, min_blocks=5)
+    # a block's share is 0.25 / 5 = 50 ms: the first warm-up forward (125 ms) fills it alone, so the
+    # second warm-up is skipped (it would size number = int(0.05 / 0.0625) = 1 just the same);
+    # 5 blocks of 1 forward (312.5 ms) pass the budget -> 1 + 5 forwards, each block 62.5 ms
+    assert (blocks.warmup_forwards, blocks.number_per_run, blocks.forwards) == (1, 1, 6)
+    assert blocks.times == (0.0625,) * 5 and fake.calls == 6
+
+
+def test_a_short_warmup_forward_keeps_the_whole_warmup(clock):
+    fake = clock(MS8)
+    blocks = run(fake, warmup=3, min_run_time=5 * 4 * MS8, min_blocks=5)
+    # 7.8 ms is under a block's share (4 x 7.8 ms): 3 warm-up forwards, the last sizing number = 4
+    assert (blocks.warmup_forwards, blocks.number_per_run, blocks.forwards) == (3, 4, 3 + 20)
 
 
 def test_without_warmup_the_calibrating_forward_is_the_first_measurement(clock):
@@ -131,8 +150,8 @@ def test_the_garbage_collector_is_off_while_timing_and_restored(clock):
 
     assert gc.isenabled()
     time_blocks(call, lambda: None, warmup=2, min_run_time=5 * MS8, min_blocks=5)
-    # the first warm-up runs with it on; the calibrating forward and every block with it off
-    assert states[0] is True and not any(states[1:]) and gc.isenabled()
+    # off for every forward, warm-up included (each may be the one that sizes the blocks); on again after
+    assert not any(states) and gc.isenabled()
 
     def fails() -> None:
         if not gc.isenabled():

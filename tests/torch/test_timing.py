@@ -32,8 +32,10 @@ def test_sleeping_forward_reads_at_least_the_sleep():
     stats = measure_execution_time(model, (torch.randn(5, 4),), warmup=2, min_run_time=0.05)
     assert stats.median_s >= 0.01 and stats.min_s >= 0.01
     assert stats.batch_size == 5
-    # at least the 2 warm-up forwards plus one timed forward per measurement
-    assert model.calls >= 2 + stats.times * stats.number_per_run
+    # the warm-up forwards (1: a 10 ms forward fills a block's share, 0.05 / 5 = 10 ms, alone) plus
+    # one timed forward per measurement
+    assert model.calls == stats.warmup_forwards + stats.times * stats.number_per_run
+    assert stats.warmup_forwards == 1
 
 
 def test_derived_fields_are_consistent():
@@ -167,12 +169,13 @@ def test_a_slow_model_runs_warmup_plus_the_measurements_it_needs_and_reports_the
     assert (stats.warmup_forwards, stats.times, stats.number_per_run) == (1, 3, 1)
 
 
-def test_the_default_budget_of_a_slow_model_is_two_warmups_and_five_measurements():
+def test_the_default_budget_of_a_slow_model_is_one_warmup_and_five_measurements():
     model = Sleeps20ms()
     calls = hook_counter(model)
     stats = measure_execution_time(model, (torch.zeros(1),), min_run_time=0.05)
-    # defaults: warmup=2, min_measurements=5; 5 blocks of one 20 ms forward pass 0.05 s
-    assert len(calls) == stats.forwards == 2 + 5 and stats.times == 5
+    # defaults: warmup=2, min_measurements=5; the first warm-up forward (20 ms) fills a block's share
+    # of the budget (0.05 / 5 = 10 ms) alone, which ends the warm-up; 5 blocks of one forward pass 0.05 s
+    assert len(calls) == stats.forwards == 1 + 5 and stats.times == 5
 
 
 def test_a_slow_clock_read_keeps_the_forwards_bounded(monkeypatch):
@@ -202,8 +205,9 @@ def test_execution_time_details_report_the_forwards_counted_by_a_user_hook():
     profiler.register_default_function(ComputeExecutionTime())
     profiler.compute_network_status(min_run_time=0.05)
     details = profiler.get_status("execution_time").details
-    # 2 warm-up forwards, then 5 one-forward blocks (each >= 20 ms, so 5 pass 0.05 s)
-    assert details["forwards"] == len(calls) == 7 and details["warmup_forwards"] == 2
+    # 1 warm-up forward (20 ms fills a block's share, 10 ms, alone), then 5 one-forward blocks
+    # (each >= 20 ms, so 5 pass 0.05 s)
+    assert details["forwards"] == len(calls) == 6 and details["warmup_forwards"] == 1
     assert details["measurements"] == 5 and details["num_threads"] == 1  # the default: 1 thread
     assert details["q1"].value <= profiler.get_status("execution_time").value <= details["q3"].value
     assert details["iqr"].value == pytest.approx(details["q3"].value - details["q1"].value)

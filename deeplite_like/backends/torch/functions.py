@@ -4,13 +4,24 @@ Each function takes its model inputs from a data split through the profiler's ``
 and leaves the model as it found it. Counting and memory runs use the model in eval mode by
 default (``mode='train'`` to measure training-mode behaviour) so that batch-norm statistics
 are never updated by profiling.
+
+One observation, many figures: MACs/FLOPs, peak memory and the per-layer table are read from
+one instrumented forward (``counting.engine.observe``) under ``torch.no_grad()``. Inside
+``shared_observations()`` (``TorchProfiler`` enters it for each ``compute_network_status`` and
+``compare``) the first of these functions to run makes the observation with everything in it,
+and the others, asking for the same inputs and options, read the same one: the default metrics
+run the model once instrumented, plus the timing runs (``benchmarks/bench_status_cost.py``).
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Mapping
+import contextlib
+import contextvars
+import warnings
+from typing import Any, Callable, Iterator, Mapping
 
 import torch
 
+from deeplite_like.backends.torch.errors import UntrackedOpWarning
 from deeplite_like.backends.torch.input_failures import explained_failures, take_inputs
 from deeplite_like.backends.torch.inputs import batch_size_of, inference_mode_of
 from deeplite_like.complexity_options import ComplexityOptions
@@ -21,6 +32,45 @@ from deeplite_like.metrics import (ExecutionTime, Flops, LayerwiseSummary, Macs,
 from deeplite_like.status import Detailed
 from deeplite_like.timing_values import META_NOT_TIMED, not_measured, timing_values
 from deeplite_like.threads import DEFAULT_NUM_THREADS
+
+
+_SHARED: contextvars.ContextVar[dict | None] = contextvars.ContextVar("deeplite_like_observations", default=None)
+
+
+@contextlib.contextmanager
+def shared_observations() -> Iterator[None]:
+    """Within the body, the built-in functions share one observation per model, inputs and options."""
+    token = _SHARED.set({})
+    try:
+        yield
+    finally:
+        _SHARED.reset(token)
+
+
+def _observed(model: torch.nn.Module, data_splits: Mapping[str, Any], forward_pass: ForwardPass, split: str | None,
+              batch_size: int, meta: bool, mode: str, causal_half: bool = False, memory: bool = False,
+              layers: bool = False) -> tuple[Any, int]:
+    """``(observation, batch size)`` of one forward on the split's inputs (shared in ``shared_observations``).
+
+    Shared, the observation has counts, memory and layer facts whoever asks first; alone, only
+    what was asked for.
+    """
+    from deeplite_like.backends.torch.counting.engine import observe
+    from deeplite_like.backends.torch.counting.registry import CountOptions
+    from deeplite_like.backends.torch.state import model_device
+
+    shared = _SHARED.get()
+    key = (id(model), split, batch_size, bool(meta), mode, bool(causal_half))
+    if shared is not None and key in shared:
+        return shared[key]
+    taken = take_inputs(data_splits, forward_pass, split, batch_size, device=model_device(model))
+    with inference_mode_of(model, mode), explained_failures(model, taken):
+        seen = observe(model, taken.args, taken.kwargs, meta=meta, options=CountOptions(causal_half=causal_half),
+                       memory=memory or shared is not None, layers=layers or shared is not None, grad=False)
+    observed = seen, batch_size_of(taken.args, taken.kwargs) or 1
+    if shared is not None:
+        shared[key] = observed
+    return observed
 
 
 class ComputeComplexity(ComplexityOptions, ProfilerFunction):
@@ -39,13 +89,20 @@ class ComputeComplexity(ComplexityOptions, ProfilerFunction):
                  loss_fn: Callable[[Any], torch.Tensor] | None = None, causal_half: bool = False,
                  mode: str = "eval") -> dict:
         from deeplite_like.backends.torch.counting import count_ops
+        from deeplite_like.backends.torch.counting.engine import untracked_message
 
-        taken = take_inputs(data_splits, forward_pass, split, batch_size)
-        args, kwargs = taken.args, taken.kwargs
-        with inference_mode_of(model, mode), explained_failures(model, taken):
-            counted = count_ops(model, *args, backward=backward, meta=meta, loss_fn=loss_fn,
-                                causal_half=causal_half, **kwargs)
-        batch = batch_size_of(args, kwargs) or 1
+        if backward:
+            taken = take_inputs(data_splits, forward_pass, split, batch_size)
+            args, kwargs = taken.args, taken.kwargs
+            with inference_mode_of(model, mode), explained_failures(model, taken):
+                counted = count_ops(model, *args, backward=backward, meta=meta, loss_fn=loss_fn,
+                                    causal_half=causal_half, **kwargs)
+            batch = batch_size_of(args, kwargs) or 1
+        else:  # the forward's cost: read from the observation (under no_grad, as inference runs)
+            seen, batch = _observed(model, data_splits, forward_pass, split, batch_size, meta, mode, causal_half)
+            counted = seen.counts
+            if counted.untracked:
+                warnings.warn(untracked_message(counted.untracked), UntrackedOpWarning, stacklevel=2)
         details = {"batch_size": batch, "backward": backward}
         if counted.untracked:  # operator -> calls: ran with no formula, counted as 0 (reports mark the count)
             details["untracked"] = dict(counted.untracked)
@@ -103,15 +160,11 @@ class ComputeMemory(ProfilerFunction):
     def __call__(self, model: torch.nn.Module, data_splits: Mapping[str, Any], forward_pass: ForwardPass,
                  batch_size: int = 1, split: str | None = None, meta: bool = False, mode: str = "eval",
                  include_weights: bool = True) -> dict:
-        from deeplite_like.backends.torch.memory import peak_activation_memory
         from deeplite_like.backends.torch.params import parameter_stats
 
-        taken = take_inputs(data_splits, forward_pass, split, batch_size)
-        args, kwargs = taken.args, taken.kwargs
-        with inference_mode_of(model, mode), explained_failures(model, taken):
-            memory = peak_activation_memory(model, args, kwargs, meta=meta)
+        seen, batch = _observed(model, data_splits, forward_pass, split, batch_size, meta, mode, memory=True)
+        memory = seen.memory
         stats = parameter_stats(model)
-        batch = batch_size_of(args, kwargs) or 1
         peak = int(memory.peak_bytes)
         param_bytes, buffer_bytes = (stats.param_bytes, stats.buffer_bytes) if include_weights else (0, 0)
         footprint = param_bytes + buffer_bytes + peak
@@ -164,11 +217,12 @@ class ComputeLayerwiseSummary(ProfilerFunction):
 
     def __call__(self, model: torch.nn.Module, data_splits: Mapping[str, Any], forward_pass: ForwardPass,
                  batch_size: int = 1, split: str | None = None, meta: bool = False, mode: str = "eval"):
-        from deeplite_like.backends.torch.layers import layerwise_summary
+        from deeplite_like.backends.torch.layers import SCRIPT_NO_LAYERS, layer_table
 
-        taken = take_inputs(data_splits, forward_pass, split, batch_size)
-        with inference_mode_of(model, mode), explained_failures(model, taken):
-            return layerwise_summary(model, taken.args, taken.kwargs, meta=meta)
+        if isinstance(model, torch.jit.ScriptModule):
+            raise TypeError(f"layerwise_summary: {type(model).__name__} is a TorchScript module; {SCRIPT_NO_LAYERS}")
+        seen, _ = _observed(model, data_splits, forward_pass, split, batch_size, meta, mode, layers=True)
+        return layer_table(model, seen)
 
 
 ComputeFlops = ComputeComplexity  # deeplite-profiler's name (its TensorFlow backend)

@@ -1,18 +1,15 @@
 """Per-layer summary: one row per module with shapes, parameters, MACs, FLOPs and activation bytes.
 
-Facts come from one counting pass (``count_ops``) plus a global forward hook (none on the modules)
-that records each module's input and output shapes and output bytes; the rendering is a
-``TableReport``.
+Every figure comes from one observation pass (``counting.engine.observe``): the counts per
+module, and each module's input and output shapes and output bytes at its first call; the
+rendering is a ``TableReport``.
 """
 from __future__ import annotations
 
-from typing import Any
-
 import torch
-from torch.nn.modules import module as _module_globals
-from torch.utils._pytree import tree_leaves
 
-from deeplite_like.backends.torch.counting import count_ops
+from deeplite_like.backends.torch.counting.engine import Observation, observe
+from deeplite_like.backends.torch.params import module_param_counts
 from deeplite_like.reports import TableReport
 from deeplite_like.units import format_bytes, format_share
 
@@ -21,30 +18,6 @@ COLUMNS = ("module", "type", "input_shapes", "output_shapes", "params", "macs", 
 HEADERS = {"module": "Module", "type": "Type", "input_shapes": "Input shapes", "output_shapes": "Output shapes",
            "params": "Params", "macs": "MACs", "flops": "FLOPs", "activation_bytes": "Output bytes",
            "macs_share": "MACs %", "calls": "Calls"}
-
-
-def _shape(t: torch.Tensor) -> str:
-    if t.is_nested:  # no single shape: its components', "nested(12x64, 8x64)"
-        return f"nested({', '.join(_shape(part) for part in t.unbind())})"
-    return "x".join(map(str, t.shape)) or "scalar"
-
-
-def _shapes(value: Any) -> str:
-    return ", ".join(_shape(t) for t in tree_leaves(value) if isinstance(t, torch.Tensor))
-
-
-def _bytes(value: Any) -> int:
-    return sum(t.numel() * t.element_size() for t in tree_leaves(value) if isinstance(t, torch.Tensor))
-
-
-def _own_params(module: torch.nn.Module) -> int:
-    seen: set[int] = set()
-    total = 0
-    for p in module.parameters():
-        if id(p) not in seen:
-            seen.add(id(p))
-            total += p.numel()
-    return total
 
 
 #: Why a TorchScript module has no per-layer table (the command line states the same limit).
@@ -64,44 +37,33 @@ def layerwise_summary(model: torch.nn.Module, args: tuple, kwargs: dict | None =
     """
     if isinstance(model, torch.jit.ScriptModule):
         raise TypeError(f"layerwise_summary: {type(model).__name__} is a TorchScript module; {SCRIPT_NO_LAYERS}")
-    kwargs = kwargs or {}
-    names = {id(m): n for n, m in model.named_modules(remove_duplicate=True)}
-    seen: dict[str, dict[str, Any]] = {}
+    return layer_table(model, observe(model, tuple(args), dict(kwargs or {}), meta=meta, layers=True), max_depth)
 
-    def hook(module: torch.nn.Module, inputs: Any, kw: Any, output: Any) -> None:
-        name = names.get(id(module))
-        if name is None:
-            return
-        row = seen.get(name)
-        if row is None:
-            seen[name] = {"input_shapes": _shapes((inputs, kw)), "output_shapes": _shapes(output),
-                          "activation_bytes": _bytes(output)}
 
-    handle = _module_globals.register_module_forward_hook(hook, with_kwargs=True)  # (global: no trace on the modules)
-    try:
-        counted = count_ops(model, *args, meta=meta, **kwargs)
-    finally:
-        handle.remove()
+def layer_table(model: torch.nn.Module, seen: Observation, max_depth: int | None = None) -> TableReport:
+    """The per-layer table of an observation of ``model`` made with ``layers=True`` (``layerwise_summary``)."""
+    counted, facts_of = seen.counts, seen.layers or {}
+    params = module_param_counts(model)  # (one bottom-up pass; the same sharing rules as total_params)
     total_macs = counted.macs
     rows = []
     for name, module in model.named_modules(remove_duplicate=True):
-        if name not in seen and name not in counted.by_module:
+        if name not in facts_of and name not in counted.by_module:
             continue  # never ran
         depth = 0 if name == "" else name.count(".") + 1
         if max_depth is not None and depth > max_depth:
             continue
         stats = counted.by_module.get(name)
-        facts = seen.get(name, {})
+        facts = facts_of.get(name)
         macs = stats.macs if stats else 0
         rows.append({
             "module": name,
             "type": type(module).__name__,
-            "input_shapes": facts.get("input_shapes", ""),
-            "output_shapes": facts.get("output_shapes", ""),
-            "params": _own_params(module),
+            "input_shapes": facts.input_shapes if facts else "",
+            "output_shapes": facts.output_shapes if facts else "",
+            "params": params.get(name, 0),
             "macs": macs,
             "flops": stats.flops if stats else 0,
-            "activation_bytes": facts.get("activation_bytes", 0),
+            "activation_bytes": facts.activation_bytes if facts else 0,
             "macs_share": 100.0 * macs / total_macs if total_macs else 0.0,
             "calls": stats.calls if stats else 0,
         })

@@ -39,7 +39,7 @@ real, no memory is allocated, so models too large for the machine can be measure
 """
 from __future__ import annotations
 
-import contextlib
+import dataclasses
 import weakref
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -54,10 +54,9 @@ from deeplite_like.backends.torch.counting.meta_values import MetaValues
 from deeplite_like.backends.torch.counting.op_facts import op_info
 from deeplite_like.backends.torch.params import tensor_span
 from deeplite_like.backends.torch.run_tensors import required_batch_size
-from deeplite_like.backends.torch.dispatch_mode import LightDispatchMode, make
+from deeplite_like.backends.torch.dispatch_mode import LightDispatchMode
 from deeplite_like.backends.torch.distributed.recording import PLAIN, run_locally
 from deeplite_like.backends.torch.distributed.shards import local_tensor
-from deeplite_like.backends.torch.fastpath import unfused
 from deeplite_like.backends.torch.state import model_device, preserved_model_state
 
 __all__ = ["MemoryStats", "peak_activation_memory"]
@@ -100,7 +99,7 @@ class MemoryStats:
         return self.peak_bytes - self.input_bytes
 
 
-def _storage_key(tensor: torch.Tensor) -> tuple[str, int] | None:
+def storage_key(tensor: torch.Tensor) -> tuple[str, int] | None:
     """Identity of a tensor's storage (valid on meta too; a DTensor's is its local shard's); None without one."""
     tensor = local_tensor(tensor)
     if type(tensor).__name__ == "AsyncCollectiveTensor":  # a functional collective's pending result
@@ -110,7 +109,7 @@ def _storage_key(tensor: torch.Tensor) -> tuple[str, int] | None:
     return str(tensor.device), tensor.untyped_storage()._cdata
 
 
-def _spanned_bytes(tensors: list[torch.Tensor]) -> int:
+def spanned_bytes(tensors: list[torch.Tensor]) -> int:
     """Bytes the tensors cover: per storage, the length of the union of their byte spans.
 
     Used for inputs: a batch sliced out of a larger one (``x[:n]``, a view) costs the bytes of
@@ -118,7 +117,7 @@ def _spanned_bytes(tensors: list[torch.Tensor]) -> int:
     """
     spans: dict[tuple[str, int], list[tuple[int, int]]] = {}
     for tensor in tensors:
-        key = _storage_key(tensor)
+        key = storage_key(tensor)
         if key is not None:
             spans.setdefault(key, []).append(tensor_span(tensor))
     total = 0
@@ -134,7 +133,7 @@ def _spanned_bytes(tensors: list[torch.Tensor]) -> int:
     return total
 
 
-def _tensor_leaves(tree: Any) -> list[torch.Tensor]:
+def tensor_leaves(tree: Any) -> list[torch.Tensor]:
     """The tensors in ``tree`` (a DTensor as this rank's local shard)."""
     return [local_tensor(leaf) for leaf in pytree.tree_leaves(tree) if isinstance(leaf, torch.Tensor)]
 
@@ -171,14 +170,16 @@ class _ModuleStack:
         return self.stack[-1] if self.stack else ""
 
 
-class _StorageTracker(LightDispatchMode):
-    """Counts live bytes of storages allocated by operators; see the module docstring."""
+class StorageLedger:
+    """Live bytes of the storages that operators allocate, and their peak; see the module docstring.
 
-    def __init__(self, base_bytes: int, external: set[tuple[str, int]], where: Callable[[], str],
-                 values: MetaValues | None = None) -> None:
-        super().__init__()
-        self.values = values  # on meta: the values of small integer tensors (index tensors, masks)
-        self._runs: dict[int, Callable] = {}
+    Not a mode itself: whatever sees each operator calls ``count(func, out)`` after it ran
+    (the counting pass, ``counting/recorder.py``, or ``_StorageTracker`` below). ``where()``
+    names the innermost module running, for ``peak_module``.
+    """
+
+    def __init__(self, base_bytes: int, external: set[tuple[str, int]], where: Callable[[], str]) -> None:
+        self.base = base_bytes
         self.live = base_bytes
         self.peak = base_bytes
         self.allocated = 0
@@ -189,35 +190,14 @@ class _StorageTracker(LightDispatchMode):
         self._bytes: dict[tuple[str, int], int] = {}
         self._finalizers: dict[tuple[str, int], weakref.finalize] = {}
 
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # noqa: ANN001 - torch's protocol
-        if not self._dynamo_safe:
-            self.switch_if_dynamo_loaded()
-        if types:  # tensor subclasses: a DTensor op runs on this rank's shards, seen here as plain tensors
-            out = run_locally(self, func, types, args, kwargs)
-            if out is not PLAIN:
-                return out
-        out = self._run(func, args, kwargs or {})
-        self._count(func, out)
-        return out
-
-    def _run(self, func: Any, args: tuple, kwargs: dict) -> Any:
-        """Run the operator; on meta, keeping the values of small integer tensors (``meta_values``)."""
-        if self.values is None:
-            return func(*args, **kwargs)
-        run = self._runs.get(id(func))
-        if run is None:
-            name, written, _, _, _ = op_info(func)
-            run = self._runs[id(func)] = self.values.wrap(func, name, written, func)
-        return run(*args, **kwargs)
-
-    def _count(self, func: Any, out: Any) -> None:
+    def count(self, func: Any, out: Any) -> None:
         """After an operator ran: the storages its outputs created (not views, not written arguments), the peak."""
         returns = func._schema.returns
         values = out if isinstance(out, (tuple, list)) and len(returns) == len(out) and len(returns) > 1 else (out,)
         for ret, value in zip(returns, values):
             if ret.alias_info is not None:
                 continue  # a view, or the written-to argument of an in-place / out= op
-            for tensor in _tensor_leaves(value):
+            for tensor in tensor_leaves(value):
                 self._allocated(tensor)
         if self.live > self.peak:
             self.peak = self.live
@@ -225,7 +205,7 @@ class _StorageTracker(LightDispatchMode):
             self.peak_module = self._where()
 
     def _allocated(self, tensor: torch.Tensor) -> None:
-        key = _storage_key(tensor)
+        key = storage_key(tensor)
         if key is None or key in self._bytes or key in self._external:
             return
         storage = tensor.untyped_storage()
@@ -245,32 +225,64 @@ class _StorageTracker(LightDispatchMode):
         own: dict[tuple[str, int], int] = {}
         other = []
         for tensor in tensors:
-            key = _storage_key(tensor)
+            key = storage_key(tensor)
             if key in self._bytes:
                 own[key] = self._bytes[key]
             elif key is not None:
                 other.append(tensor)
-        return sum(own.values()) + _spanned_bytes(other)
+        return sum(own.values()) + spanned_bytes(other)
 
     def detach_all(self) -> None:
-        """Drop the finalizers still pending, so nothing refers back to this tracker."""
+        """Drop the finalizers still pending, so nothing refers back to this ledger."""
         for finalizer in list(self._finalizers.values()):
             finalizer.detach()
         self._finalizers.clear()
+
+
+class _StorageTracker(StorageLedger, LightDispatchMode):
+    """A ``StorageLedger`` as a dispatch mode of its own: the training step's tracker (``training_step.py``)."""
+
+    def __init__(self, base_bytes: int, external: set[tuple[str, int]], where: Callable[[], str],
+                 values: MetaValues | None = None) -> None:
+        StorageLedger.__init__(self, base_bytes, external, where)
+        LightDispatchMode.__init__(self)
+        self.values = values  # on meta: the values of small integer tensors (index tensors, masks)
+        self._runs: dict[int, Callable] = {}
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # noqa: ANN001 - torch's protocol
+        if not self._dynamo_safe:
+            self.switch_if_dynamo_loaded()
+        if types:  # tensor subclasses: a DTensor op runs on this rank's shards, seen here as plain tensors
+            out = run_locally(self, func, types, args, kwargs)
+            if out is not PLAIN:
+                return out
+        out = self._run(func, args, kwargs or {})
+        self.count(func, out)
+        return out
+
+    def _run(self, func: Any, args: tuple, kwargs: dict) -> Any:
+        """Run the operator; on meta, keeping the values of small integer tensors (``meta_values``)."""
+        if self.values is None:
+            return func(*args, **kwargs)
+        run = self._runs.get(id(func))
+        if run is None:
+            name, written, _, _, _ = op_info(func)
+            run = self._runs[id(func)] = self.values.wrap(func, name, written, func)
+        return run(*args, **kwargs)
 
 
 def _to_device(tree: Any, device: torch.device) -> Any:
     return pytree.tree_map(lambda x: x.to(device) if isinstance(x, torch.Tensor) else x, tree)
 
 
-def _meta_state(model: nn.Module) -> dict[str, torch.Tensor]:
-    """Meta copies of parameters and buffers, keyed by qualified name (for functional_call)."""
-    state: dict[str, torch.Tensor] = {}
-    for name, param in model.named_parameters():
-        state[name] = param.detach().to("meta").requires_grad_(param.requires_grad)
-    for name, buffer in model.named_buffers():
-        state[name] = buffer.detach().to("meta")
-    return state
+def memory_stats(ledger: StorageLedger, output: Any, meta: bool, grad: bool, batch_size: int = 1) -> MemoryStats:
+    """The ``MemoryStats`` of a forward that just returned ``output`` (still alive), from its ledger."""
+    input_bytes = ledger.base
+    return MemoryStats(peak_bytes=ledger.peak, input_bytes=input_bytes,
+                       output_bytes=ledger.held_bytes(tensor_leaves(output)), end_bytes=ledger.live,
+                       allocated_bytes=ledger.allocated, batch_size=batch_size,
+                       per_sample_peak_bytes=ledger.peak / batch_size, peak_op=ledger.peak_op,
+                       peak_module=ledger.peak_module, grad=grad, meta=meta)
 
 
 def peak_activation_memory(
@@ -297,8 +309,14 @@ def peak_activation_memory(
     dimension of the first input tensor. ``allow_fastpath=False`` (default) turns off the fused
     transformer fast path during the forward so that its activations are seen (module docstring).
 
+    The measurement is the storage ledger of the observation pass (``counting.engine.observe``),
+    which counts the same forward's operations too: ``compute_network_status`` reads peak
+    memory, MACs and the per-layer table from one run.
+
     The model's mode, device, dtype, requires_grad, grads and hooks are left as found.
     """
+    from deeplite_like.backends.torch.counting.engine import observe
+
     if not isinstance(model, nn.Module):
         raise TypeError(f"peak_activation_memory expects a torch.nn.Module, got {type(model).__name__}")
     if not isinstance(args, tuple):
@@ -310,46 +328,15 @@ def peak_activation_memory(
         batch_size = required_batch_size(args, kwargs)
     if batch_size <= 0:
         raise ValueError(f"batch_size must be positive, got {batch_size}")
+    if not meta:
+        args, kwargs = _to_device((args, kwargs), model_device(model))
 
     with preserved_model_state(model):
         if train is not None:
             model.train(train)
-        values = None
-        if meta:
-            state = None if on_meta else _meta_state(model)
-            values = MetaValues(lambda: f"module {modules.current!r}" if modules.current else "the root module")
-            real = _tensor_leaves((args, kwargs))
-            args, kwargs = _to_device((args, kwargs), torch.device("meta"))
-            for before, after in zip(real, _tensor_leaves((args, kwargs))):
-                values.seed(after, before)
-            buffers = dict(model.named_buffers())
-            for name, tensor in (state or {}).items():
-                if name in buffers:
-                    values.seed(tensor, buffers[name])
-        else:
-            state = None
-            args, kwargs = _to_device((args, kwargs), model_device(model))
-        inputs = _tensor_leaves((args, kwargs))
-        input_bytes = _spanned_bytes(inputs)
-        external = {key for t in inputs if (key := _storage_key(t)) is not None}
-        for tensor in (*model.parameters(), *model.buffers(), *(state or {}).values()):
-            if (key := _storage_key(tensor)) is not None:
-                external.add(key)
-
-        modules = _ModuleStack(model)
-        tracker = make(_StorageTracker, input_bytes, external, lambda: modules.current, values)
         try:
-            # (nested inputs run only through the fused transformer kernels: the fast path stays on)
-            nested = any(t.is_nested for t in inputs)
-            fastpath = contextlib.nullcontext() if allow_fastpath or nested else unfused()
-            with torch.set_grad_enabled(grad), fastpath, modules, tracker:
-                if state is None:
-                    out = model(*args, **kwargs)
-                else:
-                    out = torch.func.functional_call(model, state, args, kwargs)
-            end_bytes = tracker.live
-            output_bytes = tracker.held_bytes(_tensor_leaves(out))
-            del out
+            seen = observe(model, args, kwargs, meta=meta, memory=True, grad=grad, unfuse=not allow_fastpath,
+                           wrap_errors=False)
         except (RuntimeError, NotImplementedError) as error:
             if meta:
                 note = (f"while running {type(model).__name__} on the meta device to measure activation "
@@ -360,19 +347,4 @@ def peak_activation_memory(
                 else:
                     raise RuntimeError(f"{error}\n{note}") from error
             raise
-        finally:
-            tracker.detach_all()
-
-    return MemoryStats(
-        peak_bytes=tracker.peak,
-        input_bytes=input_bytes,
-        output_bytes=output_bytes,
-        end_bytes=end_bytes,
-        allocated_bytes=tracker.allocated,
-        batch_size=batch_size,
-        per_sample_peak_bytes=tracker.peak / batch_size,
-        peak_op=tracker.peak_op,
-        peak_module=tracker.peak_module,
-        grad=grad,
-        meta=meta,
-    )
+    return dataclasses.replace(seen.memory, batch_size=batch_size, per_sample_peak_bytes=seen.memory.peak_bytes / batch_size)

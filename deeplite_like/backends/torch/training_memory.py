@@ -40,7 +40,7 @@ from deeplite_like.backends.torch.dispatch_mode import make
 from deeplite_like.backends.torch.run_tensors import required_batch_size
 from deeplite_like.backends.torch.fastpath import unfused
 from deeplite_like.backends.torch.memory import (
-    _ModuleStack, _spanned_bytes, _storage_key, _tensor_leaves,
+    _ModuleStack, spanned_bytes, storage_key, tensor_leaves,
 )
 from deeplite_like.backends.torch.sharding import (
     ShardPlan, repeated_blocks, resolve_sharding, select_modules, shard_bytes,
@@ -67,7 +67,7 @@ def _default_loss(output: Any) -> torch.Tensor:
         return loss
     if isinstance(output, torch.Tensor):
         return output.sum()
-    leaves = [t for t in _tensor_leaves(output) if t.is_floating_point() and t.requires_grad]
+    leaves = [t for t in tensor_leaves(output) if t.is_floating_point() and t.requires_grad]
     if not leaves:
         raise ValueError("the model's output has no floating tensor that requires grad and no 'loss'; pass "
                          "loss_fn=... (called as loss_fn(output) or loss_fn(output, target))")
@@ -137,7 +137,7 @@ def estimate_training_memory(
         device = torch.device("meta") if meta else model_device(model)
         real_buffers = dict(model.named_buffers())
         state = _copied_state(model, device, dtype)
-        originals = _tensor_leaves((inputs, kwargs, target))
+        originals = tensor_leaves((inputs, kwargs, target))
         inputs, kwargs, target = _moved((inputs, kwargs, target), device, dtype)
         trainable = [t for name, t in state.items() if t.requires_grad]
         if not trainable:
@@ -145,20 +145,20 @@ def estimate_training_memory(
                              "step to measure")
         opt, opt_name = build_optimizer(optimizer, trainable)
 
-        leaves = _tensor_leaves((inputs, kwargs, target))
-        input_bytes = _spanned_bytes(leaves)
+        leaves = tensor_leaves((inputs, kwargs, target))
+        input_bytes = spanned_bytes(leaves)
         param_names = {name for name, _ in model.named_parameters()}
         params_full = sum(t.untyped_storage().nbytes() for t in tensor_storages(
             [t for n, t in state.items() if n in param_names]))
         buffers_bytes = sum(t.untyped_storage().nbytes() for t in tensor_storages(
             [t for n, t in state.items() if n not in param_names]))
-        external = {key for t in (*leaves, *state.values()) if (key := _storage_key(t)) is not None}
+        external = {key for t in (*leaves, *state.values()) if (key := storage_key(t)) is not None}
 
         modules = _ModuleStack(model)
         tracker = make(StepTracker, params_full + buffers_bytes + input_bytes, external, where_running(modules))
         if meta:
             tracker.values = MetaValues(lambda: f"module {modules.current!r}")
-            for real, moved in zip(originals, _tensor_leaves((inputs, kwargs, target))):
+            for real, moved in zip(originals, tensor_leaves((inputs, kwargs, target))):
                 tracker.values.seed(moved, real)
             for name, buffer in real_buffers.items():
                 tracker.values.seed(state[name], buffer)
@@ -249,7 +249,7 @@ def _copied_state(model: nn.Module, device: torch.device, dtype: torch.dtype | N
             copy = tensor.detach().to(device)
             if dtype is not None and copy.is_floating_point():
                 copy = copy.to(dtype)
-            if copy.device.type != "meta" and _storage_key(copy) == _storage_key(tensor):
+            if copy.device.type != "meta" and storage_key(copy) == storage_key(tensor):
                 copy = copy.clone()  # real run: never step or update the user's own storage
             elif copy.device.type == "meta" and copy is tensor:
                 copy = copy.detach()

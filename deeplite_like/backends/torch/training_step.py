@@ -26,7 +26,7 @@ from torch.overrides import TorchFunctionMode
 from torch.utils import _pytree as pytree
 
 from deeplite_like.backends.torch.counting.meta_values import MetaValues
-from deeplite_like.backends.torch.memory import _ModuleStack, _storage_key, _StorageTracker, _tensor_leaves
+from deeplite_like.backends.torch.memory import _ModuleStack, storage_key, _StorageTracker, tensor_leaves
 
 __all__ = ["StepRecord", "StepTracker", "NodeLabeler"]
 
@@ -84,12 +84,12 @@ class StepTracker(_StorageTracker):
             out = _placeholder_scalar(args[0].dtype)
         else:  # (on meta, small integer tensors keep their values: meta_values.py)
             out = self._run(func, args, kwargs)
-            self._count(func, out)
+            self.count(func, out)
         self.record.marks.append((len(self.record.events), self.phase, self._where(), str(func)))
         return out
 
     def _allocated(self, tensor: torch.Tensor) -> None:
-        key = _storage_key(tensor)
+        key = storage_key(tensor)
         if key is None or key in self._bytes or key in self._external:
             return
         super()._allocated(tensor)
@@ -105,7 +105,7 @@ class StepTracker(_StorageTracker):
 
     def serial_of(self, tensor: torch.Tensor) -> int | None:
         """Allocation serial of the storage holding ``tensor`` (None if not allocated in the step)."""
-        key = _storage_key(tensor)
+        key = storage_key(tensor)
         return self._serial.get(key) if key is not None else None
 
     @contextlib.contextmanager
@@ -155,8 +155,8 @@ def tensor_storages(tree: Any) -> list[torch.Tensor]:
     """Tensor leaves of ``tree``, one per storage (first seen wins)."""
     seen: set[tuple[str, int]] = set()
     out = []
-    for tensor in _tensor_leaves(tree):
-        key = _storage_key(tensor)
+    for tensor in tensor_leaves(tree):
+        key = storage_key(tensor)
         if key is not None and key not in seen:
             seen.add(key)
             out.append(tensor)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 import warnings
+from dataclasses import dataclass
 from typing import Any, Callable, Iterator
 
 import torch
@@ -24,6 +25,7 @@ from ..state import kept_random_state, kept_tensor_attributes
 from . import formulas as _formulas  # noqa: F401  (importing the package fills the formula table)
 from ..run_tensors import first_tensor_batch, fresh_leaf, loss_of, meta_like, tensors_in
 from .describe import describe_args
+from ..shapes import LayerFacts
 from .recorder import CountingMode, counting_mode
 from .registry import CountOptions
 
@@ -73,6 +75,49 @@ def count_ops(model: torch.nn.Module, *args: Any, backward: bool = False, meta: 
     """
     if not isinstance(model, torch.nn.Module):
         raise TypeError(f"count_ops expects a torch.nn.Module, got {type(model).__name__}")
+    result = observe(model, args, kwargs, backward=backward, meta=meta, loss_fn=loss_fn,
+                     options=CountOptions(causal_half=causal_half)).counts
+    if warn_untracked and result.untracked:
+        warnings.warn(untracked_message(result.untracked), UntrackedOpWarning, stacklevel=2)
+    return result
+
+
+@dataclass
+class Observation:
+    """What one instrumented run of a model saw (``observe``).
+
+    ``counts``: MACs/FLOPs per module, operator and phase (``count_ops``'s result). ``memory``:
+    peak activation memory of the forward (``memory.MemoryStats``), when asked. ``layers``:
+    qualified name -> ``LayerFacts`` (shapes, output bytes) of each module's first call, when
+    asked. ``output_bytes``/``end_bytes``: see ``MemoryStats``.
+    """
+
+    counts: OpCount
+    memory: Any = None
+    layers: dict[str, LayerFacts] | None = None
+
+
+def observe(model: torch.nn.Module, args: tuple, kwargs: dict, *, backward: bool = False, meta: bool = False,
+            loss_fn: LossFn | None = None, options: CountOptions | None = None, memory: bool = False,
+            layers: bool = False, grad: bool | None = None, unfuse: bool = True,
+            wrap_errors: bool = True) -> Observation:
+    """One instrumented run of ``model(*args, **kwargs)``: counts, and when asked peak memory and layer facts.
+
+    Everything is read from the same pass, by the same module attribution (``CountingMode``'s
+    per-class dispatchers, ``recorder.py``): each operator is priced, its fresh output storages
+    are added to the live bytes (``memory.StorageLedger``), and each module's first call leaves
+    its shapes. ``count_ops``, ``peak_activation_memory``, ``layerwise_summary`` and the
+    profiler's default functions (which share one observation per ``compute_network_status``)
+    are views of it.
+
+    ``grad``: run the forward with grad enabled or not (``None``: the caller's mode; ``backward``
+    enables it). ``unfuse``: turn the fused transformer fast path off so that its layers' inner
+    work is seen (nested-tensor inputs keep it: only the fused kernels take them).
+    ``wrap_errors``: a failing forward raises ``ForwardError`` naming the module (``False``: the
+    model's own exception, with a note naming the module).
+    """
+    from ..memory import StorageLedger, memory_stats, spanned_bytes, storage_key
+
     modules = list(model.named_modules())
     slots = _tensor_slots(modules)
     on_meta = meta or any(tensor.is_meta for _, _, tensor, _, _ in slots)
@@ -82,8 +127,11 @@ def count_ops(model: torch.nn.Module, *args: Any, backward: bool = False, meta: 
                          "unsharded model; count with meta=False inside each rank (docs/distributed.rst)")
     if backward:
         _check_differentiable(model, args, kwargs)
-    mode = counting_mode(CountOptions(causal_half=causal_half), track_backward=backward, meta=on_meta)
+    mode = counting_mode(options or CountOptions(), track_backward=backward, meta=on_meta)
     mode.result.batch_size = first_tensor_batch(args, kwargs)
+    if layers:
+        mode.layers = {}
+    stats = None
 
     with contextlib.ExitStack() as cleanup:  # unwinds in reverse: the mode exits first
         cleanup.enter_context(kept_random_state(model))
@@ -101,38 +149,53 @@ def count_ops(model: torch.nn.Module, *args: Any, backward: bool = False, meta: 
                 args, kwargs = pytree.tree_map_only(torch.Tensor, fresh_leaf, (args, kwargs))
         if backward:
             cleanup.enter_context(_preserved_grads(model))
+        inputs = list(tensors_in((args, kwargs)))
+        if memory:  # the inputs are live from the start; parameters, buffers and inputs are not activations
+            external = {key for t in (*inputs, *(tensor for _, _, tensor, _, _ in slots), *state.values())
+                        if (key := storage_key(t)) is not None}
+            mode.ledger = StorageLedger(spanned_bytes(inputs), external, lambda: mode._ctx.names[-1])
+            cleanup.callback(mode.ledger.detach_all)
         cleanup.callback(mode.detach)
         # Nested inputs run only through the fused transformer kernels: keep them (they price per sequence).
-        mode.attach(modules, unfuse=not any(t.is_nested for t in tensors_in((args, kwargs))))
+        mode.attach(modules, unfuse=unfuse and not any(t.is_nested for t in inputs))
         if on_meta:  # tensors the forward creates without a device land on meta too
             cleanup.enter_context(torch.device("meta"))
-        cleanup.enter_context(torch.enable_grad() if backward else contextlib.nullcontext())
+        if backward or grad is not None:
+            cleanup.enter_context(torch.set_grad_enabled(True if backward else grad))
         cleanup.enter_context(mode)
 
         mode.set_phase("forward")
-        output = _forward(model, state, args, kwargs, mode, on_meta)
+        output = _forward(model, state, args, kwargs, mode, on_meta, wrap_errors)
+        if memory:
+            stats = memory_stats(mode.ledger, output, on_meta, torch.is_grad_enabled(), mode.result.batch_size or 1)
+            mode.ledger.detach_all()
+            mode.ledger = None
         if backward:
             mode.set_phase("loss")
             loss = loss_of(output, loss_fn)
             mode.set_phase("backward")
             _backward(loss, [] if is_fully_sharded(model) else _leaves(model, state, args, kwargs))
+        del output
 
     result = mode.finish()
     roll_up_containers(result.by_module, parent_names(name for name, _ in modules))
-    if warn_untracked and result.untracked:
-        warnings.warn(_untracked_message(result.untracked), UntrackedOpWarning, stacklevel=2)
-    return result
+    return Observation(result, stats, mode.layers)
 
 
 # -- phases ---------------------------------------------------------------------------------
 def _forward(model: torch.nn.Module, state: dict, args: tuple, kwargs: dict, mode: CountingMode,
-             on_meta: bool) -> Any:
+             on_meta: bool, wrap_errors: bool = True) -> Any:
     try:
         if state:
             return torch.func.functional_call(model, state, args, kwargs)
         return model(*args, **kwargs)
     except Exception as exc:
-        raise _forward_error(model, exc, mode, on_meta) from exc
+        error = _forward_error(model, exc, mode, on_meta)
+        if wrap_errors:
+            raise error from exc
+        if hasattr(exc, "add_note"):  # the model's own exception, told where it happened
+            exc.add_note(str(error))
+        raise
 
 
 def _forward_error(model: torch.nn.Module, exc: Exception, mode: CountingMode, on_meta: bool) -> ForwardError:
@@ -266,7 +329,7 @@ def _restored_tensors(slots: list[tuple[dict, str, torch.Tensor, bool, bool]], m
                 tensor.copy_(before)
 
 
-def _untracked_message(untracked: dict[str, int]) -> str:
+def untracked_message(untracked: dict[str, int]) -> str:
     listing = ", ".join(f"{name} ({calls} call{'s' if calls != 1 else ''})"
                         for name, calls in sorted(untracked.items(), key=lambda kv: (-kv[1], kv[0])))
     return (f"{len(untracked)} operator(s) ran with no FLOP formula and were counted as 0: {listing}. "

@@ -78,6 +78,7 @@ from ..errors import FormulaError
 from .describe import describe_args
 from .meta_replay import MetaOutputs
 from ..fastpath import unfused
+from ..shapes import LayerFacts, layer_facts
 from .meta_values import MetaValues
 from .module_wrappers import FUSED_UNLESS_HOOKED, can_wrap, counting_thread, unwrap_classes, wrap_classes
 from .module_wrappers import _wrapped  # noqa: F401  (re-exported: tests check that no wrapper is left)
@@ -176,6 +177,10 @@ class CountingMode(LightDispatchMode):
         self._seq_ctxs: list[_Context] = []
         self._node_ctx: dict[int, _Context] = {}
         self._mark_context()
+        # What else the pass observes (``engine.observe``): storage lifetimes (peak memory) and each
+        # module's first call (the per-layer table). None: not observed.
+        self.ledger: Any = None  # a ``memory.StorageLedger``; told of every operator's outputs
+        self.layers: dict[str, LayerFacts] | None = None  # qualified name -> facts of its first call
 
     # -- phases ---------------------------------------------------------------------------
     def set_phase(self, phase: str) -> None:
@@ -257,12 +262,15 @@ class CountingMode(LightDispatchMode):
             else:
                 self._ctx = _Context(parent.names + (name,), parent.stats + (stats,), ops)
             try:
-                return forward(*args, **kwargs)
+                output = forward(*args, **kwargs)
             except BaseException as exc:
                 self._failed(exc, module, name, args, kwargs)
                 raise
             finally:
                 self._ctx = parent
+            if self.layers is not None and name not in self.layers:
+                self.layers[name] = layer_facts(args, kwargs, output)
+            return output
         opened = self._open(module, name)
         try:
             output = forward(*args, **kwargs)
@@ -274,6 +282,8 @@ class CountingMode(LightDispatchMode):
                 self._close(opened)
         if opened is not None and opened[2] is not None:
             self._price_module(opened[2], name, module, args, kwargs, output, opened[1])
+        if self.layers is not None and name not in self.layers:
+            self.layers[name] = layer_facts(args, kwargs, output)
         return output
 
     def attached_name(self, module: torch.nn.Module) -> str | None:
@@ -345,6 +355,8 @@ class CountingMode(LightDispatchMode):
             self._close(opened)
             if opened[2] is not None and not failed:
                 self._price_module(opened[2], name, module, args, kwargs, output, opened[1])
+        if self.layers is not None and not failed and name not in self.layers:
+            self.layers[name] = layer_facts(args, kwargs, output)
         return None
 
     def _module_formula(self, cls: type) -> Any:
@@ -427,6 +439,8 @@ class CountingMode(LightDispatchMode):
         if written and (self._watched or self._to_watch):
             self._before_write(written, args, kwargs)
         out = self._meta.run(func, run, replay, args, kwargs) if replay else run(*args, **kwargs)
+        if self.ledger is not None:
+            self.ledger.count(func, out)
         if formula is None or self._opaque:
             return out
         if formula is _UNTRACKED:
