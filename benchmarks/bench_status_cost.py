@@ -3,6 +3,7 @@
     python benchmarks/bench_status_cost.py                      # ResNet-50 and ResNet-18, batch 1
     python benchmarks/bench_status_cost.py --package /path/to/other/checkout   # the same on another version
     python benchmarks/bench_status_cost.py --threads 1   # everything at 1 thread (a busy machine)
+    python benchmarks/bench_status_cost.py --num-threads none   # time at torch's thread count, not 1
 
 In each round, one after the other: the plain forward (eval, ``torch.no_grad()``) at torch's
 thread count and at 1 thread (the median of 3 forwards each), then ``compute_network_status()``
@@ -10,7 +11,8 @@ on a fresh ``TorchProfiler`` (nothing cached), with every default function regis
 default options (batch 1, ``min_run_time`` 0.2 s). ``x forward`` is the median over rounds of
 (status time / forward time in the same round), so load from other processes that drifts during
 the run weighs on both. The script also prints the forwards ``execution_time`` ran; with
-``--parts``, the time of each default function alone, as a multiple of the forward at torch's
+``--parts``, the time of each default function alone, and of every default function but the
+timing together (they share one instrumented forward), as a multiple of the forward at torch's
 thread count.
 """
 from __future__ import annotations
@@ -51,6 +53,8 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=None,
                         help="torch.set_num_threads(N) first: every part then runs at N threads (default: torch's)")
     parser.add_argument("--parts", action="store_true", help="also time each default function alone")
+    parser.add_argument("--num-threads", default="1",
+                        help="compute_network_status(num_threads=...): 1 (the default), auto, or none (torch's count)")
     parser.add_argument("--package", default=ROOT,
                         help="the checkout whose deeplite_like is measured (default: this one)")
     options = parser.parse_args()
@@ -67,9 +71,12 @@ def main() -> None:
 
     if options.threads is not None:
         torch.set_num_threads(options.threads)
+    num_threads = {"none": None, "auto": "auto"}.get(options.num_threads.lower()) if not options.num_threads.isdigit() \
+        else int(options.num_threads)
     builders: dict[str, Callable[[], torch.nn.Module]] = {"resnet50": ResNet50, "resnet18": ResNet18}
     print(f"deeplite_like from {os.path.dirname(deeplite_like.__file__)}; torch {torch.__version__}, "
-          f"{torch.get_num_threads()} threads; load average {os.getloadavg()[0]:.1f}")
+          f"{torch.get_num_threads()} threads; timing num_threads={num_threads!r}; "
+          f"load average {os.getloadavg()[0]:.1f}")
     table = PrettyTable(["model", "forward", "forward 1 thread", "status", "x forward", "x forward (1 thread)",
                          "execution_time forwards"])
     parts_table = PrettyTable(["model", "function (alone)", "x forward"])
@@ -85,15 +92,25 @@ def main() -> None:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
                 start = time.perf_counter()
-                profiler.compute_network_status()
+                profiler.compute_network_status(num_threads=num_threads)
                 status = time.perf_counter() - start
                 ran.append(profiler.get_status("execution_time").details.get("forwards", "n/a"))
                 for function in TorchProfiler.from_inputs(model, x, name=name).functions if options.parts else ():
                     single = TorchProfiler.from_inputs(model, x, name=name, register_defaults=False)
                     single.register_default_function(type(function)())
                     start = time.perf_counter()
-                    single.compute_network_status()
+                    timed = type(function).__name__ == "ComputeExecutionTime"
+                    single.compute_network_status(**({"num_threads": num_threads} if timed else {}))
                     parts.setdefault(type(function).__name__, []).append((time.perf_counter() - start) / forward)
+                if options.parts:  # what the one instrumented forward costs, every function reading it
+                    untimed = TorchProfiler.from_inputs(model, x, name=name, register_defaults=False)
+                    for function in TorchProfiler.from_inputs(model, x, name=name).functions:
+                        if type(function).__name__ != "ComputeExecutionTime":
+                            untimed.register_default_function(type(function)())
+                    start = time.perf_counter()
+                    untimed.compute_network_status()
+                    parts.setdefault("all but ComputeExecutionTime", []).append(
+                        (time.perf_counter() - start) / forward)
             statuses.append(status)
             forwards.append(forward)
             forwards_1.append(forward_1)

@@ -18,6 +18,7 @@ tool's fastest round over the forward's fastest (the least disturbed), with the 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import resource
 import statistics
@@ -30,6 +31,7 @@ from typing import Any, Callable
 
 import torch
 from prettytable import PrettyTable
+from torch.utils._python_dispatch import TorchDispatchMode
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
@@ -61,6 +63,13 @@ def _resnet18() -> tuple[torch.nn.Module, torch.Tensor]:
     return ResNet18().eval(), torch.randn(1, 3, 224, 224)
 
 
+def _resnet50() -> tuple[torch.nn.Module, torch.Tensor]:
+    from benchmarks.resnet50 import ResNet50
+
+    torch.manual_seed(0)
+    return ResNet50().eval(), torch.randn(1, 3, 224, 224)
+
+
 def _decoder_small() -> tuple[torch.nn.Module, torch.Tensor]:
     torch.manual_seed(0)
     return Decoder(DECODER_SMALL).eval(), torch.randint(0, DECODER_SMALL.vocab_size, (1, 128))
@@ -68,6 +77,7 @@ def _decoder_small() -> tuple[torch.nn.Module, torch.Tensor]:
 
 CASES = {case.name: case for case in (
     Case("resnet18", 1, _resnet18, "ResNet-18, 3x224x224"),
+    Case("resnet50", 1, _resnet50, "ResNet-50, 3x224x224"),
     Case("decoder_small", 1, _decoder_small, "LLaMA-style decoder d=512, 8 layers, 128 tokens"),
     Case("resnet_small", 1, _zoo("resnet_small", 1), "zoo, 3x32x32"),
     Case("mobilenet_small", 1, _zoo("mobilenet_small", 1), "zoo, 3x32x32"),
@@ -84,12 +94,44 @@ def flop_counter(model: torch.nn.Module, x: torch.Tensor) -> int:
     return mode.get_total_flops()
 
 
+class _RunEachOp(TorchDispatchMode):
+    """The floor of any dispatch-level instrument: a mode that only runs each operator."""
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        return func(*args, **(kwargs or {}))
+
+
+def floor(model: torch.nn.Module, x: torch.Tensor, tracked: bool = False) -> None:
+    from torch.utils.module_tracker import ModuleTracker
+
+    with ModuleTracker() if tracked else contextlib.nullcontext(), _RunEachOp():
+        model(x)
+
+
+def observe_all(model: torch.nn.Module, x: torch.Tensor) -> Any:
+    """What ``compute_network_status`` instruments: counts, peak memory and layer facts in one pass."""
+    from deeplite_like.backends.torch.counting.engine import observe
+
+    return observe(model, (x,), {}, memory=True, layers=True, grad=False).counts
+
+
+def profile(model: torch.nn.Module, x: torch.Tensor, module_latency: bool = True) -> Any:
+    from deeplite_like import get_model_profile
+
+    return get_model_profile(model, args=(x,), print_profile=False, module_latency=module_latency)
+
+
 def tools(model: torch.nn.Module, x: torch.Tensor) -> dict[str, tuple[Callable[[], Any], Callable | None]]:
     """name -> (run once, result -> (macs or None, flops or None))."""
     found: dict[str, tuple[Callable[[], Any], Callable | None]] = {
         "forward": (lambda: model(x), None),
+        "floor (a mode running each op)": (lambda: floor(model, x), None),
+        "floor + ModuleTracker": (lambda: floor(model, x, tracked=True), None),
         "count_ops": (lambda: count_ops(model, x), lambda r: (r.macs, r.flops)),
+        "observe (+ memory, layers)": (lambda: observe_all(model, x), lambda r: (r.macs, r.flops)),
         "count_ops meta": (lambda: count_ops(model, x, meta=True), lambda r: (r.macs, r.flops)),
+        "get_model_profile": (lambda: profile(model, x), lambda r: (r.macs, r.flops)),
+        "get_model_profile, module_latency=False": (lambda: profile(model, x, False), lambda r: (r.macs, r.flops)),
         "FlopCounterMode": (lambda: flop_counter(model, x), lambda r: (None, r)),
     }
     try:

@@ -265,7 +265,10 @@ class Scale3Stack(nn.Module):
         return scale3(x.t())  # another shape: a new key
 
 
-def test_meta_replay_runs_the_meta_kernel_once_per_distinct_call(scale3_formula):
+def test_meta_replay_runs_the_meta_kernel_once_per_distinct_call(scale3_formula, monkeypatch):
+    from deeplite_like.backends.torch.counting import meta_replay
+
+    monkeypatch.setattr(meta_replay, "_RECORDED", {})  # a process that has recorded nothing yet
     x = torch.randn(2, 5)
     META_KERNEL_CALLS[0] = 0
     result = count_ops(Scale3Stack(), x, meta=True)
@@ -273,6 +276,32 @@ def test_meta_replay_runs_the_meta_kernel_once_per_distinct_call(scale3_formula)
     assert (result.macs, result.flops) == (0, 40)
     assert stats(result.by_operator["dlperf.scale3"]) == (0, 40, 4)
     assert META_KERNEL_CALLS[0] == 2
+    # what was recorded is kept for the process: a second count runs no meta kernel, same figures
+    again = count_ops(Scale3Stack(), x, meta=True)
+    assert META_KERNEL_CALLS[0] == 2 and again.as_dict() == result.as_dict()
+    count_ops(Scale3Stack(), torch.randn(3, 5), meta=True)  # new shapes: (3, 5) and (5, 3)
+    assert META_KERNEL_CALLS[0] == 4
+
+
+def test_in_place_pointwise_ops_on_self_alone_are_replayed_from_their_first_call():
+    from deeplite_like.backends.torch.counting.op_facts import IN_PLACE, NEW, POINTWISE_IN_PLACE, op_info
+
+    replay = {str(op): op_info(op)[3] for op in (aten.relu_.default, aten.hardtanh_.default, aten.clamp_.default,
+                                                 aten.add_.Tensor, aten.unsqueeze_.default, aten.add.Tensor)}
+    # pointwise, only self is a tensor: metadata cannot change. add_ takes a tensor to broadcast (its
+    # kernel checks shapes) and unsqueeze_ changes the shape of self: both IN_PLACE, replayed only
+    # once a first call has left the metadata of self unchanged; add returns a new tensor.
+    assert replay == {"aten.relu_.default": POINTWISE_IN_PLACE, "aten.hardtanh_.default": POINTWISE_IN_PLACE,
+                      "aten.clamp_.default": POINTWISE_IN_PLACE, "aten.add_.Tensor": IN_PLACE,
+                      "aten.unsqueeze_.default": IN_PLACE, "aten.add.Tensor": NEW}
+    # MobileNet's ReLU6(inplace=True) is hardtanh_: counted on meta as on real tensors
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Conv2d(3, 8, 3, bias=False), nn.BatchNorm2d(8), nn.ReLU6(inplace=True)).eval()
+    x = torch.randn(BATCH, 3, 6, 6)
+    real, meta = count_ops(model, x), count_ops(model, x, meta=True)
+    # hardtanh_ on 2*8*4*4 = 256 elements: 256 FLOPs (one compare-and-clip each)
+    assert stats(meta.by_operator["aten.hardtanh_"]) == stats(real.by_operator["aten.hardtanh_"])
+    assert real.as_dict() == meta.as_dict()
 
 
 def test_meta_replay_gives_outputs_like_the_kernel():

@@ -120,3 +120,21 @@ def test_options_that_differ_get_their_own_observation(meta):
     assert counter.calls == 2  # one observation per batch size (on meta too: functional_call runs the module)
     assert profiler.get_status("macs").value == 2 * MACS
     assert profiler.get_status("peak_activation_memory").value == 2 * PEAK
+
+
+@pytest.mark.parametrize("warm_up, calls", [(1, 2), (0, 2), (3, 4)])
+def test_get_model_profile_runs_the_model_once_instrumented_and_once_timed(warm_up, calls):
+    import deeplite_like
+
+    model = mlp()
+    counter = ForwardCounter(model)
+    profile = deeplite_like.get_model_profile(model, args=(torch.randn(4, 1000),), print_profile=False,
+                                              warm_up=warm_up)
+    # the counted call is the first warm-up call; then warm_up - 1 more, then one timed call that also
+    # times each module (CPU): 2 calls by default (DeepSpeed's warm_up=1 runs 2 as well)
+    assert counter.calls == calls
+    assert (profile.macs, profile.flops) == (MACS, FLOPS)
+    root, forward = profile.root.latency_s, profile.phases["forward"].latency_s
+    # the root's time is read inside the timed call, which the forward latency encloses
+    assert 0 < root <= forward
+    assert sum(child.latency_s for child in profile.root.children) <= root

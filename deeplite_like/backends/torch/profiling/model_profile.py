@@ -35,11 +35,16 @@ def build_model_profile(model: nn.Module, *, input_shape: Sequence[int] | None =
                         loss_fn: Callable[[Any], torch.Tensor] | None = None) -> ModelProfile:
     """The ``ModelProfile`` of one call of ``model.<func_name>`` (``get_model_profile``'s torch side).
 
-    One counted call (under ``torch.no_grad()`` unless ``backward``), then, on real tensors,
-    ``warm_up`` untimed calls, one timed call (forward latency; with ``backward`` the loss and
-    backward are timed too), and with ``module_latency`` one more call timing each module
-    (synchronising around each on CUDA). The model is left as found: mode, parameters,
-    buffers (running statistics), gradients, hooks, and the random generators.
+    One counted call (under ``torch.no_grad()`` unless ``backward``), then, on real tensors, one
+    timed call (forward latency; with ``backward`` the loss and backward are timed too). The
+    counted call is the first of the ``warm_up`` calls that precede the timed one (DeepSpeed's
+    ``warm_up=1`` is one call before the profiled one, as here); more run untimed. With
+    ``module_latency`` on a CPU model, the timed call also times each module (two clock reads per
+    module call through global hooks, about a microsecond each: the whole is its parts' sum
+    plus that); on an accelerator, where a synchronisation around each module would slow the
+    whole, one more call times the modules. So a default profile runs the model twice: once
+    instrumented, once timed. The model is left as found: mode, parameters, buffers (running
+    statistics), gradients, hooks, and the random generators.
     """
     if not isinstance(model, nn.Module):
         raise TypeError(f"build_model_profile expects a torch.nn.Module, got {type(model).__name__}")
@@ -78,16 +83,25 @@ def build_model_profile(model: nn.Module, *, input_shape: Sequence[int] | None =
         mode.flush()
         del output
         if not on_meta:
-            for _ in range(warm_up):
+            for _ in range(warm_up - 1):  # (the counted call was the first)
                 out = run.forward()
                 if backward:
                     run.run_backward(run.loss(out))
-            out, timings["forward"] = timed(run.forward, sync)
+            together = module_latency and sync is None  # CPU: the timed call times its modules too
+            timer = ModuleTimer(named, True, None) if together else None
+            if timer is not None:
+                timer.attach()
+            try:
+                out, timings["forward"] = timed(run.forward, sync)
+            finally:
+                if timer is not None:
+                    timer.detach()
+                    module_seconds = timer.seconds
             if backward:
                 loss, timings["other"] = timed(lambda: run.loss(out), sync)
                 _, timings["backward"] = timed(lambda: run.run_backward(loss), sync)
             del out
-            if module_latency:
+            if module_latency and not together:
                 timer = ModuleTimer(named, True, sync)
                 timer.attach()
                 try:
@@ -104,9 +118,11 @@ def build_model_profile(model: nn.Module, *, input_shape: Sequence[int] | None =
     if on_meta:
         notes.append("Counted on the meta device: nothing ran for real, so nothing was timed.")
     else:
-        notes.append(f"Latency: one call timed after {warm_up} warm-up call(s), without counting"
-                     + ("; per-module latency from one more call with a hook around each module." if module_latency
-                        else "."))
+        warmed = f" and {warm_up - 1} warm-up call(s)" if warm_up > 1 else ""
+        notes.append(f"Latency: one call timed after the counted call{warmed}, without counting"
+                     + (("; per-module latency from the same call, with a hook around each module." if sync is None
+                         else "; per-module latency from one more call, synchronised around each module.")
+                        if module_latency else "."))
     if func_name != "forward":
         notes.append(f"Profiled entry point: {type(model).__name__}.{func_name}, counted as a call of the model: "
                      "operators it ran outside the model's own calls are the root's own operators.")
