@@ -11,6 +11,7 @@ from typing import Any, Iterable, Mapping
 
 from deeplite_like.caller import called_as
 from deeplite_like.functions import ProfilerFunction, bounded_keys, call_signature, positional_bindings
+from deeplite_like.observations import shared_observations
 from deeplite_like.options import measured_with
 from deeplite_like.status import Detailed, StatusKey
 
@@ -296,9 +297,9 @@ class Profiler:
                     self._run(registration, kwargs)
 
     def measuring(self) -> contextlib.AbstractContextManager:
-        """A scope around one computation of several keys: a backend shares work between its functions
-        in it (the torch backend's functions read one instrumented forward). No scope by default."""
-        return contextlib.nullcontext()
+        """The scope of one computation of several keys, in which the functions share their observations
+        (``deeplite_like.observations``: one instrumented forward feeds MACs, memory and the layer table)."""
+        return shared_observations()
 
     def report(self, short_print: bool = True):
         """The status report of what is computed now (nothing is computed by this call).

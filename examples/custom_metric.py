@@ -81,7 +81,7 @@ class ComputeEnergy(ProfilerFunction):
                  batch_size: int = 1, skip_zeros: bool = False) -> float:
         args, kwargs = forward_pass.inputs_for(data_splits, "test", batch_size=batch_size)
         with torch.no_grad():
-            counted = count_ops(model, *args, **kwargs)
+            counted = count_ops(model, *args, kwargs=kwargs)
         macs = 0.0
         for name, module in model.named_modules():
             weight = getattr(module, "weight", None)

@@ -75,11 +75,11 @@ def test_hf_directory_builds_on_meta_and_counts_as_the_real_model(configs):
     # The same architecture with real weights, same input: the meta count equals the real count.
     config = transformers.AutoConfig.from_pretrained(configs / "gpt2")
     real = transformers.GPT2LMHeadModel(config).eval()
-    assert count_ops(loaded.model, **kwargs).macs == count_ops(real, **kwargs).macs
+    assert count_ops(loaded.model, kwargs=kwargs).macs == count_ops(real, kwargs=kwargs).macs
     # by hand, per token: 2 blocks x (c_attn 64*192 + c_proj 64*64 + c_fc 64*256 + c_proj 256*64) = 2 x 49,152
     # = 98,304; lm_head 64*100 = 6,400; attention 2 blocks x 2 x 16 keys x 64 = 4,096 (per token, 16 tokens).
     # 16 x (98,304 + 6,400) + 16 x 4,096 = 1,675,264 + 65,536 = 1,740,800 MACs.
-    assert count_ops(loaded.model, **kwargs).macs == 1_740_800
+    assert count_ops(loaded.model, kwargs=kwargs).macs == 1_740_800
 
 
 @needs_transformers

@@ -18,6 +18,7 @@ from deeplite_like.data import ForwardPass
 from deeplite_like.functions import ProfilerFunction
 from deeplite_like.metrics import (ExecutionTime, Flops, LayerwiseSummary, Macs, MemoryFootprint, ModelSize,
                                    PeakActivationMemory, Throughput, TotalParams, TrainableParams)
+from deeplite_like.observations import observed
 from deeplite_like.status import Detailed
 from deeplite_like.timing_values import META_NOT_TIMED, not_measured, timing_values
 
@@ -35,6 +36,20 @@ class KerasPeakActivationMemory(PeakActivationMemory):
                    "tf.function graph, which is what a graph-mode run holds (each op's outputs live from the op "
                    "to their last consumer); Grappler fusions may lower the real peak. On Keras' torch backend: "
                    "allocations of the eager forward, tracked as in the PyTorch backend.")
+
+
+def _observed(model: Any, data_splits: Mapping[str, Any], forward_pass: ForwardPass, split: str | None,
+              batch_size: int, training: bool, causal_half: bool) -> Any:
+    """One recorded forward of the split's input (``counting.engine.observe``), shared in a status computation
+    (``deeplite_like.observations``) by MACs/FLOPs and the layer table; the model is left as found."""
+    from deeplite_like.backends.keras.counting.engine import observe
+    from deeplite_like.backends.keras.counting.inputs import prepare_inputs
+
+    def make() -> Any:
+        inputs, batch = prepare_inputs(model, model_inputs(data_splits, forward_pass, split, batch_size), None, keras)
+        return observe(model, inputs, batch, training=training, causal_half=causal_half)
+
+    return observed(("keras", id(model), split, batch_size, bool(training), bool(causal_half)), make)
 
 
 def _no_backward(backward: bool) -> None:
@@ -58,11 +73,16 @@ class ComputeComplexity(ComplexityOptions, ProfilerFunction):
                  batch_size: int = 1, split: str | None = None, method: str = "analytic", causal_half: bool = False,
                  mode: str = "eval", backward: bool = False) -> dict:
         from deeplite_like.backends.keras.counting import count_ops
+        from deeplite_like.backends.keras.counting.engine import warn_if_untracked
 
         _no_backward(backward)
         training = check_mode(mode)
-        inputs = model_inputs(data_splits, forward_pass, split, batch_size)
-        counted = count_ops(model, inputs, method=method, training=training, causal_half=causal_half)  # leaves it as found
+        if method == "analytic":  # one recorded forward, shared with the layer table (``_observed``)
+            counted = _observed(model, data_splits, forward_pass, split, batch_size, training, causal_half).counts
+            warn_if_untracked(counted, stacklevel=2)
+        else:
+            inputs = model_inputs(data_splits, forward_pass, split, batch_size)
+            counted = count_ops(model, inputs, method=method, training=training, causal_half=causal_half)
         batch = counted.batch_size or 1
         details = {"batch_size": batch, "method": method, "untracked": dict(counted.untracked)}
         return {Macs.NAME: Detailed(counted.macs, {**details, "per_sample": counted.macs / batch}),
@@ -184,10 +204,10 @@ class ComputeLayerwiseSummary(ProfilerFunction):
 
     def __call__(self, model: keras.Model, data_splits: Mapping[str, Any], forward_pass: ForwardPass,
                  batch_size: int = 1, split: str | None = None, causal_half: bool = False, mode: str = "eval"):
-        from deeplite_like.backends.keras.layers import layerwise_summary
+        from deeplite_like.backends.keras.layers import layer_table
 
-        inputs = model_inputs(data_splits, forward_pass, split, batch_size)
-        return layerwise_summary(model, inputs, training=check_mode(mode), causal_half=causal_half)
+        return layer_table(model, _observed(model, data_splits, forward_pass, split, batch_size, check_mode(mode),
+                                            causal_half))
 
 
 ComputeFlops = ComputeComplexity  # deeplite-profiler's name (its TensorFlow backend)

@@ -12,11 +12,9 @@ from __future__ import annotations
 from typing import Any
 
 from deeplite_like.backends.keras._tf import import_keras
-from deeplite_like.backends.keras.counting.engine import run_recorded, warn_if_untracked
+from deeplite_like.backends.keras.counting.engine import Observation, observe, warn_if_untracked
 from deeplite_like.backends.keras.counting.inputs import prepare_inputs
-from deeplite_like.backends.keras.counting.pricing import price
 from deeplite_like.backends.keras.counting.recorder import CallRecord
-from deeplite_like.backends.keras.counting.registry import CountOptions
 from deeplite_like.backends.keras.counting.specs import shapes_text, spec_bytes
 from deeplite_like.backends.keras.inputs import add_failure_note
 from deeplite_like.backends.keras.params import params_by_layer
@@ -47,12 +45,15 @@ def layerwise_summary(model: keras.layers.Layer, inputs: Any, training: bool = F
     forward raises its own exception, with a note naming the layer that failed.
     """
     inputs, batch = prepare_inputs(model, inputs, None, keras)
-    recorder = run_recorded(model, inputs, training=bool(training),
-                            on_failure=lambda error, rec: add_failure_note(model, inputs, error, rec), tap_ops=True)
-    counted = price(recorder.records, CountOptions(training=bool(training), causal_half=bool(causal_half)),
-                    recorder.own_ops)
-    counted.batch_size = batch
-    warn_if_untracked(counted, stacklevel=2)
+    seen = observe(model, inputs, batch, training=bool(training), causal_half=bool(causal_half),
+                   on_failure=lambda error, rec: add_failure_note(model, inputs, error, rec))
+    warn_if_untracked(seen.counts, stacklevel=2)
+    return layer_table(model, seen, max_depth)
+
+
+def layer_table(model: keras.layers.Layer, seen: Observation, max_depth: int | None = None) -> TableReport:
+    """The per-layer table of one observation of ``model`` (``layerwise_summary``)."""
+    recorder, counted, batch = seen.recorder, seen.counts, seen.counts.batch_size
     first: dict[str, CallRecord] = {}  # path -> first finished call, in call order (a parent before its layers)
     calls: dict[str, int] = {}
     for record in recorder.records:

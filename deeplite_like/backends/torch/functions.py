@@ -7,17 +7,16 @@ are never updated by profiling.
 
 One observation, many figures: MACs/FLOPs, peak memory and the per-layer table are read from
 one instrumented forward (``counting.engine.observe``) under ``torch.no_grad()``. Inside
-``shared_observations()`` (``TorchProfiler`` enters it for each ``compute_network_status`` and
-``compare``) the first of these functions to run makes the observation with everything in it,
+``deeplite_like.observations.shared_observations()`` (the profiler enters it for each
+``compute_network_status`` and ``compare``) the first of these functions to run makes the
+observation with everything in it,
 and the others, asking for the same inputs and options, read the same one: the default metrics
 run the model once instrumented, plus the timing runs (``benchmarks/bench_status_cost.py``).
 """
 from __future__ import annotations
 
-import contextlib
-import contextvars
 import warnings
-from typing import Any, Callable, Iterator, Mapping
+from typing import Any, Callable, Mapping
 
 import torch
 
@@ -29,22 +28,10 @@ from deeplite_like.data import ForwardPass
 from deeplite_like.functions import ProfilerFunction
 from deeplite_like.metrics import (ExecutionTime, Flops, LayerwiseSummary, Macs, MemoryFootprint, ModelSize,
                                    PeakActivationMemory, Throughput, TotalParams, TrainableParams)
+from deeplite_like.observations import observed, sharing
 from deeplite_like.status import Detailed
 from deeplite_like.timing_values import META_NOT_TIMED, not_measured, timing_values
 from deeplite_like.threads import DEFAULT_NUM_THREADS
-
-
-_SHARED: contextvars.ContextVar[dict | None] = contextvars.ContextVar("deeplite_like_observations", default=None)
-
-
-@contextlib.contextmanager
-def shared_observations() -> Iterator[None]:
-    """Within the body, the built-in functions share one observation per model, inputs and options."""
-    token = _SHARED.set({})
-    try:
-        yield
-    finally:
-        _SHARED.reset(token)
 
 
 def _observed(model: torch.nn.Module, data_splits: Mapping[str, Any], forward_pass: ForwardPass, split: str | None,
@@ -59,18 +46,15 @@ def _observed(model: torch.nn.Module, data_splits: Mapping[str, Any], forward_pa
     from deeplite_like.backends.torch.counting.registry import CountOptions
     from deeplite_like.backends.torch.state import model_device
 
-    shared = _SHARED.get()
-    key = (id(model), split, batch_size, bool(meta), mode, bool(causal_half))
-    if shared is not None and key in shared:
-        return shared[key]
-    taken = take_inputs(data_splits, forward_pass, split, batch_size, device=model_device(model))
-    with inference_mode_of(model, mode), explained_failures(model, taken):
-        seen = observe(model, taken.args, taken.kwargs, meta=meta, options=CountOptions(causal_half=causal_half),
-                       memory=memory or shared is not None, layers=layers or shared is not None, grad=False)
-    observed = seen, batch_size_of(taken.args, taken.kwargs) or 1
-    if shared is not None:
-        shared[key] = observed
-    return observed
+    def make() -> tuple[Any, int]:
+        everything = sharing()  # shared: whoever asks first records what the others need
+        taken = take_inputs(data_splits, forward_pass, split, batch_size, device=model_device(model))
+        with inference_mode_of(model, mode), explained_failures(model, taken):
+            seen = observe(model, taken.args, taken.kwargs, meta=meta, options=CountOptions(causal_half=causal_half),
+                           memory=memory or everything, layers=layers or everything, grad=False)
+        return seen, batch_size_of(taken.args, taken.kwargs) or 1
+
+    return observed(("torch", id(model), split, batch_size, bool(meta), mode, bool(causal_half)), make)
 
 
 class ComputeComplexity(ComplexityOptions, ProfilerFunction):
@@ -95,8 +79,8 @@ class ComputeComplexity(ComplexityOptions, ProfilerFunction):
             taken = take_inputs(data_splits, forward_pass, split, batch_size)
             args, kwargs = taken.args, taken.kwargs
             with inference_mode_of(model, mode), explained_failures(model, taken):
-                counted = count_ops(model, *args, backward=backward, meta=meta, loss_fn=loss_fn,
-                                    causal_half=causal_half, **kwargs)
+                counted = count_ops(model, args=args, kwargs=kwargs, backward=backward, meta=meta, loss_fn=loss_fn,
+                                    causal_half=causal_half)
             batch = batch_size_of(args, kwargs) or 1
         else:  # the forward's cost: read from the observation (under no_grad, as inference runs)
             seen, batch = _observed(model, data_splits, forward_pass, split, batch_size, meta, mode, causal_half)

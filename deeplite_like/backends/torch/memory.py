@@ -289,6 +289,7 @@ def peak_activation_memory(
     model: nn.Module,
     args: Any,
     kwargs: Mapping[str, Any] | None = None,
+    *,
     meta: bool = False,
     grad: bool = False,
     train: bool | None = None,

@@ -6,7 +6,7 @@ from typing import Any, Mapping
 import torch
 
 from deeplite_like.backends.torch import data as _torch_data  # noqa: F401  (registers the tensor adapter)
-from deeplite_like.backends.torch.functions import DEFAULT_FUNCTIONS, shared_observations
+from deeplite_like.backends.torch.functions import DEFAULT_FUNCTIONS
 from deeplite_like.backends.torch.layers import SCRIPT_NO_LAYERS
 from deeplite_like.backends.torch.placement import checked_device
 from deeplite_like.data import ForwardPass, as_forward_pass
@@ -66,10 +66,6 @@ class TorchProfiler(Profiler):
         forward_pass = ForwardPass(inputs=tuple(range(len(example)))) if len(example) > 1 else ForwardPass(
             extract=lambda b: b)
         return cls(model, {"test": [batch]}, name=name, forward_pass=forward_pass, **kwargs)
-
-    def measuring(self):
-        """The default functions share one instrumented forward (``functions.shared_observations``)."""
-        return shared_observations()
 
     def context(self) -> dict[str, Any]:
         return {**super().context(), "forward_pass": self.forward_pass}

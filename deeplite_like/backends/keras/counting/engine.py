@@ -8,6 +8,7 @@ The model runs once, for real, on the inputs given (or made from a shape), with 
 from __future__ import annotations
 
 import warnings
+from dataclasses import dataclass
 from typing import Any, Callable
 
 from deeplite_like.caller import inputs_hint
@@ -88,15 +89,34 @@ def count_ops(model: Any, inputs_or_shape: Any, *, batch_size: int | None = None
 
         return count_graph(model, inputs, training=training, batch_size=batch, warn_untracked=warn_untracked)
 
-    recorder = run_recorded(model, inputs, training=bool(training),
-                            on_failure=lambda exc, rec: _forward_error(model, exc, rec), tap_ops=True)
+    result = observe(model, inputs, batch, training=training, causal_half=causal_half).counts
+    if warn_untracked:
+        warn_if_untracked(result, stacklevel=2)
+    return result
+
+
+@dataclass
+class Observation:
+    """One recorded forward of a Keras model (``observe``): every layer call, and its priced counts."""
+
+    recorder: LayerRecorder
+    counts: OpCount
+
+
+def observe(model: Any, inputs: Any, batch: int | None, *, training: bool, causal_half: bool = False,
+            on_failure: FailureHandler | None = None) -> Observation:
+    """One real forward with every layer call recorded and priced: ``count_ops``' counts and the
+    layer table's shapes both come from it (the profiler's functions share one per status).
+
+    ``on_failure``: by default a failing forward raises ``ForwardError`` naming the layer.
+    """
+    handler = on_failure or (lambda exc, rec: _forward_error(model, exc, rec))
+    recorder = run_recorded(model, inputs, training=bool(training), on_failure=handler, tap_ops=True)
     result = price(recorder.records, CountOptions(training=bool(training), causal_half=bool(causal_half)),
                    recorder.own_ops)
     roll_up_containers(result.by_module, parent_names(name for name, _ in named_layers(model)))
     result.batch_size = batch
-    if warn_untracked:
-        warn_if_untracked(result, stacklevel=2)
-    return result
+    return Observation(recorder, result)
 
 
 def warn_if_untracked(result: OpCount, stacklevel: int = 1) -> None:

@@ -10,12 +10,12 @@ import contextlib
 import itertools
 import warnings
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterator, Mapping
 
 import torch
 from torch.utils import _pytree as pytree
 
-from deeplite_like.caller import inputs_hint
+from deeplite_like.caller import inputs_hint, model_inputs
 from deeplite_like.opcount import OpCount, parent_names, roll_up_containers
 
 from ..distributed.shards import is_dtensor, is_fully_sharded
@@ -32,10 +32,15 @@ from .registry import CountOptions
 LossFn = Callable[[Any], torch.Tensor]
 
 
-def count_ops(model: torch.nn.Module, *args: Any, backward: bool = False, meta: bool = False,
-              loss_fn: LossFn | None = None, causal_half: bool = False, warn_untracked: bool = True,
-              **kwargs: Any) -> OpCount:
+def count_ops(model: torch.nn.Module, *inputs: Any, args: Any = None, kwargs: Mapping[str, Any] | None = None,
+              backward: bool = False, meta: bool = False, loss_fn: LossFn | None = None, causal_half: bool = False,
+              warn_untracked: bool = True, **model_kwargs: Any) -> OpCount:
     """Count the MACs and FLOPs (ints, for the batch given) of ``model(*args, **kwargs)``.
+
+    ``count_ops(model, x)``, ``count_ops(model, ids, kwargs={"attention_mask": mask})`` or
+    ``count_ops(model, args=(ids,), kwargs={...})``: the model's inputs are the positional
+    arguments after it (or ``args``) and ``kwargs``; every other keyword is one of our options
+    (``deeplite_like.caller.model_inputs``; loose model keywords are deprecated).
 
     Every aten operator that runs is priced by its formula (``register_formula``) and
     attributed to the module call it ran in (``OpCount.by_module``, nested: a parent includes
@@ -54,7 +59,7 @@ def count_ops(model: torch.nn.Module, *args: Any, backward: bool = False, meta: 
 
     Args:
         model: the module to run.
-        *args, **kwargs: its inputs, tensors nested in any containers.
+        *inputs, args, kwargs: its inputs, tensors nested in any containers.
         backward: also reduce the output to a scalar and run the backward pass; the ops that
             actually run are counted (``phases``: ``forward``, ``loss``, ``backward``).
         meta: run on the meta device (no memory allocated, no arithmetic done): parameters,
@@ -75,6 +80,7 @@ def count_ops(model: torch.nn.Module, *args: Any, backward: bool = False, meta: 
     """
     if not isinstance(model, torch.nn.Module):
         raise TypeError(f"count_ops expects a torch.nn.Module, got {type(model).__name__}")
+    args, kwargs = model_inputs("count_ops", inputs, args, kwargs, model_kwargs)
     result = observe(model, args, kwargs, backward=backward, meta=meta, loss_fn=loss_fn,
                      options=CountOptions(causal_half=causal_half)).counts
     if warn_untracked and result.untracked:

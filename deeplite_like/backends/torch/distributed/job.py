@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import json
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, Mapping
 
 import torch
 
+from deeplite_like.caller import model_inputs
 from deeplite_like.reports import TableReport
 
 from ..counting import count_ops
@@ -145,14 +146,17 @@ class JobProfile:
         return TableReport("Distributed job profile (one step)", columns, rows, formatters=exact, notes=notes)
 
 
-def profile_job(model: torch.nn.Module, *args: Any, backward: bool = False, group: Any = None, dst: int | None = 0,
-                peak_flops: float | None = None, step_time_s: float | None = None,
-                **kwargs: Any) -> JobProfile | None:
+def profile_job(model: torch.nn.Module, *inputs: Any, args: Any = None, kwargs: Mapping[str, Any] | None = None,
+                backward: bool = False, loss_fn: Any = None, causal_half: bool = False, group: Any = None,
+                dst: int | None = 0, peak_flops: float | None = None, step_time_s: float | None = None,
+                **model_kwargs: Any) -> JobProfile | None:
     """Count one step of ``model(*args, **kwargs)`` on every rank of ``group`` and gather the figures.
 
     Call it on every rank (it is collective), with each rank's own inputs, inside a process
     group (``torchrun`` / ``torch.multiprocessing.spawn`` + ``init_process_group``). The count
-    is ``count_ops(model, *args, backward=backward, **kwargs)`` (its keyword options pass through).
+    is ``count_ops(model, args=args, kwargs=kwargs, backward=backward, loss_fn=loss_fn,
+    causal_half=causal_half)``; the inputs follow ``count_ops``'s convention (positional inputs
+    after the model or ``args=``, keyword inputs in ``kwargs=``).
 
     Args:
         group: the process group (default: the world).
@@ -170,7 +174,8 @@ def profile_job(model: torch.nn.Module, *args: Any, backward: bool = False, grou
         raise RuntimeError("profile_job needs an initialised process group: call "
                            "torch.distributed.init_process_group(...) in every rank first (torchrun sets the "
                            "environment it reads); for one process use count_ops")
-    counted = count_ops(model, *args, backward=backward, **kwargs)
+    args, kwargs = model_inputs("profile_job", inputs, args, kwargs, model_kwargs)
+    counted = count_ops(model, args=args, kwargs=kwargs, backward=backward, loss_fn=loss_fn, causal_half=causal_half)
     held = parameter_stats(model)
     mine = RankProfile(
         rank=dist.get_rank(group), macs=counted.macs, flops=counted.flops,
