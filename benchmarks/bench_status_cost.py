@@ -4,6 +4,7 @@
     python benchmarks/bench_status_cost.py --package /path/to/other/checkout   # the same on another version
     python benchmarks/bench_status_cost.py --threads 1   # everything at 1 thread (a busy machine)
     python benchmarks/bench_status_cost.py --num-threads none   # time at torch's thread count, not 1
+    python benchmarks/bench_status_cost.py --cold   # each metric first in a fresh process (imports excluded)
 
 In each round, one after the other: the plain forward (eval, ``torch.no_grad()``) at torch's
 thread count and at 1 thread (the median of 3 forwards each), then ``compute_network_status()``
@@ -46,6 +47,44 @@ def _median_forward(model, x, threads: int, repeats: int = 3) -> float:
     return statistics.median(times)
 
 
+_COLD = """
+import sys, time, warnings
+sys.path.insert(0, {root!r})
+import torch
+from torch import nn
+import deeplite_like.backends.torch as backend
+from deeplite_like.backends.torch import TorchProfiler
+warnings.simplefilter("ignore")
+model, x = nn.Sequential(nn.Linear(64, 64), nn.ReLU(), nn.Linear(64, 10)).eval(), torch.randn(4, 64)
+start = time.perf_counter()
+with torch.no_grad():
+    model(x)
+forward = time.perf_counter() - start
+profiler = TorchProfiler.from_inputs(model, x, register_defaults=False)
+profiler.register_default_function(getattr(backend, {function!r})())
+start = time.perf_counter()
+profiler.compute_network_status({options})
+print(f"{{forward:.4f}} {{time.perf_counter() - start:.4f}}")
+"""
+
+
+def cold(functions: list[str]) -> None:
+    """Each default function as the first measurement of a fresh process (after the imports and one
+    plain forward): its own set-up costs (first-call caches, lazy imports) are in this figure."""
+    import subprocess
+
+    from prettytable import PrettyTable
+
+    table = PrettyTable(["function, first in its process", "first forward (s)", "function (s)"])
+    for function in functions:
+        options = "min_run_time=0.01" if function == "ComputeExecutionTime" else ""
+        code = _COLD.format(root=ROOT, function=function, options=options)
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+        forward, spent = out.stdout.split()
+        table.add_row([function, forward, spent])
+    print(table)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=5, help="rounds per model (default 5)")
@@ -53,6 +92,8 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=None,
                         help="torch.set_num_threads(N) first: every part then runs at N threads (default: torch's)")
     parser.add_argument("--parts", action="store_true", help="also time each default function alone")
+    parser.add_argument("--cold", action="store_true",
+                        help="only: each default function first in a fresh process, on a 2-layer MLP")
     parser.add_argument("--num-threads", default="1",
                         help="compute_network_status(num_threads=...): 1 (the default), auto, or none (torch's count)")
     parser.add_argument("--package", default=ROOT,
@@ -60,6 +101,10 @@ def main() -> None:
     options = parser.parse_args()
     sys.path.insert(0, ROOT)
     sys.path.insert(0, os.path.abspath(options.package))
+    if options.cold:
+        cold(["ComputeComplexity", "ComputeParams", "ComputeSize", "ComputeMemory", "ComputeExecutionTime",
+              "ComputeLayerwiseSummary"])
+        return
 
     import torch
     from prettytable import PrettyTable

@@ -70,6 +70,13 @@ def _resnet50() -> tuple[torch.nn.Module, torch.Tensor]:
     return ResNet50().eval(), torch.randn(1, 3, 224, 224)
 
 
+def _mobilenet_v3_large() -> tuple[torch.nn.Module, torch.Tensor]:
+    from benchmarks.mobilenet_v3 import MobileNetV3Large
+
+    torch.manual_seed(0)
+    return MobileNetV3Large().eval(), torch.randn(1, 3, 224, 224)
+
+
 def _decoder_small() -> tuple[torch.nn.Module, torch.Tensor]:
     torch.manual_seed(0)
     return Decoder(DECODER_SMALL).eval(), torch.randint(0, DECODER_SMALL.vocab_size, (1, 128))
@@ -78,6 +85,7 @@ def _decoder_small() -> tuple[torch.nn.Module, torch.Tensor]:
 CASES = {case.name: case for case in (
     Case("resnet18", 1, _resnet18, "ResNet-18, 3x224x224"),
     Case("resnet50", 1, _resnet50, "ResNet-50, 3x224x224"),
+    Case("mobilenet_v3_large", 1, _mobilenet_v3_large, "MobileNetV3-Large (torchvision's layout), 3x224x224"),
     Case("decoder_small", 1, _decoder_small, "LLaMA-style decoder d=512, 8 layers, 128 tokens"),
     Case("resnet_small", 1, _zoo("resnet_small", 1), "zoo, 3x32x32"),
     Case("mobilenet_small", 1, _zoo("mobilenet_small", 1), "zoo, 3x32x32"),

@@ -112,7 +112,7 @@ class NestedInputs(nn.Module):
 
 def test_nested_args_and_kwargs_and_batch_size():
     a, b, mask = torch.randn(5, 4), torch.randn(5, 4), torch.ones(5, 4)
-    result = count_ops(NestedInputs(), (a, {"b": b}), mask=mask)
+    result = count_ops(NestedInputs(), (a, {"b": b}), kwargs={"mask": mask})
     # add 5*4 = 20; mm 5*4*4 = 80 MACs (160 FLOPs); mul by mask 20: FLOPs = 20 + 160 + 20 = 200
     assert (result.macs, result.flops) == (80, 200)
     assert result.batch_size == 5  # first dim of the first tensor argument

@@ -56,8 +56,8 @@ class PaddedRows(nn.Module):
 
 
 def both(model: nn.Module, *args, **kwargs):
-    real = count_ops(model, *args, warn_untracked=False, **kwargs)
-    meta = count_ops(model, *args, meta=True, warn_untracked=False, **kwargs)
+    real = count_ops(model, *args, kwargs=kwargs, warn_untracked=False)
+    meta = count_ops(model, *args, kwargs=kwargs, meta=True, warn_untracked=False)
     return real, meta
 
 

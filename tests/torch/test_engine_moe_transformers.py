@@ -30,7 +30,7 @@ EXPERT_MACS = 2 * 6_291_456
 def test_mixtral_with_grouped_mm_experts_counts_every_expert_product(meta):
     model = _tiny_mixtral()
     ids = torch.randint(0, 500, (1, 32))
-    counted = count_ops(model, ids, use_cache=False, meta=meta, warn_untracked=False)
+    counted = count_ops(model, ids, kwargs={"use_cache": False}, meta=meta, warn_untracked=False)
     assert counted.macs == MIXTRAL_MACS
     assert counted.by_operator["aten._grouped_mm"].macs == EXPERT_MACS
     assert counted.untracked == {}
@@ -39,7 +39,7 @@ def test_mixtral_with_grouped_mm_experts_counts_every_expert_product(meta):
 def test_mixtral_routing_does_not_change_the_count():
     # Whatever the router picks, 64 rows go through the experts: the same MACs for other tokens.
     model = _tiny_mixtral()
-    counts = {count_ops(model, torch.randint(0, 500, (1, 32)), use_cache=False, warn_untracked=False).macs
+    counts = {count_ops(model, torch.randint(0, 500, (1, 32)), kwargs={"use_cache": False}, warn_untracked=False).macs
               for _ in range(3)}
     assert counts == {MIXTRAL_MACS}
 
@@ -48,7 +48,7 @@ def test_mixtral_backward_prices_the_grouped_backward():
     # Each expert product has a dX and a dW product of its own size in backward, except where the
     # input needs no gradient; the expert products alone: forward 12,582,912, backward 2 x that.
     model = _tiny_mixtral().train()
-    counted = count_ops(model, torch.randint(0, 500, (1, 32)), use_cache=False, backward=True,
+    counted = count_ops(model, torch.randint(0, 500, (1, 32)), kwargs={"use_cache": False}, backward=True,
                         warn_untracked=False)
     assert counted.untracked == {}
     assert counted.by_operator["aten._grouped_mm"].macs == 3 * EXPERT_MACS

@@ -56,7 +56,7 @@ def test_encoder_with_padding_mask_counts_the_same_with_and_without_grad(grad, p
     for row, valid in enumerate(padded):
         mask[row, valid:] = True
     with torch.set_grad_enabled(grad):
-        counted = count_ops(encoder, x, src_key_padding_mask=mask)
+        counted = count_ops(encoder, x, kwargs={"src_key_padding_mask": mask})
     assert counted.macs == 1_646_592 == 2 * 2 * _layer_macs(12)
     assert counted.untracked == {}
     assert counted.by_module["layers.0.self_attn"].calls == 1  # unfused: the children ran and are attributed

@@ -109,7 +109,7 @@ def test_error_in_a_kwarg_input_is_described():
             return x * mask
 
     with pytest.raises(ForwardError) as info:
-        count_ops(Masked(), torch.randn(2, 3), mask=torch.ones(4))
+        count_ops(Masked(), torch.randn(2, 3), kwargs={"mask": torch.ones(4)})
     assert "the root module (Masked)" in str(info.value)
     assert "mask=Tensor[4] float32" in str(info.value)
 

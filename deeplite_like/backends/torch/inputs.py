@@ -37,8 +37,10 @@ def model_inputs(data_splits: Mapping[str, Any], forward_pass: ForwardPass, spli
 
 
 def moved(args: tuple, kwargs: Mapping[str, Any], device: Any) -> tuple[tuple, dict]:
-    """``(args, kwargs)`` with every tensor moved to ``device`` (the caller's tensors are not changed)."""
-    target = torch.device(str(Device.parse(device)))
+    """``(args, kwargs)`` with every tensor moved to ``device`` (the caller's tensors are not changed).
+
+    ``device``: a ``torch.device`` as is, or anything ``Device.parse`` reads (``"gpu"``, ``"cuda:1"``)."""
+    target = device if isinstance(device, torch.device) else torch.device(str(Device.parse(device)))
     return tree_map(lambda t: t.to(target) if isinstance(t, torch.Tensor) else t, (tuple(args), dict(kwargs)))
 
 

@@ -52,6 +52,7 @@ from torch.utils import _pytree as pytree
 
 from deeplite_like.backends.torch.counting.meta_values import MetaValues
 from deeplite_like.backends.torch.counting.op_facts import op_info
+from deeplite_like.backends.torch.inputs import moved
 from deeplite_like.backends.torch.params import tensor_span
 from deeplite_like.backends.torch.run_tensors import required_batch_size
 from deeplite_like.backends.torch.dispatch_mode import LightDispatchMode
@@ -271,10 +272,6 @@ class _StorageTracker(StorageLedger, LightDispatchMode):
         return run(*args, **kwargs)
 
 
-def _to_device(tree: Any, device: torch.device) -> Any:
-    return pytree.tree_map(lambda x: x.to(device) if isinstance(x, torch.Tensor) else x, tree)
-
-
 def memory_stats(ledger: StorageLedger, output: Any, meta: bool, grad: bool, batch_size: int = 1) -> MemoryStats:
     """The ``MemoryStats`` of a forward that just returned ``output`` (still alive), from its ledger."""
     input_bytes = ledger.base
@@ -330,7 +327,7 @@ def peak_activation_memory(
     if batch_size <= 0:
         raise ValueError(f"batch_size must be positive, got {batch_size}")
     if not meta:
-        args, kwargs = _to_device((args, kwargs), model_device(model))
+        args, kwargs = moved(args, kwargs, model_device(model))
 
     with preserved_model_state(model):
         if train is not None:

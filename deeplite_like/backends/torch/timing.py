@@ -33,8 +33,8 @@ from typing import Any, Callable
 
 import torch
 from torch import nn
-from torch.utils import _pytree as pytree
 
+from deeplite_like.backends.torch.inputs import moved
 from deeplite_like.backends.torch.placement import checked_device
 from deeplite_like.backends.torch.state import model_device, preserved_model_state
 from deeplite_like.backends.torch.run_tensors import required_batch_size
@@ -110,7 +110,7 @@ def measure_execution_time(
                          "device='cpu' or 'cuda', or leave device out to time the model where it is")
     target = home if requested is None else _normalise(requested)
     runner = model if target == home else copy.deepcopy(model).to(target)
-    args, kwargs = pytree.tree_map(lambda x: x.to(target) if isinstance(x, torch.Tensor) else x, (args, kwargs))
+    args, kwargs = moved(args, kwargs, target)
 
     def forward() -> None:
         runner(*args, **kwargs)

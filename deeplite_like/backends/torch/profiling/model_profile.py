@@ -22,7 +22,8 @@ from .devices import device_name, synchronizer
 from .entry_point import check_entry
 from .inputs import profile_inputs
 from .phases import PhaseCountingMode
-from .run import ProfileRun, forward_error, tensors_of, timed
+from ..run_tensors import tensors_in
+from .run import ProfileRun, forward_error, timed
 from .timers import ModuleTimer
 
 __all__ = ["build_model_profile"]
@@ -53,7 +54,7 @@ def build_model_profile(model: nn.Module, *, input_shape: Sequence[int] | None =
     on_meta = bool(meta) or any(t.is_meta for t in itertools.chain(model.parameters(), model.buffers()))
     args, kwargs, built = profile_inputs(model, input_shape, args, kwargs, on_meta)
     if backward and not any(p.requires_grad for p in model.parameters()) \
-            and not any(t.requires_grad for t in tensors_of((args, kwargs))):
+            and not any(t.requires_grad for t in tensors_in((args, kwargs))):
         raise ValueError(f"backward=True needs something to differentiate, but no input requires grad and "
                          f"{type(model).__name__} has no trainable parameter")
     sync = None if on_meta else synchronizer(model)

@@ -20,12 +20,7 @@ from ..input_failures import fixed_batch_hint
 from .entry_point import EntryPoint, call_entry
 from .phases import PhaseCountingMode
 
-__all__ = ["ProfileRun", "forward_error", "tensors_of", "timed"]
-
-
-def tensors_of(tree: Any) -> list[torch.Tensor]:
-    """The tensors in ``tree`` (containers and mappings, at any depth)."""
-    return list(tensors_in(tree))
+__all__ = ["ProfileRun", "forward_error", "timed"]
 
 
 def forward_error(model: nn.Module, exc: Exception, mode: PhaseCountingMode, built: bool,
@@ -82,7 +77,7 @@ class ProfileRun:
     def run_backward(self, loss: torch.Tensor) -> None:
         params = [self.state.get(f"model.{name}", p) for name, p in self.model.named_parameters()]
         leaves = [p for p in params if p.requires_grad]
-        leaves += [t for t in tensors_of((self.args, self.kwargs)) if t.requires_grad and t.is_leaf]
+        leaves += [t for t in tensors_in((self.args, self.kwargs)) if t.requires_grad and t.is_leaf]
         for p in self.model.parameters():
             p.grad = None
         try:
