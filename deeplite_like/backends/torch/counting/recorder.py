@@ -1,5 +1,10 @@
 """The counting pass itself: a ``TorchDispatchMode`` that prices every aten op, plus module calls.
 
+It is also the observation pass (``engine.observe``): with a ``ledger`` (``memory.StorageLedger``)
+it adds each operator's fresh output storages to the live bytes, for peak memory; with ``layers``
+it keeps each module's first call's shapes and output bytes, for the per-layer table. Counts,
+memory and shapes therefore come from one forward and one module attribution, the one below.
+
 ``CountingMode`` sees each operator once, below autograd and after composite ops are
 decomposed, however it was called (modules, ``torch.nn.functional``, ``torch.*``, tensor
 methods, Python operators). It knows no particular op: it asks the formula table
