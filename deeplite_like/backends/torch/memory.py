@@ -102,6 +102,8 @@ class MemoryStats:
 
 def storage_key(tensor: torch.Tensor) -> tuple[str, int] | None:
     """Identity of a tensor's storage (valid on meta too; a DTensor's is its local shard's); None without one."""
+    if type(tensor) is torch.Tensor and tensor.layout is torch.strided:  # the usual case, without the checks below
+        return str(tensor.device), tensor.untyped_storage()._cdata
     tensor = local_tensor(tensor)
     if type(tensor).__name__ == "AsyncCollectiveTensor":  # a functional collective's pending result
         tensor = tensor.elem
@@ -198,6 +200,9 @@ class StorageLedger:
         for ret, value in zip(returns, values):
             if ret.alias_info is not None:
                 continue  # a view, or the written-to argument of an in-place / out= op
+            if type(value) is torch.Tensor:  # (most ops: one plain tensor, no tree to walk)
+                self._allocated(value)
+                continue
             for tensor in tensor_leaves(value):
                 self._allocated(tensor)
         if self.live > self.peak:
