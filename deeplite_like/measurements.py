@@ -34,6 +34,40 @@ class ParamStats:
 
 
 @dataclass(frozen=True)
+class ActivationMemory:
+    """Activation memory of one forward pass, in bytes; each backend's ``MemoryStats`` adds how it measured.
+
+    ``peak_bytes``: largest live total (inputs + activations + outputs) at any operator.
+    ``input_bytes``: bytes the inputs cover (a view of a larger batch counts its own samples
+    only). ``output_bytes``: what the outputs keep alive. ``end_bytes``: live total when the
+    forward returned. ``allocated_bytes``: sum of every allocation made during the forward.
+    ``per_sample_peak_bytes`` = ``peak_bytes / batch_size``. ``peak_op`` / ``peak_module``: the
+    operator that reached the peak and the qualified name of the innermost module (layer)
+    running it (``''`` is the model itself).
+    """
+
+    peak_bytes: int
+    input_bytes: int
+    output_bytes: int
+    end_bytes: int
+    allocated_bytes: int
+    batch_size: int
+    per_sample_peak_bytes: float
+    peak_op: str
+    peak_module: str
+
+    @property
+    def peak_at(self) -> str:
+        """Where the peak happened, e.g. ``"aten.relu.default in '1'"``."""
+        return f"{self.peak_op} in '{self.peak_module}'"
+
+    @property
+    def activation_peak_bytes(self) -> int:
+        """Peak bytes beyond the inputs: what the forward itself added at its worst."""
+        return self.peak_bytes - self.input_bytes
+
+
+@dataclass(frozen=True)
 class TimingStats:
     """Forward-pass time of one batch, in seconds.
 

@@ -44,6 +44,7 @@ from deeplite_like.backends.keras.counting.specs import SpecMaker
 from deeplite_like.backends.keras.inputs import naming_failures, require_batch_size
 from deeplite_like.backends.keras.state import preserved_model_state
 from deeplite_like.backends.keras.tensors import to_backend
+from deeplite_like.measurements import ActivationMemory
 
 keras = import_keras()
 
@@ -64,43 +65,19 @@ _FUNCTION_OPS = frozenset({"While", "StatelessWhile", "If", "StatelessIf", "Case
 
 
 @dataclass(frozen=True)
-class MemoryStats:
-    """Activation memory of one forward pass, in bytes (fields as in the PyTorch backend).
+class MemoryStats(ActivationMemory):
+    """Activation memory of one forward pass, in bytes (the fields: ``measurements.ActivationMemory``).
 
-    ``peak_bytes``: largest live total (inputs + activations + outputs) at any op.
-    ``input_bytes`` / ``output_bytes``: the model's inputs and outputs. ``end_bytes``: live
-    at the end (inputs and outputs). ``allocated_bytes``: sum of every allocation.
-    ``peak_op`` / ``peak_module``: the op reaching the peak and the qualified name of the
-    innermost layer that created it (``''``: the model itself). ``method`` says how it was
-    measured (``GRAPH_SIMULATION`` on TensorFlow). ``constant_bytes``: graph constants
-    (excluded). ``opaque_ops``: ops running nested functions, whose internals are not seen.
-    ``unsized``: ops whose output shape was not static (counted 0).
+    ``method`` says how it was measured (``GRAPH_SIMULATION`` on TensorFlow). ``constant_bytes``:
+    graph constants (excluded). ``opaque_ops``: ops running nested functions, whose internals are
+    not seen. ``unsized``: ops whose output shape was not static (counted 0).
     """
 
-    peak_bytes: int
-    input_bytes: int
-    output_bytes: int
-    end_bytes: int
-    allocated_bytes: int
-    batch_size: int
-    per_sample_peak_bytes: float
-    peak_op: str
-    peak_module: str
     method: str
     constant_bytes: int = 0
     opaque_ops: tuple[str, ...] = ()
     unsized: tuple[str, ...] = ()
     timeline: tuple[tuple[str, int], ...] = field(default=(), repr=False)
-
-    @property
-    def peak_at(self) -> str:
-        """Where the peak happened, e.g. ``"Relu in 'dense'"``."""
-        return f"{self.peak_op} in '{self.peak_module}'"
-
-    @property
-    def activation_peak_bytes(self) -> int:
-        """Peak bytes beyond the inputs: what the forward itself added at its worst."""
-        return self.peak_bytes - self.input_bytes
 
 
 def _tensor_bytes(tensor: Any) -> int | None:

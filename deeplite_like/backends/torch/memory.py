@@ -59,45 +59,21 @@ from deeplite_like.backends.torch.dispatch_mode import LightDispatchMode
 from deeplite_like.backends.torch.distributed.recording import PLAIN, run_locally
 from deeplite_like.backends.torch.distributed.shards import local_tensor
 from deeplite_like.backends.torch.state import model_device, preserved_model_state
+from deeplite_like.measurements import ActivationMemory
 
 __all__ = ["MemoryStats", "peak_activation_memory"]
 
 
 @dataclass(frozen=True)
-class MemoryStats:
-    """Activation memory of one forward pass, in bytes.
+class MemoryStats(ActivationMemory):
+    """Activation memory of one forward pass, in bytes (the fields: ``measurements.ActivationMemory``).
 
-    ``peak_bytes``: largest live total (inputs + activations + outputs) at any operator.
-    ``input_bytes``: bytes the input tensors cover (a view of a larger batch counts its own
-    samples only). ``output_bytes``: storages the outputs keep alive.
-    ``end_bytes``: live total when the forward returned (inputs, outputs, and in ``grad``
-    mode the tensors saved for backward). ``allocated_bytes``: sum of every allocation
-    made during the forward. ``per_sample_peak_bytes`` = ``peak_bytes / batch_size``.
-    ``peak_op`` / ``peak_module``: the operator that reached the peak and the qualified name
-    of the innermost module running it (``''`` is the model itself).
+    ``output_bytes`` are the storages the outputs keep alive; ``end_bytes`` includes, in
+    ``grad`` mode, the tensors saved for backward. ``meta``: measured on the meta device.
     """
 
-    peak_bytes: int
-    input_bytes: int
-    output_bytes: int
-    end_bytes: int
-    allocated_bytes: int
-    batch_size: int
-    per_sample_peak_bytes: float
-    peak_op: str
-    peak_module: str
     grad: bool
     meta: bool
-
-    @property
-    def peak_at(self) -> str:
-        """Where the peak happened, e.g. ``"aten.relu.default in '1'"``."""
-        return f"{self.peak_op} in '{self.peak_module}'"
-
-    @property
-    def activation_peak_bytes(self) -> int:
-        """Peak bytes beyond the inputs: what the forward itself added at its worst."""
-        return self.peak_bytes - self.input_bytes
 
 
 def storage_key(tensor: torch.Tensor) -> tuple[str, int] | None:

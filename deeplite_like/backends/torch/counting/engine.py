@@ -26,6 +26,7 @@ from . import formulas as _formulas  # noqa: F401  (importing the package fills 
 from ..run_tensors import first_tensor_batch, fresh_leaf, loss_of, meta_like, tensors_in
 from .describe import describe_args
 from ..shapes import LayerFacts
+from .meta_values import MetaValues
 from .recorder import CountingMode, counting_mode
 from .registry import CountOptions
 
@@ -145,10 +146,10 @@ def observe(model: torch.nn.Module, args: tuple, kwargs: dict, *, backward: bool
         state: dict[str, torch.Tensor] = {}
         if on_meta:
             _refuse_nested_on_meta(args, kwargs)
-            state = _meta_state(model)
+            state = meta_state(model)
             real = pytree.tree_leaves((args, kwargs))
             args, kwargs = pytree.tree_map_only(torch.Tensor, meta_like, (args, kwargs))
-            _seed_values(mode, model, state, real, pytree.tree_leaves((args, kwargs)))
+            seed_values(mode.values, model, state, real, pytree.tree_leaves((args, kwargs)))
         else:
             cleanup.enter_context(_restored_tensors(slots, mode))
             if backward:  # fresh leaves: backward stops at the inputs, the caller's tensors get no .grad
@@ -206,11 +207,7 @@ def _forward(model: torch.nn.Module, state: dict, args: tuple, kwargs: dict, mod
 
 def _forward_error(model: torch.nn.Module, exc: Exception, mode: CountingMode, on_meta: bool) -> ForwardError:
     """Name the innermost module the exception went through, with the inputs it received."""
-    frame, seen, cause = None, set(), exc
-    while cause is not None and id(cause) not in seen:  # the deepest chained cause we saw fail wins
-        seen.add(id(cause))
-        frame = mode.failures.get(cause, frame)
-        cause = cause.__cause__ or cause.__context__
+    frame = mode.failed_frame(exc)
     what = f"{type(exc).__name__}: {exc}"
     hint = ("Counting ran on the meta device, where tensors have no values: a forward that reads them "
             "(.item(), data-dependent branches) must be counted with real tensors (meta=False and a model "
@@ -263,18 +260,18 @@ def _tensor_slots(modules: list[tuple[str, torch.nn.Module]]) -> list[tuple[dict
             for name, tensor in table.items() if tensor is not None]
 
 
-def _seed_values(mode: CountingMode, model: torch.nn.Module, state: dict[str, torch.Tensor], real: list,
-                 meta: list) -> None:
+def seed_values(values: MetaValues, model: torch.nn.Module, state: dict[str, torch.Tensor], real: list,
+                meta: list) -> None:
     """Give the meta inputs and buffers the values of their real originals (small integer ones only)."""
     for before, after in zip(real, meta):
         if isinstance(before, torch.Tensor):
-            mode.values.seed(after, before)
+            values.seed(after, before)
     for name, buffer in model.named_buffers():
         if name in state:
-            mode.values.seed(state[name], buffer)
+            values.seed(state[name], buffer)
 
 
-def _meta_state(model: torch.nn.Module) -> dict[str, torch.Tensor]:
+def meta_state(model: torch.nn.Module) -> dict[str, torch.Tensor]:
     """Meta copies of the parameters and buffers not on meta already, by qualified name.
 
     Tied tensors appear once (``named_parameters`` drops duplicates); ``functional_call`` ties

@@ -370,6 +370,15 @@ class CountingMode(LightDispatchMode):
             formula = self._module_formula_cache[cls] = lookup_module_formula(cls)
         return formula
 
+    def failed_frame(self, exc: BaseException) -> _Frame | None:
+        """The innermost module call that ``exc`` (or the deepest of its chained causes) went through."""
+        frame, seen, cause = None, set(), exc
+        while cause is not None and id(cause) not in seen:  # the deepest chained cause we saw fail wins
+            seen.add(id(cause))
+            frame = self.failures.get(cause, frame)
+            cause = cause.__cause__ or cause.__context__
+        return frame
+
     def _failed(self, exc: BaseException, module: torch.nn.Module, name: str, args: tuple, kwargs: dict) -> None:
         if exc not in self.failures:  # the first frame to see an exception is the innermost
             self.failures[exc] = _Frame(module, name, args, kwargs)

@@ -5,7 +5,6 @@ the forward failed, and a synchronised timer.
 """
 from __future__ import annotations
 
-import itertools
 import time
 from typing import Any, Callable
 
@@ -13,6 +12,7 @@ import torch
 from torch import nn
 from torch.utils import _pytree as pytree
 
+from ..counting.engine import meta_state, seed_values
 from ..counting.meta_values import MetaValues
 from ..errors import BackwardError, ForwardError
 from ..run_tensors import fresh_leaf, loss_of, meta_like, tensors_in
@@ -25,11 +25,7 @@ __all__ = ["ProfileRun", "forward_error", "timed"]
 
 def forward_error(model: nn.Module, exc: Exception, mode: PhaseCountingMode, built: bool,
                    func_name: str) -> ForwardError:
-    frame, seen, cause = None, set(), exc
-    while cause is not None and id(cause) not in seen:
-        seen.add(id(cause))
-        frame = mode.failures.get(cause, frame)
-        cause = cause.__cause__ or cause.__context__
+    frame = mode.failed_frame(exc)
     where = ("outside any module call" if frame is None else
              f"in {'the root module' if frame.name == '' else repr(frame.name)} ({type(frame.module).__name__})")
     hint = (" The input was one float tensor built from input_shape: a model that takes integer ids or several "
@@ -46,17 +42,13 @@ class ProfileRun:
         self.model, self.func_name, self.loss_fn = model, func_name, loss_fn
         self.backward, self.on_meta = backward, on_meta
         self.state: dict[str, torch.Tensor] = {}
-        if on_meta:
-            originals = {f"model.{name}": t for name, t in
-                         itertools.chain(model.named_parameters(), model.named_buffers()) if not t.is_meta}
-            self.state = {name: meta_like(t) for name, t in originals.items()}
+        if on_meta:  # (the state is keyed for the EntryPoint wrapper, which holds the model as ``model``)
+            state = meta_state(model)
             real = pytree.tree_leaves((args, kwargs))
             args, kwargs = pytree.tree_map_only(torch.Tensor, meta_like, (args, kwargs))
             if values is not None:  # small integer inputs and buffers keep their values on meta
-                for before, after in itertools.chain(zip(real, pytree.tree_leaves((args, kwargs))),
-                                                     ((t, self.state[name]) for name, t in originals.items())):
-                    if isinstance(before, torch.Tensor):
-                        values.seed(after, before)
+                seed_values(values, model, state, real, pytree.tree_leaves((args, kwargs)))
+            self.state = {f"model.{name}": tensor for name, tensor in state.items()}
         if backward:  # fresh leaves: backward stops at the inputs; the caller's tensors get no .grad
             args, kwargs = pytree.tree_map_only(torch.Tensor, fresh_leaf, (args, kwargs))
         self.args, self.kwargs = args, kwargs
