@@ -13,7 +13,7 @@ import contextlib
 import contextvars
 from typing import Callable, Iterator, TypeVar
 
-__all__ = ["observed", "sharing", "shared_observations"]
+__all__ = ["note", "noted", "observed", "sharing", "shared_observations"]
 
 T = TypeVar("T")
 _SHARED: contextvars.ContextVar[dict | None] = contextvars.ContextVar("deeplite_like_observations", default=None)
@@ -32,6 +32,19 @@ def shared_observations() -> Iterator[None]:
 def sharing() -> bool:
     """Whether a ``shared_observations`` scope is open (an observation then records everything it can)."""
     return _SHARED.get() is not None
+
+
+def note(key: tuple, value: object = True) -> None:
+    """Remember a fact for the rest of the scope (nothing outside one): e.g. that a model has run."""
+    shared = _SHARED.get()
+    if shared is not None:
+        shared[key] = value
+
+
+def noted(key: tuple) -> object:
+    """What ``note`` or ``observed`` left under ``key`` in this scope; None if nothing."""
+    shared = _SHARED.get()
+    return None if shared is None else shared.get(key)
 
 
 def observed(key: tuple, make: Callable[[], T]) -> T:

@@ -139,3 +139,30 @@ def test_get_model_profile_runs_the_model_once_instrumented_and_once_timed(warm_
     # the root's time is read inside the timed call, which the forward latency encloses
     assert 0 < root <= forward
     assert sum(child.latency_s for child in profile.root.children) <= root
+
+
+def test_the_observation_is_the_timings_warm_up(monkeypatch):
+    from deeplite_like.backends.torch import functions
+    from deeplite_like.backends.torch.functions import ComputeExecutionTime
+
+    monkeypatch.setattr(functions, "compiled_code_possible", lambda: False)  # (whatever other tests loaded)
+    model, x = mlp(), torch.randn(4, 1000)
+    counter = ForwardCounter(model)
+    profiler = TorchProfiler.from_inputs(model, x)
+    profiler.compute_network_status(batch_size=4, min_run_time=0.01)
+    details = profiler.get_status("execution_time").details
+    # the instrumented forward ran the same kernels on the same inputs just before: no warm-up forward
+    assert details["warmup_forwards"] == 0 and counter.calls == 1 + details["forwards"]
+
+    def timed_alone() -> dict:
+        alone = TorchProfiler.from_inputs(model, x, register_defaults=False)
+        alone.register_default_function(ComputeExecutionTime())
+        alone.compute_network_status(batch_size=4, min_run_time=0.01)
+        return alone.get_status("execution_time").details
+
+    # nothing ran before it in its status: it warms up itself
+    assert timed_alone()["warmup_forwards"] >= 1
+    # compiled code may be running (a first plain call would compile): the warm-up stays
+    monkeypatch.setattr(functions, "compiled_code_possible", lambda: True)
+    profiler.compute_network_status(batch_size=4, min_run_time=0.01, recompute=True)
+    assert profiler.get_status("execution_time").details["warmup_forwards"] >= 1

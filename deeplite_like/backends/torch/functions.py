@@ -15,6 +15,7 @@ run the model once instrumented, plus the timing runs (``benchmarks/bench_status
 """
 from __future__ import annotations
 
+import sys
 import warnings
 from typing import Any, Callable, Mapping
 
@@ -28,7 +29,7 @@ from deeplite_like.data import ForwardPass
 from deeplite_like.functions import ProfilerFunction
 from deeplite_like.metrics import (ExecutionTime, Flops, LayerwiseSummary, Macs, MemoryFootprint, ModelSize,
                                    PeakActivationMemory, Throughput, TotalParams, TrainableParams)
-from deeplite_like.observations import observed, sharing
+from deeplite_like.observations import note, noted, observed, sharing
 from deeplite_like.status import Detailed
 from deeplite_like.timing_values import META_NOT_TIMED, not_measured, timing_values
 from deeplite_like.threads import DEFAULT_NUM_THREADS
@@ -52,6 +53,8 @@ def _observed(model: torch.nn.Module, data_splits: Mapping[str, Any], forward_pa
         with inference_mode_of(model, mode), explained_failures(model, taken):
             seen = observe(model, taken.args, taken.kwargs, meta=meta, options=CountOptions(causal_half=causal_half),
                            memory=memory or everything, layers=layers or everything, grad=False)
+        if not meta and mode == "eval":  # it ran these inputs' kernels for real
+            note(("torch warm", id(model), split, batch_size))
         return seen, batch_size_of(taken.args, taken.kwargs) or 1
 
     return observed(("torch", id(model), split, batch_size, bool(meta), mode, bool(causal_half)), make)
@@ -164,11 +167,21 @@ class ComputeMemory(ProfilerFunction):
                                                            "include_weights": include_weights})}
 
 
+def compiled_code_possible() -> bool:
+    """Whether ``torch.compile`` code may run (TorchDynamo is loaded): then a first call may compile."""
+    return "torch._dynamo" in sys.modules
+
+
 class ComputeExecutionTime(ProfilerFunction):
     """Median forward time of one batch and the throughput it implies (``backends/torch/timing.py``).
 
     ``num_threads`` defaults to 1 (``deeplite_like.threads.DEFAULT_NUM_THREADS``, for stability);
-    ``None`` keeps torch's thread count, ``"auto"`` lets the timing pick. Details: the spread
+    ``None`` keeps torch's thread count, ``"auto"`` lets the timing pick. Warm-up: none when the
+    model has just run the same inputs for real, in eval mode, in this status computation (the
+    observation that MACs and memory read: its kernels, caches and allocations are those the
+    timed forwards use), on its own device, and no compiled code can be running
+    (``torch._dynamo`` not loaded: a compiled function's first plain call would compile);
+    otherwise ``measure_execution_time``'s warm-up. Details: the spread
     (``iqr``, ``q1``, ``q3``), ``forwards`` (every forward run, ``warmup_forwards`` of them
     untimed), ``num_threads`` and ``threads_reason``, and ``spread_warning`` (``''``, or why the
     time may be noise and what to do).
@@ -187,9 +200,11 @@ class ComputeExecutionTime(ProfilerFunction):
         if model_device(model).type == "meta" or (device is not None and Device.parse(device).kind == "meta"):
             return not_measured(META_NOT_TIMED, batch_size=batch_size, device="meta")
         taken = take_inputs(data_splits, forward_pass, split, batch_size, device=model_device(model))
+        warm = (noted(("torch warm", id(model), split, batch_size)) and not compiled_code_possible()
+                and (device is None or Device.parse(device) == Device.parse(str(model_device(model)))))
         with inference_mode_of(model, "eval"), explained_failures(model, taken):
-            timing = measure_execution_time(model, taken.args, taken.kwargs, device=device,
-                                            min_run_time=min_run_time, num_threads=num_threads)
+            timing = measure_execution_time(model, taken.args, taken.kwargs, device=device, min_run_time=min_run_time,
+                                            num_threads=num_threads, **({"warmup": 0} if warm else {}))
         return timing_values(timing)
 
 
