@@ -2,6 +2,7 @@
 
     python benchmarks/bench_latency_stability.py             # the figures in docs/benchmarks.rst
     python benchmarks/bench_latency_stability.py --repeats 20 --models lenet5
+    python benchmarks/bench_latency_stability.py --status --models resnet18   # the status's shared warm-up
 
 For each model, ``execution_time`` is measured ``--repeats`` times (10) for each thread setting:
 1 thread, all of torch's threads (``torch.get_num_threads()`` at start) and ``'auto'``, the
@@ -13,6 +14,10 @@ medians, their coefficient of variation (standard deviation / mean: how much the
 figure moves from one profile to the next), the median within-run spread (IQR / median), how
 many of the 10 carried a noise warning, and the forwards each ran. The 1-minute load average is
 printed before and after.
+
+``--status``: the execution time as ``compute_network_status()`` reports it at the defaults, where
+the instrumented forward is the timing's warm-up, against the same status with the timing's own
+warm-up (as when ``torch._dynamo`` is loaded), taking turns: the median and CV of each.
 """
 from __future__ import annotations
 
@@ -47,12 +52,43 @@ def _lenet5() -> tuple[torch.nn.Module, torch.Tensor]:
 MODELS = {"resnet18": _resnet18, "lenet5": _lenet5}
 
 
+def status_warmup(models: list[str], repeats: int) -> None:
+    from deeplite_like.backends.torch import TorchProfiler, functions
+
+    table = PrettyTable(["model", "timing warm-up", "median", "CV of the median", "warm-up forwards"])
+    for name in models:
+        model, x = MODELS[name]()
+        results: dict[str, list] = {"the status's forward": [], "its own": []}
+        original = functions.compiled_code_possible
+        try:
+            for _ in range(repeats):
+                for setting, compiled in (("the status's forward", False), ("its own", True)):
+                    functions.compiled_code_possible = lambda compiled=compiled: compiled
+                    profiler = TorchProfiler.from_inputs(model, x)
+                    with warnings.catch_warnings():
+                        warnings.simplefilter("ignore")
+                        profiler.compute_network_status()
+                    results[setting].append(profiler.get_status("execution_time"))
+        finally:
+            functions.compiled_code_possible = original
+        for setting, runs in results.items():
+            values = [run.value for run in runs]
+            table.add_row([name, setting, f"{statistics.median(values) * 1e3:.2f} ms",
+                           f"{statistics.stdev(values) / statistics.mean(values):.1%}",
+                           int(statistics.median(run.details["warmup_forwards"] for run in runs))])
+    print(table)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=10, help="measurements per model and setting (default 10)")
     parser.add_argument("--models", nargs="*", default=list(MODELS), choices=list(MODELS))
     parser.add_argument("--min-run-time", type=float, default=0.2, help="budget of each measurement (default 0.2 s)")
+    parser.add_argument("--status", action="store_true", help="compare the status's shared warm-up with its own")
     options = parser.parse_args()
+    if options.status:
+        status_warmup(options.models, options.repeats)
+        return
     all_threads = torch.get_num_threads()
     settings: list[int | str] = [1, all_threads, "auto"] if all_threads > 1 else [1, "auto"]
     print(f"torch {torch.__version__}, {all_threads} threads, {os.cpu_count()} CPUs; "
