@@ -45,3 +45,15 @@ def test_complexity_and_layers_share_one_recorded_forward():
     # the table equals the one layerwise_summary makes alone
     alone = {row["module"]: row for row in layerwise_summary(net, x).rows}
     assert alone["dense"] == rows["dense"]
+
+
+def test_get_model_profile_counts_once_then_times():
+    import deeplite_like
+
+    net = model()
+    net(np.ones((2, 4), "float32"))  # built
+    CountedDense.calls = 0
+    profile = deeplite_like.get_model_profile(net, args=(np.ones((2, 4), "float32"),), print_profile=False)
+    # the counted call is the first warm-up (warm_up=1): counted, timed, then one call timing each layer
+    assert CountedDense.calls == 3
+    assert profile.macs == 24

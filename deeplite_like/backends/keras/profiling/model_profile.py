@@ -131,8 +131,10 @@ def build_model_profile(model: Any, *, input_shape: Sequence[int] | None = None,
 
     One counted call (``training=False``; with ``backward`` the loss - the sum of the float
     outputs, or ``loss_fn(output)`` - is differentiated w.r.t. the trainable weights), then
-    ``warm_up`` untimed calls, one timed call, and with ``module_latency`` one call timing each
-    layer. Weights, non-trainable state and trainable flags are left as found.
+    ``warm_up - 1`` untimed calls (the counted call is the first warm-up, as in the PyTorch
+    backend), one timed call, and with ``module_latency`` one call timing each layer (a
+    recorder around every layer call, too heavy to time the whole through). Weights,
+    non-trainable state and trainable flags are left as found.
     """
     if not isinstance(model, keras.Layer):
         raise TypeError(f"build_model_profile expects a Keras model or layer, got {type(model).__name__}")
@@ -157,7 +159,7 @@ def build_model_profile(model: Any, *, input_shape: Sequence[int] | None = None,
                 call()
         finally:
             session.stop()
-        for _ in range(warm_up):
+        for _ in range(warm_up - 1):  # (the counted call was the first)
             call()
         if session.sync is not None:
             session.sync()
@@ -180,7 +182,8 @@ def build_model_profile(model: Any, *, input_shape: Sequence[int] | None = None,
             layer_seconds = per_layer.seconds
     stats = parameter_stats(model)
     latencies = {"backward": backward_s, "optimizer": None, "other": None}
-    notes = [f"Latency: one call timed after {warm_up} warm-up call(s), without counting"
+    warmed = f" and {warm_up - 1} warm-up call(s)" if warm_up > 1 else ""
+    notes = [f"Latency: one call timed after the counted call{warmed}, without counting"
              + ("; per-layer latency from one more call timing each layer." if module_latency else ".")]
     if func_name not in _MODEL_CALL:
         notes.append(f"Profiled entry point: {model.name}.{func_name}.")
