@@ -166,3 +166,25 @@ def test_the_observation_is_the_timings_warm_up(monkeypatch):
     monkeypatch.setattr(functions, "compiled_code_possible", lambda: True)
     profiler.compute_network_status(batch_size=4, min_run_time=0.01, recompute=True)
     assert profiler.get_status("execution_time").details["warmup_forwards"] >= 1
+
+
+class MatmulBlock(nn.Module):
+    """``x @ w`` on a 3-D ``x``: aten.mm on the flattened input, then ``_unsafe_view`` back to 3-D."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.w = nn.Parameter(torch.randn(8, 8))
+
+    def forward(self, x):
+        return torch.matmul(x, self.w)
+
+
+def test_meta_replay_keeps_views_without_an_alias_annotation():
+    # _unsafe_view returns a view of its input although its schema declares no alias: replaying it as a
+    # fresh tensor would add a storage the real run never allocates. Two identical blocks: the second's
+    # ops are replayed. Real and meta peaks agree: input 2*4*8*4 = 256 B; block 1's mm output 256 B
+    # (viewed as 2x4x8, no new storage); block 2's mm output 256 B while block 1's is alive -> 768 B.
+    model, x = nn.Sequential(MatmulBlock(), MatmulBlock()), torch.randn(2, 4, 8)
+    real, meta = peak_activation_memory(model, (x,)), peak_activation_memory(model, (x,), meta=True)
+    assert real.peak_bytes == meta.peak_bytes == 768
+    assert real.allocated_bytes == meta.allocated_bytes == 512

@@ -61,7 +61,7 @@ class MetaOutputs:
                 self._outputs[key] = out is args[0] and self._key(args[:1]) == before
             else:
                 out = run(*args, **kwargs)
-                self._outputs[key] = self._spec(out)
+                self._outputs[key] = self._spec(out, args)
             return out
         if spec is False:
             return run(*args, **kwargs)
@@ -94,13 +94,18 @@ class MetaOutputs:
         return tuple(key)
 
     @staticmethod
-    def _spec(out: Any) -> tuple[bool, tuple] | bool:
+    def _spec(out: Any, args: tuple) -> tuple[bool, tuple] | bool:
         """``(is a tuple, (shape, stride, dtype) per output)`` to make outputs like ``out``; False
-        when they are not all plain meta tensors (or ``None``) that ``empty_strided`` makes."""
+        when they are not all plain meta tensors (or ``None``) that ``empty_strided`` makes, or
+        when one shares an argument's storage although the schema declares no alias
+        (``_unsafe_view``): a fresh tensor would be a new storage, which peak memory counts."""
         outs = out if isinstance(out, tuple) else (out,)
         for t in outs:
             if t is not None and (type(t) is not torch.Tensor or not t.is_meta or t.layout != torch.strided
                                   or t.storage_offset()):
                 return False
+        inputs = {a.untyped_storage()._cdata for a in args if type(a) is torch.Tensor}
+        if any(t is not None and t.untyped_storage()._cdata in inputs for t in outs):
+            return False
         return isinstance(out, tuple), tuple(None if t is None else (tuple(t.shape), t.stride(), t.dtype)
                                              for t in outs)
