@@ -354,3 +354,36 @@ def test_bind_hands_each_call_its_own_list_defaults():
     assert first["stride"] == [] and first["padding"] == [0, 0]
     first["padding"].append(7)  # a formula changing what it was given ...
     assert bind(call)["padding"] == [0, 0]  # ... does not change the next call's default
+
+
+def test_meta_copies_are_swapped_in_for_the_count_and_out_after():
+    # The meta copies stand in every owner's slot during the count (state.swapped_tensors: tied
+    # weights stay tied) and the user's tensors are back afterwards, also when the forward raises.
+    class Tied(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.a, self.b = nn.Linear(4, 4, bias=False), nn.Linear(4, 4, bias=False)
+            self.b.weight = self.a.weight
+            self.seen = []
+
+        def forward(self, x):
+            self.seen.append((self.a.weight.device.type, self.a.weight is self.b.weight))
+            return self.b(self.a(x))
+
+    model, x = Tied(), torch.randn(2, 4)
+    weight = model.a.weight
+    # two Linear(4, 4) at batch 2: 2 * 4 * 4 = 32 MACs each
+    assert count_ops(model, x, meta=True).macs == 64
+    assert model.seen == [("meta", True)]
+    assert model.a.weight is weight and model.b.weight is weight and not weight.is_meta
+    with pytest.raises(ForwardError):
+        count_ops(model, torch.randn(2, 5), meta=True)
+    assert model.a.weight is weight and model.b.weight is weight
+
+
+def test_a_torchscript_module_counts_on_meta():
+    scripted = torch.jit.script(nn.Sequential(nn.Linear(4, 3), nn.ReLU()))
+    weight = scripted[0].weight
+    # Linear(4, 3) at batch 2: 24 MACs, as on real tensors (functional_call refused TorchScript)
+    assert count_ops(scripted, torch.randn(2, 4), meta=True).macs == count_ops(scripted, torch.randn(2, 4)).macs == 24
+    assert scripted[0].weight is weight and not weight.is_meta

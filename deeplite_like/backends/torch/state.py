@@ -236,6 +236,28 @@ def kept_random_state(model: nn.Module | None = None) -> Iterator[None]:
 
 
 @contextlib.contextmanager
+def swapped_tensors(model: nn.Module, copies: dict[int, torch.Tensor]) -> Iterator[None]:
+    """Run the body with ``copies[id(original)]`` in every parameter and buffer slot holding an original.
+
+    Every owner of a tied tensor gets the same copy, as ``functional_call(tie_weights=True)`` does;
+    the originals are put back on exit. Cheaper than ``torch.func.functional_call`` (no map of
+    every tensor to untie and tie again at each call), and it holds for the whole body (a forward
+    re-run in backward by checkpointing finds the copies too). TorchScript modules take it too
+    (their tables write through to the C++ module), where ``functional_call`` refuses them.
+    """
+    saved = [(table, name, tensor) for module in model.modules()
+             for table in (module._parameters, module._buffers)
+             for name, tensor in table.items() if tensor is not None and id(tensor) in copies]
+    try:
+        for table, name, tensor in saved:
+            table[name] = copies[id(tensor)]
+        yield
+    finally:
+        for table, name, tensor in saved:
+            table[name] = tensor
+
+
+@contextlib.contextmanager
 def preserved_model_state(model: nn.Module, restore_buffer_values: bool = True) -> Iterator[nn.Module]:
     """Snapshot ``model``'s mutable state, yield the model, and restore that state on exit.
 

@@ -21,7 +21,7 @@ from deeplite_like.opcount import OpCount, parent_names, roll_up_containers
 from ..distributed.shards import is_dtensor, is_fully_sharded
 from ..errors import BackwardError, ForwardError, UntrackedOpWarning
 from ..input_failures import fixed_batch_hint
-from ..state import kept_random_state, kept_tensor_attributes
+from ..state import kept_random_state, kept_tensor_attributes, swapped_tensors
 from . import formulas as _formulas  # noqa: F401  (importing the package fills the formula table)
 from ..run_tensors import first_tensor_batch, fresh_leaf, loss_of, meta_like, tensors_in
 from .describe import describe_args
@@ -150,6 +150,7 @@ def observe(model: torch.nn.Module, args: tuple, kwargs: dict, *, backward: bool
             real = pytree.tree_leaves((args, kwargs))
             args, kwargs = pytree.tree_map_only(torch.Tensor, meta_like, (args, kwargs))
             seed_values(mode.values, model, state, real, pytree.tree_leaves((args, kwargs)))
+            cleanup.enter_context(swapped_tensors(model, meta_copies(model, state)))
         else:
             cleanup.enter_context(_restored_tensors(slots, mode))
             if backward:  # fresh leaves: backward stops at the inputs, the caller's tensors get no .grad
@@ -172,7 +173,7 @@ def observe(model: torch.nn.Module, args: tuple, kwargs: dict, *, backward: bool
         cleanup.enter_context(mode)
 
         mode.set_phase("forward")
-        output = _forward(model, state, args, kwargs, mode, on_meta, wrap_errors)
+        output = _forward(model, args, kwargs, mode, on_meta, wrap_errors)
         if memory:
             stats = memory_stats(mode.ledger, output, on_meta, torch.is_grad_enabled(), mode.result.batch_size or 1)
             mode.ledger.detach_all()
@@ -190,12 +191,10 @@ def observe(model: torch.nn.Module, args: tuple, kwargs: dict, *, backward: bool
 
 
 # -- phases ---------------------------------------------------------------------------------
-def _forward(model: torch.nn.Module, state: dict, args: tuple, kwargs: dict, mode: CountingMode,
-             on_meta: bool, wrap_errors: bool = True) -> Any:
+def _forward(model: torch.nn.Module, args: tuple, kwargs: dict, mode: CountingMode, on_meta: bool,
+             wrap_errors: bool = True) -> Any:
     try:
-        if state:
-            return torch.func.functional_call(model, state, args, kwargs)
-        return model(*args, **kwargs)
+        return model(*args, **kwargs)  # (on meta the meta copies are in place: ``swapped_tensors``)
     except Exception as exc:
         error = _forward_error(model, exc, mode, on_meta)
         if wrap_errors:
@@ -271,11 +270,17 @@ def seed_values(values: MetaValues, model: torch.nn.Module, state: dict[str, tor
             values.seed(state[name], buffer)
 
 
+def meta_copies(model: torch.nn.Module, state: dict[str, torch.Tensor]) -> dict[int, torch.Tensor]:
+    """``meta_state``'s copies keyed by the identity of their originals (``state.swapped_tensors``)."""
+    return {id(tensor): state[name] for name, tensor in itertools.chain(model.named_parameters(),
+                                                                        model.named_buffers()) if name in state}
+
+
 def meta_state(model: torch.nn.Module) -> dict[str, torch.Tensor]:
     """Meta copies of the parameters and buffers not on meta already, by qualified name.
 
-    Tied tensors appear once (``named_parameters`` drops duplicates); ``functional_call`` ties
-    them again (``tie_weights=True``).
+    Tied tensors appear once (``named_parameters`` drops duplicates); ``state.swapped_tensors``
+    puts the one copy in every owner's slot (``meta_copies``).
     """
     state: dict[str, torch.Tensor] = {}
     for name, tensor in itertools.chain(model.named_parameters(), model.named_buffers()):

@@ -7,20 +7,7 @@ from torch import nn
 
 from .phases import PhaseCountingMode
 
-__all__ = ["EntryPoint", "call_entry", "check_entry"]
-
-
-class EntryPoint(nn.Module):
-    """Calls ``model.<func_name>`` so that ``functional_call`` can run any entry point on meta tensors."""
-
-    def __init__(self, model: nn.Module, func_name: str, mode: PhaseCountingMode | None) -> None:
-        super().__init__()
-        self.model = model
-        self.func_name = func_name
-        self.mode = mode
-
-    def forward(self, *args: Any, **kwargs: Any) -> Any:
-        return call_entry(self.model, self.func_name, args, kwargs, self.mode)
+__all__ = ["call_entry", "check_entry"]
 
 
 def call_entry(model: nn.Module, func_name: str, args: tuple, kwargs: dict,

@@ -12,12 +12,13 @@ import torch
 from torch import nn
 from torch.utils import _pytree as pytree
 
-from ..counting.engine import meta_state, seed_values
+from ..counting.engine import meta_copies, meta_state, seed_values
+from ..state import swapped_tensors
 from ..counting.meta_values import MetaValues
 from ..errors import BackwardError, ForwardError
 from ..run_tensors import fresh_leaf, loss_of, meta_like, tensors_in
 from ..input_failures import fixed_batch_hint
-from .entry_point import EntryPoint, call_entry
+from .entry_point import call_entry
 from .phases import PhaseCountingMode
 
 __all__ = ["ProfileRun", "forward_error", "timed"]
@@ -41,14 +42,14 @@ class ProfileRun:
                  on_meta: bool, loss_fn: Callable | None, values: MetaValues | None = None) -> None:
         self.model, self.func_name, self.loss_fn = model, func_name, loss_fn
         self.backward, self.on_meta = backward, on_meta
-        self.state: dict[str, torch.Tensor] = {}
-        if on_meta:  # (the state is keyed for the EntryPoint wrapper, which holds the model as ``model``)
+        self.copies: dict[int, torch.Tensor] = {}  # on meta: id(original) -> meta copy (``swapped_tensors``)
+        if on_meta:
             state = meta_state(model)
             real = pytree.tree_leaves((args, kwargs))
             args, kwargs = pytree.tree_map_only(torch.Tensor, meta_like, (args, kwargs))
             if values is not None:  # small integer inputs and buffers keep their values on meta
                 seed_values(values, model, state, real, pytree.tree_leaves((args, kwargs)))
-            self.state = {f"model.{name}": tensor for name, tensor in state.items()}
+            self.copies = meta_copies(model, state)
         if backward:  # fresh leaves: backward stops at the inputs; the caller's tensors get no .grad
             args, kwargs = pytree.tree_map_only(torch.Tensor, fresh_leaf, (args, kwargs))
         self.args, self.kwargs = args, kwargs
@@ -57,9 +58,8 @@ class ProfileRun:
     def forward(self) -> Any:
         with torch.enable_grad() if self.backward else torch.no_grad():
             if self.on_meta:
-                with torch.device("meta"):
-                    return torch.func.functional_call(EntryPoint(self.model, self.func_name, self.mode), self.state,
-                                                      self.args, self.kwargs, tie_weights=True, strict=False)
+                with torch.device("meta"), swapped_tensors(self.model, self.copies):
+                    return call_entry(self.model, self.func_name, self.args, self.kwargs, self.mode)
             return call_entry(self.model, self.func_name, self.args, self.kwargs, self.mode)
 
     def loss(self, output: Any) -> torch.Tensor:
@@ -67,7 +67,7 @@ class ProfileRun:
             return loss_of(output, self.loss_fn)
 
     def run_backward(self, loss: torch.Tensor) -> None:
-        params = [self.state.get(f"model.{name}", p) for name, p in self.model.named_parameters()]
+        params = [self.copies.get(id(p), p) for p in self.model.parameters()]
         leaves = [p for p in params if p.requires_grad]
         leaves += [t for t in tensors_in((self.args, self.kwargs)) if t.requires_grad and t.is_leaf]
         for p in self.model.parameters():
