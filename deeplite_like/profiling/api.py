@@ -32,7 +32,7 @@ def get_model_profile(model: Any, input_shape: Sequence[int] | None = None, args
         module_depth: deepest depth shown in the tree and the aggregated view (-1: all).
         top_modules: how many module types per depth the aggregated view ranks.
         warm_up: calls before the timed ones, untimed (PyTorch: the counted call is the first of
-            them, so the default profile runs the model twice, once counted and once timed).
+            them: the default profile runs the model three times, counted, timed, timed per module).
         as_string: write figures with SI prefixes (``1.23 GFLOPs``) rather than raw numbers.
         output_file: write the report there (``.json``: JSON, ``.html``: HTML, else text).
         ignore_modules: module types (classes, or class names) whose cost is excluded from the

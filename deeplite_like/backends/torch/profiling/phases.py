@@ -37,13 +37,15 @@ class PhaseCountingMode(CountingMode):
     outside operators plus the model's (``_outside_stats``), so the model's root module
     (``by_module[""]``) holds only what ran in the model.
 
-    ``in_step`` is raised by the optimizer hooks. ``backward_s`` sums the wall time of the
+    ``track_backward=False`` (a profile with no backward pass) keeps the base mode's fast path
+    for module calls. ``in_step`` is raised by the optimizer hooks. ``backward_s`` sums the wall time of the
     backward passes (first operator to the autograd engine's end-of-backward callback),
     synchronising with ``sync`` when given.
     """
 
-    def __init__(self, sync: Callable[[], None] | None = None, time_backward: bool = True, meta: bool = False):
-        super().__init__(CountOptions(), track_backward=True, meta=meta)
+    def __init__(self, sync: Callable[[], None] | None = None, time_backward: bool = True, meta: bool = False,
+                 track_backward: bool = True):
+        super().__init__(CountOptions(), track_backward=track_backward, meta=meta)
         self.in_step = 0
         self.phase_name: str | None = None
         self.module_phases: dict[str, dict[str, OpStats]] = {}
