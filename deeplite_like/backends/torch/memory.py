@@ -47,16 +47,11 @@ from typing import Any
 
 import torch
 from torch import nn
-from torch.nn.modules import module as _module_globals
 from torch.utils import _pytree as pytree
 
-from deeplite_like.backends.torch.counting.meta_values import MetaValues
-from deeplite_like.backends.torch.counting.op_facts import op_info
 from deeplite_like.backends.torch.inputs import moved
 from deeplite_like.backends.torch.params import tensor_span
 from deeplite_like.backends.torch.run_tensors import required_batch_size
-from deeplite_like.backends.torch.dispatch_mode import LightDispatchMode
-from deeplite_like.backends.torch.distributed.recording import PLAIN, run_locally
 from deeplite_like.backends.torch.distributed.shards import local_tensor
 from deeplite_like.backends.torch.state import model_device, preserved_model_state
 from deeplite_like.measurements import ActivationMemory
@@ -117,43 +112,11 @@ def tensor_leaves(tree: Any) -> list[torch.Tensor]:
     return [local_tensor(leaf) for leaf in pytree.tree_leaves(tree) if isinstance(leaf, torch.Tensor)]
 
 
-class _ModuleStack:
-    """Qualified name of the innermost module running, via global forward hooks (removed on exit)."""
-
-    def __init__(self, model: nn.Module) -> None:
-        self._names = {id(m): name for name, m in model.named_modules(remove_duplicate=False)}
-        self.stack: list[str] = []
-        self._handles: list[Any] = []
-
-    def __enter__(self) -> _ModuleStack:
-        self._handles.append(_module_globals.register_module_forward_pre_hook(self._push))
-        self._handles.append(_module_globals.register_module_forward_hook(self._pop, always_call=True))
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        for handle in self._handles:
-            handle.remove()
-        self._handles.clear()
-
-    def _push(self, module: nn.Module, args: Any) -> None:
-        name = self._names.get(id(module))
-        if name is not None:
-            self.stack.append(name)
-
-    def _pop(self, module: nn.Module, args: Any, output: Any) -> None:
-        if id(module) in self._names and self.stack:
-            self.stack.pop()
-
-    @property
-    def current(self) -> str:
-        return self.stack[-1] if self.stack else ""
-
-
 class StorageLedger:
     """Live bytes of the storages that operators allocate, and their peak; see the module docstring.
 
     Not a mode itself: whatever sees each operator calls ``count(func, out)`` after it ran
-    (the counting pass, ``counting/recorder.py``, or ``_StorageTracker`` below). ``where()``
+    (the counting pass, ``counting/recorder.py``, or ``training_step.StepTracker``). ``where()``
     names the innermost module running, for ``peak_module``.
     """
 
@@ -219,38 +182,6 @@ class StorageLedger:
         for finalizer in list(self._finalizers.values()):
             finalizer.detach()
         self._finalizers.clear()
-
-
-class _StorageTracker(StorageLedger, LightDispatchMode):
-    """A ``StorageLedger`` as a dispatch mode of its own: the training step's tracker (``training_step.py``)."""
-
-    def __init__(self, base_bytes: int, external: set[tuple[str, int]], where: Callable[[], str],
-                 values: MetaValues | None = None) -> None:
-        StorageLedger.__init__(self, base_bytes, external, where)
-        LightDispatchMode.__init__(self)
-        self.values = values  # on meta: the values of small integer tensors (index tensors, masks)
-        self._runs: dict[int, Callable] = {}
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # noqa: ANN001 - torch's protocol
-        if not self._dynamo_safe:
-            self.switch_if_dynamo_loaded()
-        if types:  # tensor subclasses: a DTensor op runs on this rank's shards, seen here as plain tensors
-            out = run_locally(self, func, types, args, kwargs)
-            if out is not PLAIN:
-                return out
-        out = self._run(func, args, kwargs or {})
-        self.count(func, out)
-        return out
-
-    def _run(self, func: Any, args: tuple, kwargs: dict) -> Any:
-        """Run the operator; on meta, keeping the values of small integer tensors (``meta_values``)."""
-        if self.values is None:
-            return func(*args, **kwargs)
-        run = self._runs.get(id(func))
-        if run is None:
-            name, written, _, _, _ = op_info(func)
-            run = self._runs[id(func)] = self.values.wrap(func, name, written, func)
-        return run(*args, **kwargs)
 
 
 def memory_stats(ledger: StorageLedger, output: Any, meta: bool, grad: bool, batch_size: int = 1) -> MemoryStats:

@@ -39,9 +39,7 @@ from deeplite_like.backends.torch.counting.meta_values import MetaValues
 from deeplite_like.backends.torch.dispatch_mode import make
 from deeplite_like.backends.torch.run_tensors import required_batch_size
 from deeplite_like.backends.torch.fastpath import unfused
-from deeplite_like.backends.torch.memory import (
-    _ModuleStack, spanned_bytes, storage_key, tensor_leaves,
-)
+from deeplite_like.backends.torch.memory import spanned_bytes, storage_key, tensor_leaves
 from deeplite_like.backends.torch.sharding import (
     ShardPlan, repeated_blocks, resolve_sharding, select_modules, shard_bytes,
 )
@@ -51,7 +49,7 @@ from deeplite_like.backends.torch.training_result import (
 )
 from deeplite_like.backends.torch.training_optimizers import build_optimizer
 from deeplite_like.backends.torch.training_step import (
-    NodeLabeler, StepRecord, StepTracker, tensor_storages, where_running,
+    ModuleStack, NodeLabeler, StepRecord, StepTracker, tensor_storages, where_running,
 )
 
 __all__ = ["estimate_training_memory", "build_optimizer", "PHASES"]
@@ -154,7 +152,7 @@ def estimate_training_memory(
             [t for n, t in state.items() if n not in param_names]))
         external = {key for t in (*leaves, *state.values()) if (key := storage_key(t)) is not None}
 
-        modules = _ModuleStack(model)
+        modules = ModuleStack(model)
         tracker = make(StepTracker, params_full + buffers_bytes + input_bytes, external, where_running(modules))
         if meta:
             tracker.values = MetaValues(lambda: f"module {modules.current!r}")

@@ -2,7 +2,7 @@
 
 The step is the real one: forward, loss, ``loss.backward()``, ``optimizer.step()``, on copies
 of the model's parameters (meta copies by default, so nothing is allocated). The tracker of
-``memory.py`` sees every operator; this module's ``_StepTracker`` adds to it a record of each
+``memory.py`` (its ``StorageLedger``) sees every operator; this module's ``StepTracker`` adds a record of each
 allocation (its serial number, bytes, phase and module) and each free, and a mark after every
 operator, from which ``training_memory.py`` derives the peak, the phases, the per-module
 activations and, by re-weighting the same events, the per-rank figures of a sharded run.
@@ -12,7 +12,8 @@ counting engine's ``MetaValues``), so value-dependent control flow on index tens
 packed-sequence check on position ids) takes the branch a real run takes.
 
 Where an operator of the backward runs is read from the autograd node executing it: the
-forward labels each node it creates with the module that created it (``_NodeLabeler``).
+forward labels each node it creates with the module that created it (``NodeLabeler``; the
+module running comes from ``ModuleStack``'s global hooks).
 """
 from __future__ import annotations
 
@@ -22,15 +23,51 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import torch
+from torch import nn
+from torch.nn.modules import module as _module_globals
 from torch.overrides import TorchFunctionMode
 from torch.utils import _pytree as pytree
 
 from deeplite_like.backends.torch.counting.meta_values import MetaValues
-from deeplite_like.backends.torch.memory import _ModuleStack, storage_key, _StorageTracker, tensor_leaves
+from deeplite_like.backends.torch.counting.op_facts import op_info
+from deeplite_like.backends.torch.dispatch_mode import LightDispatchMode
+from deeplite_like.backends.torch.memory import StorageLedger, storage_key, tensor_leaves
 
-__all__ = ["StepRecord", "StepTracker", "NodeLabeler"]
+__all__ = ["ModuleStack", "StepRecord", "StepTracker", "NodeLabeler"]
 
 _MODULE_KEY = "deeplite_like.module"
+
+
+class ModuleStack:
+    """Qualified name of the innermost module running, via global forward hooks (removed on exit)."""
+
+    def __init__(self, model: nn.Module) -> None:
+        self._names = {id(m): name for name, m in model.named_modules(remove_duplicate=False)}
+        self.stack: list[str] = []
+        self._handles: list[Any] = []
+
+    def __enter__(self) -> ModuleStack:
+        self._handles.append(_module_globals.register_module_forward_pre_hook(self._push))
+        self._handles.append(_module_globals.register_module_forward_hook(self._pop, always_call=True))
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for handle in self._handles:
+            handle.remove()
+        self._handles.clear()
+
+    def _push(self, module: nn.Module, args: Any) -> None:
+        name = self._names.get(id(module))
+        if name is not None:
+            self.stack.append(name)
+
+    def _pop(self, module: nn.Module, args: Any, output: Any) -> None:
+        if id(module) in self._names and self.stack:
+            self.stack.pop()
+
+    @property
+    def current(self) -> str:
+        return self.stack[-1] if self.stack else ""
 
 
 @dataclass
@@ -65,13 +102,15 @@ def _placeholder_scalar(dtype: torch.dtype) -> bool | int | float:
     return 1.0 if dtype.is_floating_point or dtype.is_complex else 1
 
 
-class StepTracker(_StorageTracker):
-    """``_StorageTracker`` that also records allocations, frees and a mark per operator."""
+class StepTracker(StorageLedger, LightDispatchMode):
+    """A ``memory.StorageLedger`` as a dispatch mode that also records allocations, frees and a mark per operator."""
 
     def __init__(self, base_bytes: int, external: set[tuple[str, int]], where: Callable[[], str]) -> None:
-        super().__init__(base_bytes, external, where)
+        StorageLedger.__init__(self, base_bytes, external, where)
+        LightDispatchMode.__init__(self)
         self.record = StepRecord(base_bytes)
-        self.values: MetaValues | None = None  # set for a meta step
+        self.values: MetaValues | None = None  # set for a meta step: the values of small integer tensors
+        self._runs: dict[int, Callable] = {}
         self.phase = "setup"
         self._serial: dict[tuple[str, int], int] = {}
 
@@ -87,6 +126,16 @@ class StepTracker(_StorageTracker):
             self.count(func, out)
         self.record.marks.append((len(self.record.events), self.phase, self._where(), str(func)))
         return out
+
+    def _run(self, func: Any, args: tuple, kwargs: dict) -> Any:
+        """Run the operator; on meta, keeping the values of small integer tensors (``meta_values``)."""
+        if self.values is None:
+            return func(*args, **kwargs)
+        run = self._runs.get(id(func))
+        if run is None:
+            name, written, _, _, _ = op_info(func)
+            run = self._runs[id(func)] = self.values.wrap(func, name, written, func)
+        return run(*args, **kwargs)
 
     def _allocated(self, tensor: torch.Tensor) -> None:
         key = storage_key(tensor)
@@ -119,7 +168,7 @@ class StepTracker(_StorageTracker):
 class NodeLabeler(TorchFunctionMode):
     """Labels each autograd node created in the forward with the module running (for backward)."""
 
-    def __init__(self, modules: _ModuleStack) -> None:
+    def __init__(self, modules: ModuleStack) -> None:
         super().__init__()
         self._modules = modules
 
@@ -139,7 +188,7 @@ class NodeLabeler(TorchFunctionMode):
         return out
 
 
-def where_running(modules: _ModuleStack) -> Callable[[], str]:
+def where_running(modules: ModuleStack) -> Callable[[], str]:
     """Innermost module running: the forward's module stack, else the module of the autograd node."""
     def where() -> str:
         if modules.stack:
