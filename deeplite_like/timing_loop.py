@@ -35,7 +35,7 @@ from typing import Any, Callable
 from deeplite_like.measurements import TimingStats
 from deeplite_like.timing_noise import noise_note, spread_note
 
-__all__ = ["MAX_BLOCKS_PER_MIN", "BlockTimes", "percentile", "summarise", "time_blocks"]
+__all__ = ["MAX_BLOCKS_PER_MIN", "BlockTimes", "check_budget", "percentile", "summarise", "time_blocks"]
 
 #: Blocks are timed until the budget is spent, but never more than this many times ``min_blocks``
 #: (the first forward after warm-up can be slower than the steady state and size blocks short).
@@ -72,6 +72,16 @@ def percentile(values: list[float] | tuple[float, ...], q: float) -> float:
     return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
 
 
+def check_budget(warmup: int, min_run_time: float, min_blocks: int) -> None:
+    """Refuse a timing budget that cannot work, naming the option (before any model is moved or run)."""
+    if warmup < 0:
+        raise ValueError(f"warmup must be >= 0, got {warmup}")
+    if min_blocks < 1:
+        raise ValueError(f"min_measurements must be >= 1, got {min_blocks}")
+    if min_run_time <= 0:
+        raise ValueError(f"min_run_time must be > 0 seconds, got {min_run_time}")
+
+
 def time_blocks(call: Callable[[], Any], sync: Callable[[], None], *, warmup: int, min_run_time: float,
                 min_blocks: int) -> BlockTimes:
     """Time ``call`` as described in the module docstring; ``sync`` waits for the device (a no-op on CPU).
@@ -79,12 +89,7 @@ def time_blocks(call: Callable[[], Any], sync: Callable[[], None], *, warmup: in
     ``min_run_time`` is in seconds. The clock is ``time.perf_counter``, looked up at each read.
     The garbage collector is off while timing (as in ``timeit``), and back on afterwards.
     """
-    if warmup < 0:
-        raise ValueError(f"warmup must be >= 0, got {warmup}")
-    if min_blocks < 1:
-        raise ValueError(f"min_measurements must be >= 1, got {min_blocks}")
-    if min_run_time <= 0:
-        raise ValueError(f"min_run_time must be > 0 seconds, got {min_run_time}")
+    check_budget(warmup, min_run_time, min_blocks)
     share = min_run_time / min_blocks  # a block's share of the budget
     collecting = gc.isenabled()
     gc.disable()  # as timeit does: a collection inside a block is not the model's time

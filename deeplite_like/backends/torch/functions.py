@@ -16,12 +16,10 @@ run the model once instrumented, plus the timing runs (``benchmarks/bench_status
 from __future__ import annotations
 
 import sys
-import warnings
 from typing import Any, Callable, Mapping
 
 import torch
 
-from deeplite_like.backends.torch.errors import UntrackedOpWarning
 from deeplite_like.backends.torch.input_failures import explained_failures, take_inputs
 from deeplite_like.backends.torch.inputs import batch_size_of, inference_mode_of
 from deeplite_like.complexity_options import ComplexityOptions
@@ -76,7 +74,7 @@ class ComputeComplexity(ComplexityOptions, ProfilerFunction):
                  loss_fn: Callable[[Any], torch.Tensor] | None = None, causal_half: bool = False,
                  mode: str = "eval") -> dict:
         from deeplite_like.backends.torch.counting import count_ops
-        from deeplite_like.backends.torch.counting.engine import untracked_message
+        from deeplite_like.backends.torch.counting.engine import warn_if_untracked
 
         if backward:
             taken = take_inputs(data_splits, forward_pass, split, batch_size)
@@ -88,8 +86,7 @@ class ComputeComplexity(ComplexityOptions, ProfilerFunction):
         else:  # the forward's cost: read from the observation (under no_grad, as inference runs)
             seen, batch = _observed(model, data_splits, forward_pass, split, batch_size, meta, mode, causal_half)
             counted = seen.counts
-            if counted.untracked:
-                warnings.warn(untracked_message(counted.untracked), UntrackedOpWarning, stacklevel=2)
+            warn_if_untracked(counted.untracked, stacklevel=2)
         details = {"batch_size": batch, "backward": backward}
         if counted.untracked:  # operator -> calls: ran with no formula, counted as 0 (reports mark the count)
             details["untracked"] = dict(counted.untracked)

@@ -66,7 +66,9 @@ def layer_facts(args: tuple, kwargs: dict, output: Any) -> LayerFacts:
     outputs = _tensors(output)
     if any(t.is_nested for t in inputs + outputs):  # unbind runs operators: not the model's, not observed
         with _disable_current_modes():
-            return LayerFacts(tuple(map(shape_text, inputs)), tuple(map(shape_text, outputs)),
-                              sum(t.numel() * t.element_size() for t in outputs))
-    return LayerFacts(tuple(t.shape for t in inputs), tuple(t.shape for t in outputs),
-                      sum(t.numel() * t.element_size() for t in outputs))
+            return LayerFacts(tuple(map(shape_text, inputs)), tuple(map(shape_text, outputs)), _bytes(outputs))
+    return LayerFacts(tuple(t.shape for t in inputs), tuple(t.shape for t in outputs), _bytes(outputs))
+
+
+def _bytes(tensors: list[torch.Tensor]) -> int:
+    return sum(t.numel() * t.element_size() for t in tensors)

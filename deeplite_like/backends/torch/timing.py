@@ -40,7 +40,7 @@ from deeplite_like.backends.torch.state import model_device, preserved_model_sta
 from deeplite_like.backends.torch.run_tensors import required_batch_size
 from deeplite_like.measurements import TimingStats
 from deeplite_like.threads import AUTO, DEFAULT_NUM_THREADS, check_num_threads
-from deeplite_like.timing_loop import BlockTimes, percentile, summarise, time_blocks
+from deeplite_like.timing_loop import BlockTimes, check_budget, percentile, summarise, time_blocks
 from deeplite_like.timing_noise import busy_note, spread_note, warn_noisy
 
 __all__ = ["TimingStats", "measure_execution_time"]
@@ -84,12 +84,7 @@ def measure_execution_time(
         raise TypeError(f"measure_execution_time expects a torch.nn.Module, got {type(model).__name__}")
     num_threads = check_num_threads(num_threads)
     requested = None if device is None else checked_device(device)
-    if warmup < 0:
-        raise ValueError(f"warmup must be >= 0, got {warmup}")
-    if min_measurements < 1:
-        raise ValueError(f"min_measurements must be >= 1, got {min_measurements}")
-    if min_run_time <= 0:
-        raise ValueError(f"min_run_time must be > 0 seconds, got {min_run_time}")
+    check_budget(warmup, min_run_time, min_measurements)
     if not isinstance(args, tuple):
         args = (args,)
     kwargs = dict(kwargs or {})

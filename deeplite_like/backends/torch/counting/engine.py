@@ -7,7 +7,6 @@ the user's model back exactly as it was found.
 from __future__ import annotations
 
 import contextlib
-import itertools
 import warnings
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator, Mapping
@@ -84,8 +83,8 @@ def count_ops(model: torch.nn.Module, *inputs: Any, args: Any = None, kwargs: Ma
     args, kwargs = model_inputs("count_ops", inputs, args, kwargs, model_kwargs)
     result = observe(model, args, kwargs, backward=backward, meta=meta, loss_fn=loss_fn,
                      options=CountOptions(causal_half=causal_half)).counts
-    if warn_untracked and result.untracked:
-        warnings.warn(untracked_message(result.untracked), UntrackedOpWarning, stacklevel=2)
+    if warn_untracked:
+        warn_if_untracked(result.untracked, stacklevel=2)
     return result
 
 
@@ -146,11 +145,8 @@ def observe(model: torch.nn.Module, args: tuple, kwargs: dict, *, backward: bool
         state: dict[str, torch.Tensor] = {}
         if on_meta:
             _refuse_nested_on_meta(args, kwargs)
-            state = meta_state(model)
-            real = pytree.tree_leaves((args, kwargs))
-            args, kwargs = pytree.tree_map_only(torch.Tensor, meta_like, (args, kwargs))
-            seed_values(mode.values, model, state, real, pytree.tree_leaves((args, kwargs)))
-            cleanup.enter_context(swapped_tensors(model, meta_copies(model, state)))
+            state, copies, args, kwargs = to_meta(model, args, kwargs, mode.values)
+            cleanup.enter_context(swapped_tensors(model, copies))
         else:
             cleanup.enter_context(_restored_tensors(slots, mode))
             if backward:  # fresh leaves: backward stops at the inputs, the caller's tensors get no .grad
@@ -259,34 +255,31 @@ def _tensor_slots(modules: list[tuple[str, torch.nn.Module]]) -> list[tuple[dict
             for name, tensor in table.items() if tensor is not None]
 
 
-def seed_values(values: MetaValues, model: torch.nn.Module, state: dict[str, torch.Tensor], real: list,
-                meta: list) -> None:
-    """Give the meta inputs and buffers the values of their real originals (small integer ones only)."""
-    for before, after in zip(real, meta):
-        if isinstance(before, torch.Tensor):
-            values.seed(after, before)
-    for name, buffer in model.named_buffers():
-        if name in state:
-            values.seed(state[name], buffer)
+def to_meta(model: torch.nn.Module, args: tuple, kwargs: dict,
+            values: MetaValues | None) -> tuple[dict[str, torch.Tensor], dict[int, torch.Tensor], tuple, dict]:
+    """What a run on the meta device needs, in one pass over the model's tensors.
 
-
-def meta_copies(model: torch.nn.Module, state: dict[str, torch.Tensor]) -> dict[int, torch.Tensor]:
-    """``meta_state``'s copies keyed by the identity of their originals (``state.swapped_tensors``)."""
-    return {id(tensor): state[name] for name, tensor in itertools.chain(model.named_parameters(),
-                                                                        model.named_buffers()) if name in state}
-
-
-def meta_state(model: torch.nn.Module) -> dict[str, torch.Tensor]:
-    """Meta copies of the parameters and buffers not on meta already, by qualified name.
-
-    Tied tensors appear once (``named_parameters`` drops duplicates); ``state.swapped_tensors``
-    puts the one copy in every owner's slot (``meta_copies``).
+    Returns ``(state, copies, args, kwargs)``: meta copies of the parameters and buffers not on
+    meta already, by qualified name (tied tensors once: ``named_parameters`` drops duplicates)
+    and by the identity of their originals (``state.swapped_tensors`` puts the one copy in every
+    owner's slot); and the inputs as meta tensors. With ``values``, the meta inputs and buffers get
+    the values of their real originals (small integer ones only, ``meta_values``).
     """
     state: dict[str, torch.Tensor] = {}
-    for name, tensor in itertools.chain(model.named_parameters(), model.named_buffers()):
-        if not tensor.is_meta:
-            state[name] = meta_like(tensor)
-    return state
+    copies: dict[int, torch.Tensor] = {}
+    for is_buffer, named in ((False, model.named_parameters()), (True, model.named_buffers())):
+        for name, tensor in named:
+            if not tensor.is_meta:
+                copy = state[name] = copies[id(tensor)] = meta_like(tensor)
+                if is_buffer and values is not None:
+                    values.seed(copy, tensor)
+    real = pytree.tree_leaves((args, kwargs))
+    args, kwargs = pytree.tree_map_only(torch.Tensor, meta_like, (args, kwargs))
+    if values is not None:
+        for before, after in zip(real, pytree.tree_leaves((args, kwargs))):
+            if isinstance(before, torch.Tensor):
+                values.seed(after, before)
+    return state, copies, args, kwargs
 
 
 def _leaves(model: torch.nn.Module, state: dict, args: tuple, kwargs: dict) -> list[torch.Tensor]:
@@ -337,9 +330,15 @@ def _restored_tensors(slots: list[tuple[dict, str, torch.Tensor, bool, bool]], m
                 tensor.copy_(before)
 
 
-def untracked_message(untracked: dict[str, int]) -> str:
+def warn_if_untracked(untracked: Mapping[str, int], stacklevel: int = 1) -> None:
+    """Warn once (``UntrackedOpWarning``) about operators that ran with no formula, if any.
+
+    ``stacklevel`` as ``warnings.warn``'s, counted from the caller of this function.
+    """
+    if not untracked:
+        return
     listing = ", ".join(f"{name} ({calls} call{'s' if calls != 1 else ''})"
                         for name, calls in sorted(untracked.items(), key=lambda kv: (-kv[1], kv[0])))
-    return (f"{len(untracked)} operator(s) ran with no FLOP formula and were counted as 0: {listing}. "
-            "Register a formula with deeplite_like.backends.torch.counting.register_formula, or mark the "
-            "op as free of arithmetic with register_free.")
+    warnings.warn(f"{len(untracked)} operator(s) ran with no FLOP formula and were counted as 0: {listing}. "
+                  "Register a formula with deeplite_like.backends.torch.counting.register_formula, or mark the "
+                  "op as free of arithmetic with register_free.", UntrackedOpWarning, stacklevel=stacklevel + 1)

@@ -273,8 +273,8 @@ class CountingMode(LightDispatchMode):
                 raise
             finally:
                 self._ctx = parent
-            if self.layers is not None and name not in self.layers:
-                self.layers[name] = layer_facts(args, kwargs, output)
+            if self.layers is not None:
+                self._note_layer(name, args, kwargs, output)
             return output
         opened = self._open(module, name)
         try:
@@ -287,9 +287,14 @@ class CountingMode(LightDispatchMode):
                 self._close(opened)
         if opened is not None and opened[2] is not None:
             self._price_module(opened[2], name, module, args, kwargs, output, opened[1])
-        if self.layers is not None and name not in self.layers:
-            self.layers[name] = layer_facts(args, kwargs, output)
+        if self.layers is not None:
+            self._note_layer(name, args, kwargs, output)
         return output
+
+    def _note_layer(self, name: str, args: tuple, kwargs: dict, output: Any) -> None:
+        """Keep the shapes and output bytes of a module's first call (``layers``: the per-layer table)."""
+        if name not in self.layers:
+            self.layers[name] = layer_facts(args, kwargs, output)
 
     def attached_name(self, module: torch.nn.Module) -> str | None:
         """The qualified name of an attached module (``None``: not one of the model's modules)."""
@@ -360,8 +365,8 @@ class CountingMode(LightDispatchMode):
             self._close(opened)
             if opened[2] is not None and not failed:
                 self._price_module(opened[2], name, module, args, kwargs, output, opened[1])
-        if self.layers is not None and not failed and name not in self.layers:
-            self.layers[name] = layer_facts(args, kwargs, output)
+        if self.layers is not None and not failed:
+            self._note_layer(name, args, kwargs, output)
         return None
 
     def _module_formula(self, cls: type) -> Any:

@@ -1,19 +1,17 @@
-"""Turning a counted run into the parts of a ``ModelProfile``: module records, phase totals, warnings."""
+"""Turning a counted run into the parts of a ``ModelProfile``: module records and phase totals."""
 from __future__ import annotations
 
-import warnings
-from typing import Any, Iterable, Mapping
+from typing import Any, Iterable
 
 from torch import nn
 
 from deeplite_like.profiling.build import ModuleRecord
 from deeplite_like.profiling.result import PhaseStats
 
-from ..errors import UntrackedOpWarning
 from ..params import module_param_counts
 from .phases import PhaseCountingMode
 
-__all__ = ["ignored_names", "module_params", "module_records", "phase_totals", "warn_untracked"]
+__all__ = ["ignored_names", "module_params", "module_records", "phase_totals"]
 
 
 def ignored_names(named_modules: list[tuple[str, nn.Module]], ignore: Iterable[Any]) -> set[str]:
@@ -67,12 +65,3 @@ def module_records(named_modules: list[tuple[str, nn.Module]], params: dict[str,
 def phase_totals(mode: PhaseCountingMode) -> dict[str, PhaseStats]:
     return {name: PhaseStats(s.macs, s.flops, s.calls) for name, s in mode.result.phases.items()
             if s.calls or name in ("forward", "backward")}
-
-
-def warn_untracked(untracked: Mapping[str, int]) -> None:
-    if untracked:
-        listing = ", ".join(f"{name} ({calls} call{'s' if calls != 1 else ''})"
-                            for name, calls in sorted(untracked.items(), key=lambda kv: (-kv[1], kv[0])))
-        warnings.warn(f"{len(untracked)} operator(s) ran with no FLOP formula and were counted as 0: {listing}. "
-                      "Register a formula with deeplite_like.backends.torch.counting.register_formula, or mark "
-                      "the op as free of arithmetic with register_free.", UntrackedOpWarning, stacklevel=3)

@@ -30,7 +30,8 @@ from deeplite_like.profiling.flops_profiler import FlopsProfiler
 from deeplite_like.profiling.result import ModelProfile
 
 from ..params import parameter_stats
-from .assemble import ignored_names, module_params, module_records, phase_totals, warn_untracked
+from .assemble import ignored_names, module_params, module_records, phase_totals
+from ..counting.engine import warn_if_untracked
 from .devices import device_name, synchronizer
 from .phases import PhaseCountingMode
 from .timers import ModuleTimer, StepTimer
@@ -113,7 +114,7 @@ class TorchFlopsProfiler(FlopsProfiler):
         finally:
             window.detach()
         window.mode.flush()
-        warn_untracked(window.mode.result.untracked)
+        warn_if_untracked(window.mode.result.untracked, stacklevel=2)
 
     def _discard(self) -> None:
         self._window = None

@@ -17,7 +17,8 @@ from deeplite_like.profiling.result import ModelProfile
 from ..inputs import batch_size_of
 from ..params import parameter_stats
 from ..state import preserved_model_state
-from .assemble import ignored_names, module_params, module_records, phase_totals, warn_untracked
+from .assemble import ignored_names, module_params, module_records, phase_totals
+from ..counting.engine import warn_if_untracked
 from .devices import device_name, synchronizer
 from .entry_point import check_entry
 from .inputs import profile_inputs
@@ -118,7 +119,7 @@ def build_model_profile(model: nn.Module, *, input_shape: Sequence[int] | None =
                      "operators it ran outside the model's own calls are the root's own operators.")
     if not backward:
         notes.append("Counted under torch.no_grad() (inference).")
-    warn_untracked(mode.result.untracked)
+    warn_if_untracked(mode.result.untracked, stacklevel=2)
     return build_profile(
         type(model).__name__, "torch",
         module_records(named, params, mode, module_seconds if module_latency and not on_meta else None),

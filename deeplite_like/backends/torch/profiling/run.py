@@ -12,11 +12,11 @@ import torch
 from torch import nn
 from torch.utils import _pytree as pytree
 
-from ..counting.engine import meta_copies, meta_state, seed_values
+from ..counting.engine import to_meta
 from ..state import swapped_tensors
 from ..counting.meta_values import MetaValues
 from ..errors import BackwardError, ForwardError
-from ..run_tensors import fresh_leaf, loss_of, meta_like, tensors_in
+from ..run_tensors import fresh_leaf, loss_of, tensors_in
 from ..input_failures import fixed_batch_hint
 from .entry_point import call_entry
 from .phases import PhaseCountingMode
@@ -44,12 +44,7 @@ class ProfileRun:
         self.backward, self.on_meta = backward, on_meta
         self.copies: dict[int, torch.Tensor] = {}  # on meta: id(original) -> meta copy (``swapped_tensors``)
         if on_meta:
-            state = meta_state(model)
-            real = pytree.tree_leaves((args, kwargs))
-            args, kwargs = pytree.tree_map_only(torch.Tensor, meta_like, (args, kwargs))
-            if values is not None:  # small integer inputs and buffers keep their values on meta
-                seed_values(values, model, state, real, pytree.tree_leaves((args, kwargs)))
-            self.copies = meta_copies(model, state)
+            _, self.copies, args, kwargs = to_meta(model, args, kwargs, values)
         if backward:  # fresh leaves: backward stops at the inputs; the caller's tensors get no .grad
             args, kwargs = pytree.tree_map_only(torch.Tensor, fresh_leaf, (args, kwargs))
         self.args, self.kwargs = args, kwargs
