@@ -5,10 +5,9 @@ import contextlib
 from collections.abc import Callable, Iterator
 from typing import Any
 
+import torch
 from torch import nn
 from torch.utils.checkpoint import checkpoint
-
-from deeplite_like.backends.torch.training_step import NodeLabeler
 
 __all__ = ["checkpointed", "in_forward"]
 
@@ -53,7 +52,5 @@ def checkpointed(model: nn.Module, names: list[str], modes: Callable[[], list[An
 
 
 def in_forward() -> bool:
-    """Whether the step's function modes are active (forward), as opposed to a backward recomputation."""
-    from torch.overrides import _get_current_function_mode_stack
-
-    return any(isinstance(mode, NodeLabeler) for mode in _get_current_function_mode_stack())
+    """Whether this is the forward, as opposed to a recomputation in backward (no autograd node is executing)."""
+    return torch._C._current_autograd_node() is None

@@ -35,8 +35,8 @@ from torch import nn
 from deeplite_like.backends.torch.activation_checkpointing import checkpointed
 from deeplite_like.backends.torch.attention_kernels import AttentionKernel
 from deeplite_like.backends.torch.autocast_policy import AutocastPolicy, resolve_autocast_dtype
-from deeplite_like.backends.torch.counting.meta_values import MetaValues
-from deeplite_like.backends.torch.dispatch_mode import make
+from deeplite_like.backends.torch.counting.recorder import counting_mode
+from deeplite_like.backends.torch.counting.registry import CountOptions
 from deeplite_like.backends.torch.run_tensors import required_batch_size
 from deeplite_like.backends.torch.fastpath import unfused
 from deeplite_like.backends.torch.memory import spanned_bytes, storage_key, tensor_leaves
@@ -48,9 +48,7 @@ from deeplite_like.backends.torch.training_result import (
     CUDA_BLOCK_BYTES, Allowance, PhaseMemory, TrainingMemory,
 )
 from deeplite_like.backends.torch.training_optimizers import build_optimizer
-from deeplite_like.backends.torch.training_step import (
-    ModuleStack, NodeLabeler, StepRecord, StepTracker, tensor_storages, where_running,
-)
+from deeplite_like.backends.torch.training_step import StepRecord, StepTracker, tensor_storages
 
 __all__ = ["estimate_training_memory", "build_optimizer", "PHASES"]
 
@@ -152,19 +150,19 @@ def estimate_training_memory(
             [t for n, t in state.items() if n not in param_names]))
         external = {key for t in (*leaves, *state.values()) if (key := storage_key(t)) is not None}
 
-        modules = ModuleStack(model)
-        tracker = make(StepTracker, params_full + buffers_bytes + input_bytes, external, where_running(modules))
+        mode = counting_mode(CountOptions(), track_backward=True, meta=meta)
+        tracker = StepTracker(params_full + buffers_bytes + input_bytes, external, mode)
         if meta:
-            tracker.values = MetaValues(lambda: f"module {modules.current!r}")
             for real, moved in zip(originals, tensor_leaves((inputs, kwargs, target))):
-                tracker.values.seed(moved, real)
+                mode.values.seed(moved, real)
             for name, buffer in real_buffers.items():
-                tracker.values.seed(state[name], buffer)
+                mode.values.seed(state[name], buffer)
         made = modes()
         kernel = next((m for m in made if isinstance(m, AttentionKernel)), None)
         policy = next((m for m in made if isinstance(m, AutocastPolicy)), None)
         try:
-            with modules, NodeLabeler(modules), kernel or contextlib.nullcontext(), tracker:
+            mode.attach(list(model.named_modules()), unfuse=False)  # (the step runs unfused already)
+            with kernel or contextlib.nullcontext(), mode:
                 if steady_state:
                     with tracker.in_phase("warm-up"):
                         for t in trainable:
@@ -187,6 +185,7 @@ def estimate_training_memory(
                           "pass meta=False to measure on real tensors")
             raise
         finally:
+            mode.detach()
             tracker.detach_all()
 
         grads_full = sum(t.untyped_storage().nbytes() for t in grads)

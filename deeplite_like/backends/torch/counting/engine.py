@@ -157,7 +157,7 @@ def observe(model: torch.nn.Module, args: tuple, kwargs: dict, *, backward: bool
         if memory:  # the inputs are live from the start; parameters, buffers and inputs are not activations
             external = {key for t in (*inputs, *(tensor for _, _, tensor, _, _ in slots), *state.values())
                         if (key := storage_key(t)) is not None}
-            mode.ledger = StorageLedger(spanned_bytes(inputs), external, lambda: mode._ctx.names[-1])
+            mode.ledger = StorageLedger(spanned_bytes(inputs), external, mode.module_running)
             cleanup.callback(mode.ledger.detach_all)
         cleanup.callback(mode.detach)
         # Nested inputs run only through the fused transformer kernels: keep them (they price per sequence).

@@ -52,12 +52,14 @@ class MetaValues:
     ``wrap(func, written, run)`` returns the callable the counting mode runs ``func`` with:
     it runs the meta kernel, keeps the twins up to date, and answers the reads a meta kernel
     cannot (``_local_scalar_dense``, ``nonzero``, ...) from them. ``where()`` names the module
-    for errors.
+    for errors. ``placeholder_reads``: a scalar read that no twin answers gets 1 of its type
+    instead of an error (the training step's optimizer, ``training_step.py``).
     """
 
     def __init__(self, where: Callable[[], str]) -> None:
         self._twins = WeakTensorKeyDictionary()
         self._where = where
+        self.placeholder_reads = False
 
     def seed(self, meta: torch.Tensor, real: torch.Tensor) -> None:
         """Give the meta tensor ``meta`` the values of ``real`` (only for a small integer/boolean one)."""
@@ -136,6 +138,9 @@ class MetaValues:
     # -- reads a meta kernel cannot answer --------------------------------------------------------
     def _from_twins(self, func: Any, name: str, args: tuple, kwargs: dict, exc: BaseException) -> Any:
         values = self._on_twins(func, args, kwargs)
+        if values is _MISSING and self.placeholder_reads and func is torch.ops.aten._local_scalar_dense.default:
+            dtype = args[0].dtype
+            return True if dtype == torch.bool else 1.0 if dtype.is_floating_point or dtype.is_complex else 1
         if values is _MISSING:
             raise MetaValueError(
                 f"counting on the meta device: {name} in {self._where()} needs tensor values (such as .item(), "

@@ -531,6 +531,11 @@ class CountingMode(LightDispatchMode):
         ctx = self._backward_context() if self._in_backward else self._ctx
         return issuing_module(self._names, ctx.names[-1]), self._phase_name
 
+    def module_running(self) -> str:
+        """Qualified name of the innermost module running now; in backward, of the module whose
+        forward made the autograd node being executed (``""``: the root, or no module)."""
+        return (self._backward_context() if self._in_backward else self._ctx).names[-1]
+
     def _where(self) -> str:
         """The innermost module running now, for error messages."""
         name = self._ctx.names[-1]
