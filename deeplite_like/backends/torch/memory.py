@@ -33,9 +33,9 @@ packing buffers, cuDNN / cuBLAS workspaces, intermediates of fused kernels such 
 blocks up to 512 bytes). Those make ``torch.cuda.max_memory_allocated`` or the profiler's
 memory events read somewhat higher; see ``tests/torch/test_memory.py`` for the cross-checks.
 
-With ``meta=True`` the forward runs on meta tensors (parameters and inputs are replaced by
-meta copies through ``torch.func.functional_call``): shapes, dtypes and storage sizes are
-real, no memory is allocated, so models too large for the machine can be measured.
+With ``meta=True`` the forward runs on meta tensors (meta copies of the parameters, buffers and
+inputs, swapped into the modules for the run: ``counting.engine.to_meta``): shapes, dtypes and
+storage sizes are real, no memory is allocated, so models too large for the machine can be measured.
 """
 from __future__ import annotations
 
