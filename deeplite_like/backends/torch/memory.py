@@ -241,20 +241,9 @@ def peak_activation_memory(
     if not meta:
         args, kwargs = moved(args, kwargs, model_device(model))
 
-    with preserved_model_state(model):
+    with preserved_model_state(model):  # (a failure on meta carries the observation's note: pass meta=False)
         if train is not None:
             model.train(train)
-        try:
-            seen = observe(model, args, kwargs, meta=meta, memory=True, grad=grad, unfuse=not allow_fastpath,
-                           wrap_errors=False)
-        except (RuntimeError, NotImplementedError) as error:
-            if meta:
-                note = (f"while running {type(model).__name__} on the meta device to measure activation "
-                        "memory: an operator without a meta kernel or with data-dependent output shapes "
-                        "cannot run there; pass meta=False to measure on real tensors")
-                if hasattr(error, "add_note"):  # Python >= 3.11 keeps the original error and adds why
-                    error.add_note(note)
-                else:
-                    raise RuntimeError(f"{error}\n{note}") from error
-            raise
+        seen = observe(model, args, kwargs, meta=meta, memory=True, grad=grad, unfuse=not allow_fastpath,
+                       wrap_errors=False)
     return dataclasses.replace(seen.memory, batch_size=batch_size, per_sample_peak_bytes=seen.memory.peak_bytes / batch_size)

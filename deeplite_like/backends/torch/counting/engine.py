@@ -204,9 +204,9 @@ def _forward_error(model: torch.nn.Module, exc: Exception, mode: CountingMode, o
     """Name the innermost module the exception went through, with the inputs it received."""
     frame = mode.failed_frame(exc)
     what = f"{type(exc).__name__}: {exc}"
-    hint = ("Counting ran on the meta device, where tensors have no values: a forward that reads them "
-            "(.item(), data-dependent branches) must be counted with real tensors (meta=False and a model "
-            "that is not on meta)." if on_meta else
+    hint = ("The forward ran on the meta device, where tensors have no values and some operators no kernel: "
+            "a forward that reads values (.item(), data-dependent branches) or runs such an operator must be "
+            "measured with real tensors: pass meta=False, with a model that is not on meta." if on_meta else
             f"{inputs_hint('count_ops')}.")
     hint += fixed_batch_hint(exc, mode.result.batch_size)
     if frame is None:
