@@ -289,3 +289,29 @@ def test_agrees_with_cuda_max_memory_allocated():
 
 def test_result_type():
     assert isinstance(peak_activation_memory(nn.Identity(), (torch.randn(1, 1),)), MemoryStats)
+
+
+def test_output_in_a_mapping_pytree_does_not_know_counts():
+    from collections.abc import Mapping
+
+    class Out(Mapping):  # not a dict: torch's pytree sees one leaf, the mapping itself
+        def __init__(self, **values):
+            self._values = values
+
+        def __getitem__(self, key):
+            return self._values[key]
+
+        def __iter__(self):
+            return iter(self._values)
+
+        def __len__(self):
+            return len(self._values)
+
+    class Model(nn.Module):
+        def forward(self, x):
+            return Out(y=x * 2)
+
+    # the output y is 2*3 float32 = 24 B, held by the mapping; the input is 24 B too
+    stats = peak_activation_memory(Model(), (torch.ones(2, 3),))
+    assert stats.output_bytes == 24
+    assert stats.input_bytes == 24 and stats.peak_bytes == 48

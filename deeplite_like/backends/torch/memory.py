@@ -47,11 +47,10 @@ from typing import Any
 
 import torch
 from torch import nn
-from torch.utils import _pytree as pytree
 
 from deeplite_like.backends.torch.inputs import moved
 from deeplite_like.backends.torch.params import tensor_span
-from deeplite_like.backends.torch.run_tensors import required_batch_size
+from deeplite_like.backends.torch.run_tensors import required_batch_size, tensors_in
 from deeplite_like.backends.torch.distributed.shards import local_tensor
 from deeplite_like.backends.torch.state import model_device, preserved_model_state
 from deeplite_like.measurements import ActivationMemory
@@ -108,8 +107,8 @@ def spanned_bytes(tensors: list[torch.Tensor]) -> int:
 
 
 def tensor_leaves(tree: Any) -> list[torch.Tensor]:
-    """The tensors in ``tree`` (a DTensor as this rank's local shard)."""
-    return [local_tensor(leaf) for leaf in pytree.tree_leaves(tree) if isinstance(leaf, torch.Tensor)]
+    """The tensors in ``tree`` (``run_tensors.tensors_in``: mappings too), a DTensor as this rank's local shard."""
+    return [local_tensor(tensor) for tensor in tensors_in(tree)]
 
 
 class StorageLedger:
