@@ -218,15 +218,6 @@ def _format_seconds(value: Any) -> str:
     return f"{format_number(number)} {unit}"
 
 
-def profile_loaded(loaded: LoadedModel, inputs: tuple[tuple, dict], options: RunOptions,
-                   progress: Progress | None = None) -> ModelResult:
-    """``prepare`` then ``execute``: profile ``loaded`` on ``inputs`` with ``options``."""
-    run = prepare(loaded, inputs, options)
-    if progress is not None:
-        progress.total = (progress.total or 0) + run.steps
-    return execute(run, progress)
-
-
 def check_device(device: str) -> None:
     """Refuse ``--device cuda`` on a machine where torch sees no CUDA device, before anything is loaded."""
     if device != "cuda":

@@ -23,7 +23,6 @@ from deeplite_like.changes import is_number
 from deeplite_like.reports.base import Report
 from deeplite_like.reports.charts import Bar, RatioBar, bar_chart, ratio_chart
 from deeplite_like.reports.compare import CompareReport
-from deeplite_like.reports.status import StatusReport
 from deeplite_like.reports.table import TableReport
 from deeplite_like.units import format_bytes, format_number, scaled
 
