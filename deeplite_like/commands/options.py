@@ -4,44 +4,38 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from typing import IO
+from collections.abc import Callable
+from typing import IO, Any
 
 from deeplite_like.commands.errors import UsageError
 from deeplite_like.commands.output import FORMATS, LayerView
 from deeplite_like.commands.run import RunOptions
 
 
+def _bounded(text: str, convert: Callable[[str], float], expected: str, ok: Callable[[float], bool]) -> Any:
+    """``convert(text)``, refused with ``expected`` in the message unless ``ok`` holds for it."""
+    try:
+        value = convert(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected {expected}, got {text!r}") from None
+    if not ok(value):
+        raise argparse.ArgumentTypeError(f"expected {expected}, got {value}")
+    return value
+
+
 def positive_int(text: str) -> int:
     """An argparse type: an int >= 1."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {value}")
-    return value
+    return _bounded(text, int, "a whole number >= 1", lambda value: value >= 1)
 
 
 def non_negative_int(text: str) -> int:
     """An argparse type: an int >= 0."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number >= 0, got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"expected a whole number >= 0, got {value}")
-    return value
+    return _bounded(text, int, "a whole number >= 0", lambda value: value >= 0)
 
 
 def positive_float(text: str) -> float:
     """An argparse type: a float > 0."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number of seconds > 0, got {text!r}") from None
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"expected a number of seconds > 0, got {value}")
-    return value
+    return _bounded(text, float, "a number of seconds > 0", lambda value: value > 0)
 
 
 def thread_count(text: str) -> int | str:
@@ -60,20 +54,21 @@ def thread_count(text: str) -> int | str:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
-def metric_list(text: str) -> tuple[str, ...]:
-    """An argparse type: ``'macs,flops'`` -> ``('macs', 'flops')``."""
+def _names(text: str, example: str) -> tuple[str, ...]:
     names = tuple(part.strip() for part in text.split(",") if part.strip())
     if not names:
-        raise argparse.ArgumentTypeError("expected metric names separated by commas, e.g. macs,flops,params")
+        raise argparse.ArgumentTypeError(f"expected {example}")
     return names
+
+
+def metric_list(text: str) -> tuple[str, ...]:
+    """An argparse type: ``'macs,flops'`` -> ``('macs', 'flops')``."""
+    return _names(text, "metric names separated by commas, e.g. macs,flops,params")
 
 
 def column_list(text: str) -> tuple[str, ...]:
     """An argparse type: ``'module,macs'`` -> ``('module', 'macs')``."""
-    names = tuple(part.strip() for part in text.split(",") if part.strip())
-    if not names:
-        raise argparse.ArgumentTypeError("expected column names separated by commas, e.g. module,type,params,macs")
-    return names
+    return _names(text, "column names separated by commas, e.g. module,type,params,macs")
 
 
 def text_width(args: argparse.Namespace, stdout: IO[str] | None = None) -> int | None:
