@@ -212,7 +212,5 @@ def run(args: argparse.Namespace, stdout: IO[str] | None = None, stderr: IO[str]
         raise UsageError(f"--baseline {args.baseline!r} and this run share no metric to compare",
                          "write the baseline with the same --metrics, or add a limit")
     text = render_checks(result.name, checks, fmt, text_width(args, stdout))
-    written = write(Rendered(text, {}), args.output, stdout)
-    if written:
-        print(f"wrote {', '.join(written)}", file=stderr)
+    write(Rendered(text), args.output, stdout, stderr)
     return EXIT_FAILURE if any(not c.passed for c in checks) else 0

@@ -53,7 +53,5 @@ def run(args: argparse.Namespace, stdout: IO[str] | None = None, stderr: IO[str]
     with_layers = fmt in ("json", "html", "csv") or layer_options_given(args)
     rendered = render_compare(compare_results(results), results, fmt, layer_view(args, stdout), args.output,
                               with_layers)
-    written = write(rendered, args.output, stdout)
-    if written:
-        print(f"wrote {', '.join(written)}", file=stderr)
+    write(rendered, args.output, stdout, stderr)
     return 0

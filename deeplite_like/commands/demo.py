@@ -7,9 +7,7 @@ is not installed are skipped with a note saying which extra to install.
 from __future__ import annotations
 
 import argparse
-import html
 import importlib.util
-import json
 import sys
 from dataclasses import dataclass
 from typing import IO
@@ -20,11 +18,10 @@ from deeplite_like.commands.inputs import resolve_inputs
 from deeplite_like.commands.loading import load_model
 from deeplite_like.commands.options import (add_common_options, add_measure_options, layer_options_given, layer_view,
                                              run_options)
-from deeplite_like.commands.output import (Rendered, layer_title, require_writable_output, resolve_format,
-                                          render_text, select_layers, write)
+from deeplite_like.commands.output import (Rendered, json_rendered, layer_title, require_writable_output,
+                                          resolve_format, render_text, select_layers, write)
 from deeplite_like.commands.progress import Progress
 from deeplite_like.commands.run import ModelResult, check_device, execute, prepare
-from deeplite_like.commands.schema import stamped
 from deeplite_like.reports import Report
 
 
@@ -109,9 +106,7 @@ def run(args: argparse.Namespace, stdout: IO[str] | None = None, stderr: IO[str]
     with Progress(total, stream=stderr, enabled=False if args.no_progress else None) as progress:
         results = [[execute(p, progress) for p in runs] for runs in prepared]
     rendered = _render(list(zip(groups, results)), fmt, args, skipped, stdout)
-    written = write(rendered, args.output, stdout)
-    if written:
-        print(f"wrote {', '.join(written)}", file=stderr)
+    write(rendered, args.output, stdout, stderr)
     return 0
 
 
@@ -124,13 +119,12 @@ def _render(shown: list[tuple[DemoGroup, list[ModelResult]]], fmt: str, args: ar
     view = layer_view(args, stdout)
     with_layers = layer_options_given(args)
     if fmt == "json":
-        data = stamped("demo", {"groups": [
+        return json_rendered("demo", {"groups": [
             {"title": group.title, "main": _main_report(results).to_dict(),
              "layers": {r.name: select_layers(r.layers, view).to_dict() for r in results if r.layers is not None}}
             for group, results in shown], "notes": skipped})
-        return Rendered(json.dumps(data, indent=2) + "\n", {})
     if fmt == "html":
-        from deeplite_like.reports.html import document, report_section
+        from deeplite_like.reports.html import document, notes_html, report_section
 
         sections, nav = [], []
         for index, (group, results) in enumerate(shown):
@@ -142,9 +136,9 @@ def _render(shown: list[tuple[DemoGroup, list[ModelResult]]], fmt: str, args: ar
                     sections.append(report_section(select_layers(result.layers, view, layer_title(result)),
                                                    collapse_table=True))
         if skipped:
-            sections.append('<ul class="notes">' + "".join(f"<li>{html.escape(n)}</li>" for n in skipped) + "</ul>")
+            sections.append(notes_html(skipped))
         return Rendered(document("deeplite-like demo: the bundled models", sections,
-                                 subtitle="each teacher against its student", nav=nav), {})
+                                 subtitle="each teacher against its student", nav=nav))
     parts = []
     for group, results in shown:
         reports = [_main_report(results)]
@@ -153,4 +147,4 @@ def _render(shown: list[tuple[DemoGroup, list[ModelResult]]], fmt: str, args: ar
         for report in reports:
             parts.append(render_text(report, fmt, view) + ("" if fmt == "markdown" else "\n"))
     parts += [f"- {note}\n" if fmt == "markdown" else f"note: {note}\n" for note in skipped]
-    return Rendered("\n".join(parts), {})
+    return Rendered("\n".join(parts))

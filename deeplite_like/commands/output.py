@@ -14,14 +14,15 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import IO, Any
 
 from deeplite_like.commands.errors import UsageError
 from deeplite_like.commands.run import ModelResult
 from deeplite_like.commands.schema import stamped
 from deeplite_like.reports import CompareReport, Report, TableReport
-from deeplite_like.reports.html import qualified_names
+from deeplite_like.reports.html import module_depth, qualified_names
 
 FORMATS = ("table", "json", "csv", "markdown", "html")
 EXTENSIONS = {".txt": "table", ".json": "json", ".csv": "csv", ".md": "markdown", ".markdown": "markdown",
@@ -63,10 +64,6 @@ class LayerView:
     width: int | None = None
 
 
-def _depth(name: str) -> int:
-    return 0 if name == "" else name.count(".") + 1
-
-
 def select_layers(table: TableReport, view: LayerView, title: str | None = None) -> TableReport:
     """The per-layer table with the rows ``view`` asks for (a new report; raw values unchanged).
 
@@ -79,7 +76,7 @@ def select_layers(table: TableReport, view: LayerView, title: str | None = None)
         return table
     sort = _column_key(table, view.sort, "--sort") if view.sort is not None else "macs"
     named = list(zip(qualified_names(table.rows), table.rows))
-    named = [(name, row) for name, row in named if view.depth is None or _depth(name) <= view.depth]
+    named = [(name, row) for name, row in named if view.depth is None or module_depth(name) <= view.depth]
     notes = list(table.notes)
     if view.depth is not None:
         notes.append(f"modules at most {view.depth} level{'s' if view.depth != 1 else ''} deep")
@@ -156,7 +153,12 @@ class Rendered:
     """What a command writes: the main text, and side files (path -> text) for ``--output``."""
 
     text: str
-    side_files: dict[str, str]
+    side_files: dict[str, str] = field(default_factory=dict)
+
+
+def json_rendered(report: str, data: dict[str, Any]) -> Rendered:
+    """``data`` as an indented JSON report of the kind ``report``, stamped with the schema version."""
+    return Rendered(json.dumps(stamped(report, data), indent=2) + "\n")
 
 
 def render_profile(result: ModelResult, fmt: str, view: LayerView, output: str | None) -> Rendered:
@@ -165,10 +167,9 @@ def render_profile(result: ModelResult, fmt: str, view: LayerView, output: str |
     layers = select_layers(result.layers, view) if result.layers is not None else None
     notes = result.notes
     if fmt == "json":
-        data = stamped("profile", {"name": result.name, "model": result.spec, "backend": result.backend,
-                                   "status": status.to_dict(),
-                                   "layers": layers.to_dict() if layers is not None else None, "notes": notes})
-        return Rendered(json.dumps(data, indent=2) + "\n", {})
+        return json_rendered("profile", {"name": result.name, "model": result.spec, "backend": result.backend,
+                                         "status": status.to_dict(),
+                                         "layers": layers.to_dict() if layers is not None else None, "notes": notes})
     if fmt == "csv":
         side = {}
         if output and layers is not None:
@@ -179,8 +180,8 @@ def render_profile(result: ModelResult, fmt: str, view: LayerView, output: str |
     if fmt == "html":
         from deeplite_like.reports.html import to_html
 
-        return Rendered(to_html(*reports, title=f"Profile of {result.name}", subtitle=result.spec), {})
-    return Rendered(_join(reports, fmt, notes, view), {})
+        return Rendered(to_html(*reports, title=f"Profile of {result.name}", subtitle=result.spec))
+    return Rendered(_join(reports, fmt, notes, view))
 
 
 def render_compare(report: CompareReport, results: Sequence[ModelResult], fmt: str, view: LayerView,
@@ -193,8 +194,7 @@ def render_compare(report: CompareReport, results: Sequence[ModelResult], fmt: s
         models = [{"name": r.name, "model": r.spec, "backend": r.backend, "status": r.status_report().to_dict(),
                    "layers": select_layers(r.layers, view).to_dict() if r.layers is not None else None}
                   for r in results]
-        data = stamped("compare-run", {"compare": report.to_dict(), "models": models, "notes": notes})
-        return Rendered(json.dumps(data, indent=2) + "\n", {})
+        return json_rendered("compare-run", {"compare": report.to_dict(), "models": models, "notes": notes})
     if fmt == "csv":
         side = {}
         if output:
@@ -202,7 +202,7 @@ def render_compare(report: CompareReport, results: Sequence[ModelResult], fmt: s
                 side[str(Path(output).with_suffix(f".{_slug(result.name)}.layers.csv"))] = table.to_csv()
         return Rendered(report.to_csv(), side)
     if fmt == "html":
-        from deeplite_like.reports.html import document, report_section
+        from deeplite_like.reports.html import document, notes_html, report_section
 
         sections = [report_section(report, "compare")]
         nav = [("compare", "Comparison")]
@@ -211,16 +211,10 @@ def render_compare(report: CompareReport, results: Sequence[ModelResult], fmt: s
             sections.append(report_section(table, anchor, collapse_table=True))
             nav.append((anchor, f"{result.name}: per layer"))
         if notes:
-            sections.append('<ul class="notes">' + "".join(f"<li>{_escape(n)}</li>" for n in notes) + "</ul>")
+            sections.append(notes_html(notes))
         title = "Comparison: " + " vs ".join(report.names)
-        return Rendered(document(title, sections, subtitle=f"reference: {report.reference}", nav=nav), {})
-    return Rendered(_join([report] + [table for _, table in layers], fmt, notes, view), {})
-
-
-def _escape(text: str) -> str:
-    import html
-
-    return html.escape(text)
+        return Rendered(document(title, sections, subtitle=f"reference: {report.reference}", nav=nav))
+    return Rendered(_join([report] + [table for _, table in layers], fmt, notes, view))
 
 
 def render_text(report: Report, fmt: str, view: LayerView = LayerView(),
@@ -248,12 +242,11 @@ def render_text(report: Report, fmt: str, view: LayerView = LayerView(),
 
 def _join(reports: Sequence[Report], fmt: str, notes: Sequence[str], view: LayerView = LayerView()) -> str:
     """Text tables or Markdown, one report after another, then the notes."""
+    parts = [render_text(report, fmt, view) for report in reports]
     if fmt == "markdown":
-        parts = [render_text(report, fmt, view) for report in reports]
         if notes:
             parts.append("\n".join(f"- {note}" for note in notes) + "\n")
         return "\n".join(parts)
-    parts = [render_text(report, fmt, view) for report in reports]
     text = "\n\n".join(parts) + "\n"
     if notes:
         lines = [f"note: {note}" for note in notes]
@@ -299,12 +292,12 @@ def require_writable_output(output: str | None) -> None:
         target.unlink()
 
 
-def write(rendered: Rendered, output: str | None, stdout) -> list[str]:
-    """Write the text to ``output`` (or ``stdout``) and the side files; return the paths written."""
-    written = []
+def write(rendered: Rendered, output: str | None, stdout: IO[str], stderr: IO[str]) -> None:
+    """Write the text to ``output`` (or ``stdout``) and the side files; name the files written on ``stderr``."""
     if output is None:
         stdout.write(rendered.text)
-        return written
+        return
+    written = []
     for path, text in [(output, rendered.text), *rendered.side_files.items()]:
         target = Path(path)
         if not target.parent.is_dir():
@@ -312,4 +305,4 @@ def write(rendered: Rendered, output: str | None, stdout) -> list[str]:
                              "create it first, or write somewhere else")
         target.write_text(text if text.endswith("\n") else text + "\n", encoding="utf-8")
         written.append(str(target))
-    return written
+    print(f"wrote {', '.join(written)}", file=stderr)

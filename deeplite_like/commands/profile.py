@@ -48,15 +48,11 @@ def run(args: argparse.Namespace, stdout: IO[str] | None = None, stderr: IO[str]
         table, spec = run_sweep(args, lambda seq_len: load_model(args.model, model_args, args.weights,
                                                                  seq_len if seq_len is not None else args.seq_len),
                                 lambda loaded: resolve_inputs(loaded, shapes, args.inputs), run_options(args), stderr)
-        written = write(render_sweep(table, spec, fmt, layer_view(args, stdout)), args.output, stdout)
-        if written:
-            print(f"wrote {', '.join(written)}", file=stderr)
+        write(render_sweep(table, spec, fmt, layer_view(args, stdout)), args.output, stdout, stderr)
         return 0
     loaded = load_model(args.model, model_args, args.weights, args.seq_len)
     prepared = prepare(loaded, resolve_inputs(loaded, shapes, args.inputs), run_options(args))
     with Progress(prepared.steps, stream=stderr, enabled=False if args.no_progress else None) as progress:
         result = execute(prepared, progress)
-    written = write(render_profile(result, fmt, layer_view(args, stdout), args.output), args.output, stdout)
-    if written:
-        print(f"wrote {', '.join(written)}", file=stderr)
+    write(render_profile(result, fmt, layer_view(args, stdout), args.output), args.output, stdout, stderr)
     return 0

@@ -14,16 +14,14 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
 from collections.abc import Callable, Sequence
 from typing import IO, Any
 
 from deeplite_like.commands.errors import UsageError
 from deeplite_like.commands.loading import LoadedModel
-from deeplite_like.commands.output import Rendered, render_text
+from deeplite_like.commands.output import Rendered, json_rendered, render_text
 from deeplite_like.commands.progress import Progress
 from deeplite_like.commands.run import TIMING_KEYS, ModelResult, RunOptions, execute, prepare
-from deeplite_like.commands.schema import stamped
 from deeplite_like.reports import TableReport
 
 SWEEP_METRICS = ("macs", "peak_activation_memory", "execution_time", "throughput")
@@ -152,17 +150,16 @@ def sweep_chart(table: TableReport) -> str:
 
 def render_sweep(table: TableReport, spec: str, fmt: str, view) -> Rendered:
     if fmt == "json":
-        axis = table.columns[0]
-        return Rendered(json.dumps(stamped("sweep", {"name": table.title.split(": ", 1)[-1], "model": spec,
-                                                     "axis": axis, "sweep": table.to_dict()}), indent=2) + "\n", {})
+        return json_rendered("sweep", {"name": table.title.split(": ", 1)[-1], "model": spec,
+                                       "axis": table.columns[0], "sweep": table.to_dict()})
     if fmt == "csv":
-        return Rendered(table.to_csv(), {})
+        return Rendered(table.to_csv())
     if fmt == "html":
         from deeplite_like.reports.html import document, report_section
 
         sections = [f'<div class="charts">{sweep_chart(table)}</div>', report_section(table, "sweep")]
-        return Rendered(document(table.title, sections, subtitle=spec), {})
-    return Rendered(render_text(table, fmt, view, DROP_ORDER) + ("" if fmt == "markdown" else "\n"), {})
+        return Rendered(document(table.title, sections, subtitle=spec))
+    return Rendered(render_text(table, fmt, view, DROP_ORDER) + ("" if fmt == "markdown" else "\n"))
 
 
 def run_sweep(args: argparse.Namespace, load: Callable[[int | None], LoadedModel],

@@ -26,7 +26,8 @@ from deeplite_like.reports.compare import CompareReport
 from deeplite_like.reports.table import TableReport
 from deeplite_like.units import format_bytes, format_number, scaled
 
-__all__ = ["document", "fragment", "is_layer_table", "layer_charts", "report_section", "to_html"]
+__all__ = ["document", "fragment", "is_layer_table", "layer_charts", "module_depth", "notes_html", "report_section",
+           "to_html"]
 
 TOP_BARS = 12  # bars per per-layer chart; the rest are summed into one "other" bar
 
@@ -121,7 +122,8 @@ def _format(value: float, kind: str, unit: str) -> str:
 
 
 # ------------------------------------------------------------------------------ tables
-def _depth(name: str) -> int:
+def module_depth(name: str) -> int:
+    """Levels below the model (``""``, depth 0) of a qualified module name (``layer1.0`` is 2)."""
     return 0 if name == "" else name.count(".") + 1
 
 
@@ -182,7 +184,7 @@ def _table(report: Report, sortable: bool, caption: bool = True) -> str:
                 if is_number(value):
                     attributes.append(f'data-value="{float(value)!r}"')
                 if columns[c] == "module" and names is not None:
-                    attributes.append(f'style="padding-left: {0.7 + 1.2 * _depth(names[r]):.1f}em" '
+                    attributes.append(f'style="padding-left: {0.7 + 1.2 * module_depth(names[r]):.1f}em" '
                                       f'title="{_e(names[r])}"')
             cells.append(f"<td{' ' + ' '.join(attributes) if attributes else ''}>{_e(text)}</td>")
         parts.append("<tr>" + "".join(cells) + "</tr>")
@@ -207,8 +209,8 @@ def _preamble(report: Report) -> str:
     return "".join(f'<p class="subtitle">{_e(line)}</p>' for line in lines)
 
 
-def _notes(report: Report) -> str:
-    notes = report._notes()
+def notes_html(notes: Sequence[str]) -> str:
+    """The notes as an HTML list, every one escaped (``""`` for none)."""
     if not notes:
         return ""
     return '<ul class="notes">' + "".join(f"<li>{_e(note)}</li>" for note in notes) + "</ul>"
@@ -321,7 +323,7 @@ def report_section(report: Report, anchor: str = "", heading: bool = True, colla
     else:
         parts.append(f'<div class="wide">{_table(report, sortable=isinstance(report, TableReport), caption=not heading)}'
                      "</div>")
-    parts.append(_notes(report))
+    parts.append(notes_html(report._notes()))
     parts.append("</section>")
     return "\n".join(p for p in parts if p)
 
