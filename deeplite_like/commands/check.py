@@ -109,12 +109,9 @@ def load_baseline(path: str) -> dict[str, dict[str, Any]]:
 
 
 def _show(value: float | None, kind: str, unit: str) -> str:
-    from deeplite_like.units import format_number, scaled
+    from deeplite_like.reports.formatting import format_quantity
 
-    if value is None:
-        return "not computed"
-    number, shown_unit = scaled(float(value), kind, unit)
-    return f"{format_number(number)} {shown_unit}".rstrip()
+    return "not computed" if value is None else format_quantity(value, kind, unit)
 
 
 def _same_conditions(key: str, before: dict[str, Any], status: Any) -> None:

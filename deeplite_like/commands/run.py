@@ -16,6 +16,7 @@ from deeplite_like.commands.errors import ProfilingFailed, UsageError
 from deeplite_like.commands.loading import LoadedModel
 from deeplite_like.commands.progress import Progress
 from deeplite_like.reports import StatusReport, TableReport
+from deeplite_like.reports.formatting import format_seconds
 from deeplite_like.status import Metric, StatusKey
 from deeplite_like.timing_noise import NoisyTimingWarning
 
@@ -199,7 +200,7 @@ def with_layer_times(table: TableReport, model: Any, args: tuple, kwargs: dict) 
 
     times = module_forward_times(model, args, kwargs)
     rows = [{**row, LATENCY_COLUMN: times.get(str(row["module"]))} for row in table.rows]
-    formatters = {**table.formatters, LATENCY_COLUMN: _format_seconds}
+    formatters = {**table.formatters, LATENCY_COLUMN: format_seconds}
     headers = {**table.headers, LATENCY_COLUMN: "Time (hooked)"}
     notes = [*table.notes, "Time (hooked): forward wall time per module, every module read from the same forward "
                            "(the median of 5), children included, so a parent is its children plus its own work; "
@@ -207,15 +208,6 @@ def with_layer_times(table: TableReport, model: Any, args: tuple, kwargs: dict) 
                            "the Execution time metric, a torch.utils.benchmark median without hooks"]
     return TableReport(table.title, [*table.columns, LATENCY_COLUMN], rows, formatters=formatters, headers=headers,
                        notes=notes)
-
-
-def _format_seconds(value: Any) -> str:
-    from deeplite_like.units import format_number, scaled
-
-    if value is None:
-        return ""
-    number, unit = scaled(float(value), "seconds", "s")
-    return f"{format_number(number)} {unit}"
 
 
 def check_device(device: str) -> None:

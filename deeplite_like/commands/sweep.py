@@ -97,18 +97,13 @@ def sweep_row(axis: str, point: int, result: ModelResult, batch: int) -> dict[st
 
 def sweep_table(name: str, axis: str, rows: list[dict[str, Any]], notes: Sequence[str] = ()) -> TableReport:
     """The sweep as a ``TableReport``: one row per point, the columns that were computed."""
-    from deeplite_like.units import format_bytes, format_number, scaled
-
-    def seconds(value: Any) -> str:
-        if value is None:
-            return ""
-        number, unit = scaled(float(value), "seconds", "s")
-        return f"{format_number(number)} {unit}"
+    from deeplite_like.reports.formatting import format_seconds
+    from deeplite_like.units import format_bytes, format_number
 
     columns = [axis] + [c for c in COLUMNS if any(row.get(c) is not None for row in rows)]
     formatters: dict[str, Callable[[Any], str]] = {
         "macs": lambda v: "" if v is None else f"{v:,}", "peak_activation_bytes": lambda v: "" if v is None else
-        format_bytes(v), "latency_s": seconds, "latency_iqr_s": seconds, "per_sample_s": seconds,
+        format_bytes(v), "latency_s": format_seconds, "latency_iqr_s": format_seconds, "per_sample_s": format_seconds,
         "throughput": lambda v: "" if v is None else format_number(v)}
     notes = list(notes)
     if "latency_s" in columns:

@@ -12,7 +12,7 @@ from typing import Any
 
 from deeplite_like.changes import NOT_COMPUTED, is_number
 from deeplite_like.status import Metric
-from deeplite_like.units import Scale, format_number, scaled_value
+from deeplite_like.units import Scale, format_number, scaled, scaled_value
 
 
 def format_cell(value: Any) -> str:
@@ -24,6 +24,17 @@ def format_cell(value: Any) -> str:
     if isinstance(value, (list, tuple)):
         return "(" + ", ".join(format_cell(item) for item in value) + ("," if len(value) == 1 else "") + ")"
     return str(value)
+
+
+def format_quantity(value: float, kind: str, unit: str) -> str:
+    """``'1.234 ms'`` for 0.001234 of ``unit`` ``'s'``: the value scaled to its unit kind's prefix."""
+    number, shown_unit = scaled(float(value), kind, unit)
+    return f"{format_number(number)} {shown_unit}".rstrip()
+
+
+def format_seconds(value: Any) -> str:
+    """A table cell of seconds (``'1.234 ms'``); empty for ``None``."""
+    return "" if value is None else format_quantity(value, "seconds", "s")
 
 
 def format_in_scale(value: Any, scale: Scale) -> str:

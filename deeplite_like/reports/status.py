@@ -81,17 +81,13 @@ def metric_row(key: str, metric: Metric) -> MetricRow:
     ``get_value`` / ``get_units`` where a subclass overrides them); a measured value shows its
     spread beside it, and a metric that could not be measured says so."""
     if not_measured(metric):
-        return MetricRow(key=key, name=labelled_name(metric), value=None, unit=metric.BASE_UNIT,
-                         display_value=None, display_unit="", display=NOT_MEASURED,
-                         comparative=comparative_text(metric), description=metric.description(),
-                         details=jsonable(metric.details), options=dict(getattr(metric, "options", None) or {}))
-    if is_number(metric.value):
-        display_value, display_unit = metric.displayed()
+        value, display_value, display_unit, display = None, None, "", NOT_MEASURED
     else:
-        display_value, display_unit = metric.value, metric.BASE_UNIT
-    return MetricRow(key=key, name=labelled_name(metric), value=metric.value, unit=metric.BASE_UNIT,
-                     display_value=display_value, display_unit=display_unit,
-                     display=at_least(metric, format_cell(display_value)) + spread_text(metric, display_value),
+        value = metric.value
+        display_value, display_unit = metric.displayed() if is_number(value) else (value, metric.BASE_UNIT)
+        display = at_least(metric, format_cell(display_value)) + spread_text(metric, display_value)
+    return MetricRow(key=key, name=labelled_name(metric), value=value, unit=metric.BASE_UNIT,
+                     display_value=display_value, display_unit=display_unit, display=display,
                      comparative=comparative_text(metric), description=metric.description(),
                      details=jsonable(metric.details) if metric.details else {},
                      options=dict(getattr(metric, "options", None) or {}))
