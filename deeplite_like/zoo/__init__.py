@@ -118,21 +118,17 @@ class ZooEntry:
         It fits the entry's default configuration (not one changed by ``build`` overrides
         that alter the input, e.g. ``vocab_size``).
         """
-        if self.framework == "keras":  # a NumPy array, channels-last (zoo.keras_data)
-            from deeplite_like.zoo.keras_data import example_input
-        else:
-            from deeplite_like.zoo.data import example_input
-
-        return example_input(self, batch_size=batch_size, seed=seed)
+        return self._data().example_input(self, batch_size=batch_size, seed=seed)
 
     def synthetic_splits(self, batch_size: int = 8, batches: int = 4, seed: int = 0) -> dict[str, list]:
         """``{"train": [(x, y), ...], "test": [...]}``: tiny deterministic data (see ``zoo.data``)."""
-        if self.framework == "keras":
-            from deeplite_like.zoo.keras_data import synthetic_splits
-        else:
-            from deeplite_like.zoo.data import synthetic_splits
+        return self._data().synthetic_splits(self, batch_size=batch_size, batches=batches, seed=seed)
 
-        return synthetic_splits(self, batch_size=batch_size, batches=batches, seed=seed)
+    def _data(self) -> Any:
+        """The module drawing this entry's data: ``zoo.keras_data`` (NumPy arrays, channels-last) for a
+        Keras entry, ``zoo.data`` (torch tensors) otherwise."""
+        return importlib.import_module("deeplite_like.zoo.keras_data" if self.framework == "keras" else
+                                       "deeplite_like.zoo.data")
 
 
 ZOO: dict[str, ZooEntry] = {}
