@@ -29,14 +29,12 @@ def available_memory() -> int | None:
         for line in meminfo.read_text().splitlines():
             if line.startswith("MemAvailable:"):
                 return int(line.split()[1]) * 1024  # the value is in kB (KiB)
-    try:
-        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-    except (ValueError, OSError, AttributeError):  # not POSIX, or the name is unknown here (macOS)
-        pass
-    try:
-        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-    except (ValueError, OSError, AttributeError):
-        return None
+    for pages in ("SC_AVPHYS_PAGES", "SC_PHYS_PAGES"):  # available pages, else all of them (macOS)
+        try:
+            return os.sysconf(pages) * os.sysconf("SC_PAGE_SIZE")
+        except (ValueError, OSError, AttributeError):  # not POSIX, or the name is unknown here
+            continue
+    return None
 
 
 def shape_bytes(shape: Iterable[int], itemsize: int) -> int:

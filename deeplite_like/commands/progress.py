@@ -28,14 +28,6 @@ def is_terminal(stream: IO[str]) -> bool:
     return bool(isatty and isatty()) and os.environ.get("TERM") != "dumb"
 
 
-def _tqdm() -> Any:
-    try:
-        from tqdm import tqdm
-    except ImportError:
-        return None
-    return tqdm
-
-
 class Progress:
     """``total`` steps, drawn live while on a terminal (see the module docstring).
 
@@ -130,8 +122,9 @@ class Progress:
             self._ticker.start()
 
     def _open_tqdm(self) -> None:
-        tqdm = _tqdm()
-        if tqdm is None:
+        try:
+            from tqdm import tqdm
+        except ImportError:  # a partial install: the line is drawn by hand
             return
         self._bar = tqdm(total=self._total, file=self.stream, leave=False, desc=self.label, initial=self.done,
                          ncols=_columns(self.stream) - 1, mininterval=0, ascii=" #",

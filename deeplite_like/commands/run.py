@@ -149,22 +149,19 @@ def _fixed_threads(loaded: LoadedModel, num_threads: int | str) -> bool:
 def execute(run: PreparedRun, progress: Progress | None = None) -> ModelResult:
     """Compute every registered function of ``run`` (one progress step each) and collect the result."""
     loaded, profiler = run.loaded, run.profiler
+    progress = progress if progress is not None else Progress(None, enabled=False)
     for function in profiler.functions:
         keys = [key.NAME for key in function.get_bounded_status_keys()]
         what = ", ".join(_friendly(profiler, k) for k in keys)
-        if progress is not None:
-            progress.start(f"{loaded.name}: {what}")
+        progress.start(f"{loaded.name}: {what}")
         try:
             with called_as("the command line"), warnings.catch_warnings():
                 # the report carries a noisy timing's warning as a note (spread_warning): not raw on stderr too
                 warnings.simplefilter("ignore", NoisyTimingWarning)
                 profiler.compute_status(keys[0], **run.call_kwargs)
         except Exception as exc:
-            raise ProfilingFailed(f"profiling {loaded.name!r} failed while computing {what}: "
-                                  f"{type(exc).__name__}: {_first_line(exc)}", _failure_hint(exc, *run.inputs)) \
-                from exc
-        if progress is not None:
-            progress.advance()
+            raise _failed(run, f"computing {what}", exc) from exc
+        progress.advance()
     statuses = {key: profiler.get_status(key) for key in run.wanted}
     if run.call_kwargs.get("backward"):
         from deeplite_like.commands.labels import label_backward
@@ -173,15 +170,12 @@ def execute(run: PreparedRun, progress: Progress | None = None) -> ModelResult:
     layers = statuses.pop(LAYERS_KEY, None)
     table = layers.value if layers is not None else None
     if table is not None and run.layer_times:
-        if progress is not None:
-            progress.start(f"{loaded.name}: time per layer")
+        progress.start(f"{loaded.name}: time per layer")
         try:
             table = with_layer_times(table, loaded.model, *run.inputs)
         except Exception as exc:
-            raise ProfilingFailed(f"profiling {loaded.name!r} failed while timing each layer: {type(exc).__name__}: "
-                                  f"{_first_line(exc)}", _failure_hint(exc, *run.inputs)) from exc
-        if progress is not None:
-            progress.advance()
+            raise _failed(run, "timing each layer", exc) from exc
+        progress.advance()
     by_reason: dict[str, list[str]] = {}
     for key, reason in loaded.limits.items():
         by_reason.setdefault(reason, []).append(key)
@@ -295,6 +289,12 @@ def _friendly(profiler: Any, key: str) -> str:
     if isinstance(status, Metric):
         return status.friendly_name().lower()
     return key.replace("_", " ")
+
+
+def _failed(run: PreparedRun, doing: str, exc: Exception) -> ProfilingFailed:
+    """The error for ``exc``, raised by the model while ``doing`` (``'computing macs'``), with a hint."""
+    return ProfilingFailed(f"profiling {run.loaded.name!r} failed while {doing}: {type(exc).__name__}: "
+                           f"{_first_line(exc)}", _failure_hint(exc, *run.inputs))
 
 
 def _failure_hint(exc: BaseException, args: tuple, kwargs: dict) -> str:

@@ -131,7 +131,7 @@ def fit_report(report: Report, width: int | None, columns: Sequence[str] | None 
     all_columns = _columns(report)
     rows = report._display_rows()
     indices = choose_columns(report, columns) if columns else list(range(len(all_columns)))
-    header = unique_names([all_columns[i].header for i in range(len(all_columns))])
+    header = unique_names([column.header for column in all_columns])
     notes = list(report._notes())
     dropped: list[str] = []
     limit = None if width is None or width <= 0 else max(MIN_WIDTH, width)
@@ -140,8 +140,8 @@ def fit_report(report: Report, width: int | None, columns: Sequence[str] | None 
         return _natural([header[i] for i in indices], [[row[i] for i in indices] for row in rows])
 
     if limit is not None:
-        droppable = [next(i for i, c in enumerate(all_columns) if c.key == key) for key in drop_order
-                     if any(c.key == key for c in all_columns)]
+        keys = [column.key for column in all_columns]
+        droppable = [keys.index(key) for key in drop_order if key in keys]
         for index in droppable:
             if _table_width(widths()) <= limit or len(indices) <= 2:
                 break
@@ -181,17 +181,16 @@ def fit_report(report: Report, width: int | None, columns: Sequence[str] | None 
     if dropped:
         notes.append(f"left out to fit {limit} columns: {', '.join(dropped)} (--columns chooses, --width 0 shows "
                      "every column)")
-    lines = []
-    for line in report._preamble():  # what the figures were measured with, above the table
-        lines += [line] if limit is None else textwrap.wrap(line, limit, subsequent_indent="  ",
-                                                               break_long_words=True, break_on_hyphens=False)
-    lines.append(table.get_string())
-    for note in notes:
+
+    def wrap(text: str, first: str = "") -> list[str]:
         if limit is None:
-            lines.append(f"- {note}")
-        else:
-            lines += textwrap.wrap(note, limit, initial_indent="- ", subsequent_indent="  ", break_long_words=True,
-                                   break_on_hyphens=False)
+            return [first + text]
+        return textwrap.wrap(text, limit, initial_indent=first, subsequent_indent="  ", break_long_words=True,
+                             break_on_hyphens=False)
+
+    # what the figures were measured with above the table, the notes below it
+    lines = [line for text in report._preamble() for line in wrap(text)] + [table.get_string()]
+    lines += [line for note in notes for line in wrap(note, "- ")]
     return Fitted("\n".join(lines), dropped, folded)
 
 

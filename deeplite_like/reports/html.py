@@ -162,9 +162,8 @@ def _table(report: Report, sortable: bool, caption: bool = True) -> str:
     header = report._header()
     rows = report._display_rows()
     right = report._right_aligned()
-    raw = report.rows if isinstance(report, TableReport) else None
-    columns = report.columns if isinstance(report, TableReport) else None
-    names = qualified_names(raw) if raw is not None and columns is not None and "module" in columns else None
+    table = report if isinstance(report, TableReport) else None  # its raw values sort the rows
+    names = qualified_names(table.rows) if table is not None and "module" in table.columns else None
     verdicts = _compare_verdicts(report)
     parts = [f'<table class="{"sortable" if sortable else "static"}">',
              f"<caption>{_e(report.title)}</caption>" if caption else "", "<thead><tr>"]
@@ -179,11 +178,11 @@ def _table(report: Report, sortable: bool, caption: bool = True) -> str:
                 classes.append(verdicts[(r, c)])
             if classes:
                 attributes.append(f'class="{" ".join(classes)}"')
-            if raw is not None and columns is not None:
-                value = raw[r][columns[c]]
+            if table is not None:
+                value = table.rows[r][table.columns[c]]
                 if is_number(value):
                     attributes.append(f'data-value="{float(value)!r}"')
-                if columns[c] == "module" and names is not None:
+                if table.columns[c] == "module" and names is not None:
                     attributes.append(f'style="padding-left: {0.7 + 1.2 * module_depth(names[r]):.1f}em" '
                                       f'title="{_e(names[r])}"')
             cells.append(f"<td{' ' + ' '.join(attributes) if attributes else ''}>{_e(text)}</td>")

@@ -58,8 +58,7 @@ def as_tree(table: TableReport) -> TableReport:
 
     if TREE_COLUMN not in table.columns:
         raise ValueError(f"{table.title!r} has no {TREE_COLUMN!r} column to draw as a tree; columns: {table.columns}")
-    names = qualified_names(table.rows)
-    labels = dict(zip(range(len(names)), tree_labels(names)))
-    rows = [{**row, TREE_COLUMN: labels[index]} for index, row in enumerate(table.rows)]
+    labels = tree_labels(qualified_names(table.rows))
+    rows = [{**row, TREE_COLUMN: label} for row, label in zip(table.rows, labels)]
     return TableReport(table.title, table.columns, rows, formatters=table.formatters, headers=table.headers,
                        notes=table.notes)
