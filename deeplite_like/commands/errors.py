@@ -40,5 +40,3 @@ class UsageError(CommandError):
 
 class ProfilingFailed(CommandError):
     """Building or profiling the model failed (exit code 1)."""
-
-    exit_code = EXIT_FAILURE

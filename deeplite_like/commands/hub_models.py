@@ -26,7 +26,7 @@ from typing import Any
 from urllib.parse import parse_qs
 
 from deeplite_like.commands.errors import UsageError
-from deeplite_like.commands.loading import LoadedModel, require_framework
+from deeplite_like.commands.loading import LoadedModel, require_framework, require_known_model
 
 #: ``?task=`` -> the transformers auto class that builds that head.
 TASKS = {
@@ -167,11 +167,7 @@ def load_timm(spec: str, name: str, model_args: tuple[tuple, dict]) -> LoadedMod
     if kwargs.get("pretrained"):
         raise UsageError(f"{spec!r}: weights are never downloaded; the model is built with random weights",
                          "drop 'pretrained' from --model-args")
-    available = timm.list_models()
-    if name not in available:
-        close = difflib.get_close_matches(name, available, n=3)
-        raise UsageError(f"{spec!r}: timm has no model named {name!r}",
-                         f"did you mean {', '.join(close)}?" if close else "see timm.list_models() for the names")
+    require_known_model(spec, name, timm.list_models(), "timm", "see timm.list_models() for the names")
     try:
         model = timm.create_model(name, pretrained=False, **kwargs)
     except TypeError as exc:

@@ -9,13 +9,12 @@ Imports keras only when one of these forms is used.
 """
 from __future__ import annotations
 
-import difflib
 from pathlib import Path
 from typing import Any
 
 from deeplite_like.commands.errors import UsageError
 from deeplite_like.commands.file_kinds import ZIP, describe, kind_of
-from deeplite_like.commands.loading import LoadedModel, require_framework
+from deeplite_like.commands.loading import LoadedModel, require_framework, require_known_model
 
 
 SAVE_HINT = ("save the model again with model.save('model.keras'), or profile its factory: "
@@ -50,10 +49,7 @@ def load_keras_application(spec: str, name: str, model_args: tuple[tuple, dict])
     """``keras.applications.NAME(weights=None, **kwargs)``."""
     keras = _keras(spec)
     available = sorted(n for n in dir(keras.applications) if n[:1].isupper())
-    if name not in available:
-        close = difflib.get_close_matches(name, available, n=3)
-        raise UsageError(f"{spec!r}: keras.applications has no model named {name!r}",
-                         f"did you mean {', '.join(close)}?" if close else f"available: {', '.join(available)}")
+    require_known_model(spec, name, available, "keras.applications", f"available: {', '.join(available)}")
     args, kwargs = model_args
     if args:
         raise UsageError(f"{spec!r}: keras.applications models take keyword --model-args only (a JSON object)",

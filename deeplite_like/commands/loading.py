@@ -393,6 +393,14 @@ def _module_label(module: Any) -> str:
     return f"module {module.__name__!r}"
 
 
+def require_known_model(spec: str, name: str, available: list[str], library: str, otherwise: str) -> None:
+    """Raise a ``UsageError`` when ``library`` has no model ``name``, with the closest names (else ``otherwise``)."""
+    if name not in available:
+        close = difflib.get_close_matches(name, available, n=3)
+        raise UsageError(f"{spec!r}: {library} has no model named {name!r}",
+                         f"did you mean {', '.join(close)}?" if close else otherwise)
+
+
 def require_framework(framework: str, spec: str) -> None:
     """Raise a ``UsageError`` naming the extra to install when ``framework`` is missing."""
     if importlib.util.find_spec(framework) is None:

@@ -16,7 +16,6 @@ Imports torch; ``deeplite_like.commands.loading`` imports this module only for t
 """
 from __future__ import annotations
 
-import difflib
 import pickle
 import re
 import warnings
@@ -27,7 +26,7 @@ from typing import Any
 
 from deeplite_like.commands.errors import UsageError
 from deeplite_like.commands.file_kinds import PICKLE, ZIP, describe, kind_of
-from deeplite_like.commands.loading import EXPORT_SUFFIXES, LoadedModel, require_framework
+from deeplite_like.commands.loading import EXPORT_SUFFIXES, LoadedModel, require_framework, require_known_model
 
 _UNSUPPORTED_GLOBAL = re.compile(r"Unsupported global: GLOBAL ([\w.]+)")
 _WEIGHTS_UNPICKLER = re.compile(r"WeightsUnpickler error:\s*([^\n]+(?:\n(?!\n)[^\n]*)*)")
@@ -206,12 +205,8 @@ def load_torchvision(spec: str, name: str, model_args: tuple[tuple, dict]) -> Lo
     if "weights" in kwargs:
         raise UsageError(f"{spec!r}: weights are never downloaded; the model is built with random weights",
                          "drop 'weights' from --model-args")
-    available = torchvision.models.list_models()
-    if name not in available:
-        close = difflib.get_close_matches(name, available, n=3)
-        raise UsageError(f"{spec!r}: torchvision has no model named {name!r}",
-                         f"did you mean {', '.join(close)}?" if close else
-                         "see torchvision.models.list_models() for the names")
+    require_known_model(spec, name, torchvision.models.list_models(), "torchvision",
+                        "see torchvision.models.list_models() for the names")
     try:
         model = torchvision.models.get_model(name, weights=None, **kwargs)
     except TypeError as exc:
