@@ -120,8 +120,7 @@ def _config(transformers: Any, name: str, spec: str) -> Any:
 
 def _builder(transformers: Any, config: Any, task: str | None, spec: str) -> Any:
     if task is not None:
-        auto = getattr(transformers, TASKS[task])
-        return auto.from_config
+        return getattr(transformers, TASKS[task]).from_config
     for architecture in getattr(config, "architectures", None) or ():
         cls = getattr(transformers, architecture, None)
         if cls is not None:

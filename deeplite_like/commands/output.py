@@ -75,8 +75,8 @@ def select_layers(table: TableReport, view: LayerView, title: str | None = None)
     if view.depth is None and view.top is None and view.sort is None and view.columns is None and title is None:
         return table
     sort = _column_key(table, view.sort, "--sort") if view.sort is not None else "macs"
-    named = list(zip(qualified_names(table.rows), table.rows))
-    named = [(name, row) for name, row in named if view.depth is None or module_depth(name) <= view.depth]
+    named = [(name, row) for name, row in zip(qualified_names(table.rows), table.rows)
+             if view.depth is None or module_depth(name) <= view.depth]
     notes = list(table.notes)
     if view.depth is not None:
         notes.append(f"modules at most {view.depth} level{'s' if view.depth != 1 else ''} deep")

@@ -148,7 +148,7 @@ def fit_report(report: Report, width: int | None, columns: Sequence[str] | None 
             if index in indices and not columns:  # columns the user chose are never dropped
                 indices.remove(index)
                 dropped.append(all_columns[index].header)
-        reference_note = _shorten_compare_headers(report, header, indices, widths, limit)
+        reference_note = _shorten_compare_headers(report, header, widths, limit)
         if reference_note:
             notes.insert(0, reference_note)
     shown = [header[i] for i in indices]
@@ -194,7 +194,7 @@ def fit_report(report: Report, width: int | None, columns: Sequence[str] | None 
     return Fitted("\n".join(lines), dropped, folded)
 
 
-def _shorten_compare_headers(report: Report, header: list[str], indices: list[int], widths, limit: int) -> str:
+def _shorten_compare_headers(report: Report, header: list[str], widths, limit: int) -> str:
     """Head a too-wide compare report's columns ``#1`` (the reference), ``#2``, ``#2 vs #1``...; the legend.
 
     Columns are found by their headers (a model's name, ``NAME vs REFERENCE``), not by position.

@@ -15,13 +15,12 @@ nothing from the network and reads the same without JavaScript (only sorting nee
 """
 from __future__ import annotations
 
-import html
 import re
 from collections.abc import Sequence
 
 from deeplite_like.changes import is_number
 from deeplite_like.reports.base import Report
-from deeplite_like.reports.charts import Bar, RatioBar, bar_chart, ratio_chart
+from deeplite_like.reports.charts import Bar, RatioBar, _e, bar_chart, ratio_chart
 from deeplite_like.reports.compare import CompareReport
 from deeplite_like.reports.table import TableReport
 from deeplite_like.units import format_bytes, format_number, scaled
@@ -106,10 +105,6 @@ LAYER_CHART_COLUMNS = {
     "activation_bytes": ("Output memory per module", "bytes", "B", False),
 }
 _TIME_COLUMN = re.compile(r"(^|_)(time|latency|duration)(_s)?$|_s$")
-
-
-def _e(text: object) -> str:
-    return html.escape(str(text), quote=True)
 
 
 def _format(value: float, kind: str, unit: str) -> str:
