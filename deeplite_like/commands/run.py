@@ -163,10 +163,6 @@ def execute(run: PreparedRun, progress: Progress | None = None) -> ModelResult:
             raise _failed(run, f"computing {what}", exc) from exc
         progress.advance()
     statuses = {key: profiler.get_status(key) for key in run.wanted}
-    if run.call_kwargs.get("backward"):
-        from deeplite_like.commands.labels import label_backward
-
-        statuses = label_backward(statuses)
     layers = statuses.pop(LAYERS_KEY, None)
     table = layers.value if layers is not None else None
     if table is not None and run.layer_times:

@@ -36,6 +36,15 @@ def test_backward_is_labelled_in_the_table(cli):
     assert re.search(r"\| Total parameters\s+\|", out)  # parameters are not a pass: no label
 
 
+def test_backward_keeps_what_it_was_measured_with(cli):
+    # The relabelled rows keep their metric's options: the table says how they were measured,
+    # and the JSON carries the options (a backward count once lost both).
+    code, out, _ = cli("profile", *TINY, "--backward", "--metrics", "macs", *FAST)
+    assert code == 0 and "Measured with: batch_size=2, mode=eval, backward" in out
+    code, out, _ = cli("profile", *TINY, "--backward", "--metrics", "macs", "--format", "json", *FAST)
+    assert _metrics(out)["macs"]["options"]["backward"] is True
+
+
 def test_backward_label_in_json_and_compare(cli):
     code, out, _ = cli("profile", *TINY, "--backward", "--metrics", "macs,flops", "--format", "json", *FAST)
     metrics = _metrics(out)
