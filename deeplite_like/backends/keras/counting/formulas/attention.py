@@ -53,16 +53,21 @@ def _masked(call: LayerCall, *specs: TensorSpec, sliding_window=None) -> bool:
         any(spec is not None and spec.masked for spec in specs)
 
 
+def _apply_scores(call: LayerCall, scores: int, pv_macs: int, masked: bool, dropout: float) -> Cost:
+    """Mask add, softmax, dropout (training) over the scores, then P @ V (``pv_macs``)."""
+    flops = c.SOFTMAX * scores + (scores if masked else 0)
+    if call.training and float(dropout or 0.0) > 0.0:
+        flops += c.DROPOUT * scores
+    return Cost.contraction(pv_macs, flops)
+
+
 def _core(call: LayerCall, scores: int, q_elements: int, key_dim: int, value_dim: int, masked: bool,
           dropout: float) -> Cost:
     """Scale q, Q @ K^T, mask, softmax, dropout, P @ V."""
     qk, pv = scores * key_dim, scores * value_dim
     if call.kwargs.get("use_causal_mask") and call.options.causal_half:
         qk, pv = qk // 2, pv // 2
-    flops = q_elements + c.SOFTMAX * scores + (scores if masked else 0)
-    if call.training and float(dropout or 0.0) > 0.0:
-        flops += c.DROPOUT * scores
-    return Cost.contraction(qk + pv, flops)
+    return Cost.contraction(qk, q_elements) + _apply_scores(call, scores, pv, masked, dropout)
 
 
 def _multi_head(call: LayerCall, attention_axes: tuple, use_gate: bool, dropout: float, sliding_window) -> Cost:
@@ -113,13 +118,6 @@ def _luong_inputs(call: LayerCall) -> tuple[TensorSpec, TensorSpec, TensorSpec, 
     return query, value, key, masked
 
 
-def _apply_scores(call: LayerCall, scores: int, value_dim: int, masked: bool) -> Cost:
-    flops = c.SOFTMAX * scores + (scores if masked else 0)
-    if call.training and float(call.layer.dropout or 0.0) > 0.0:
-        flops += c.DROPOUT * scores
-    return Cost.contraction(scores * value_dim, flops)
-
-
 @register_layer_formula("keras.layers.Attention")
 def attention(call: LayerCall) -> Cost:
     """dot: S*D MACs (+S scale); concat: S*D*(3 or 4) + S FLOPs; then mask, softmax 5S, dropout, S*Dv MACs."""
@@ -132,7 +130,7 @@ def attention(call: LayerCall) -> Cost:
         cost = Cost.contraction(scores * dim, scores if scaled else 0)
     else:
         cost = Cost.elementwise(scores * dim * (3 + int(scaled)) + scores)
-    return cost + _apply_scores(call, scores, value.shape[-1], masked)
+    return cost + _apply_scores(call, scores, scores * value.shape[-1], masked, layer.dropout)
 
 
 @register_layer_formula("keras.layers.AdditiveAttention")
@@ -142,4 +140,4 @@ def additive_attention(call: LayerCall) -> Cost:
     query, value, key, masked = _luong_inputs(call)
     scores = query.numel // query.shape[-1] * key.shape[-2]
     cost = Cost.elementwise(scores * query.shape[-1] * (3 + int(bool(layer.use_scale))))
-    return cost + _apply_scores(call, scores, value.shape[-1], masked)
+    return cost + _apply_scores(call, scores, scores * value.shape[-1], masked, layer.dropout)
