@@ -9,7 +9,7 @@ import functools
 import math
 from typing import Any, Iterable
 
-from ..registry import Cost, LayerCall, TensorSpec, is_keras_layer
+from ..registry import Cost, LayerCall, LayerFormula, TensorSpec, is_keras_layer
 from . import conventions as c
 
 #: Keras activation functions by ``__name__`` -> FLOPs per output element (default arguments).
@@ -94,9 +94,31 @@ def activation_cost(call: LayerCall, fn: Any, elements: int) -> Cost:
     return Cost.elementwise(ACTIVATIONS[name] * elements)
 
 
+def activation_flops(call: LayerCall, fn: Any) -> int:
+    """FLOPs per element of a layer's ``activation``/``recurrent_activation`` function; 0 and reported
+    untracked when it is not a Keras built-in."""
+    name = activation_name(fn)
+    if name is None:
+        call.report_untracked(f"{type(call.layer).__name__}.activation:{getattr(fn, '__name__', fn)}")
+        return 0
+    return ACTIVATIONS[name]
+
+
 def float_elements(spec: TensorSpec | None) -> int:
     """Elements of a floating-point tensor, else 0 (integer arithmetic is book-keeping)."""
     return spec.numel if spec is not None and spec.is_float else 0
+
+
+def named(formula: LayerFormula, name: str, doc: str) -> LayerFormula:
+    """``formula`` made by a factory, given the name and one-line docstring a written-out one would have."""
+    formula.__name__ = formula.__qualname__ = name
+    formula.__doc__ = doc
+    return formula
+
+
+def per_output_element(per: int, name: str, doc: str) -> LayerFormula:
+    """A formula of ``per`` FLOPs per floating-point output element."""
+    return named(lambda call: Cost.elementwise(per * float_elements(call.output)), name, doc)
 
 
 def channel_axis(layer: Any, rank: int) -> int:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from ..registry import Cost, LayerCall, register_layer_formula
 from . import conventions as c
-from ._common import activation_cost, float_elements
+from ._common import activation_cost, float_elements, per_output_element
 
 
 @register_layer_formula("keras.layers.Activation", opaque=False)
@@ -31,16 +31,10 @@ def relu(call: LayerCall) -> Cost:
     return Cost.elementwise(per * float_elements(call.output))
 
 
-@register_layer_formula("keras.layers.LeakyReLU", "keras.layers.PReLU")
-def leaky_relu(call: LayerCall) -> Cost:
-    """max(x, a*x): 2 FLOPs per element."""
-    return Cost.elementwise(c.LEAKY_RELU * float_elements(call.output))
-
-
-@register_layer_formula("keras.layers.ELU")
-def elu(call: LayerCall) -> Cost:
-    """alpha*(exp(x) - 1) on the negative side: 3 FLOPs per element."""
-    return Cost.elementwise(c.ELU * float_elements(call.output))
+register_layer_formula("keras.layers.LeakyReLU", "keras.layers.PReLU")(per_output_element(
+    c.LEAKY_RELU, "leaky_relu", "max(x, a*x): 2 FLOPs per element."))
+register_layer_formula("keras.layers.ELU")(per_output_element(
+    c.ELU, "elu", "alpha*(exp(x) - 1) on the negative side: 3 FLOPs per element."))
 
 
 @register_layer_formula("keras.layers.Softmax")

@@ -19,15 +19,7 @@ from __future__ import annotations
 
 from ..registry import Cost, LayerCall, register_layer_formula
 from . import conventions as c
-from ._common import ACTIVATIONS, activation_name, prod
-
-
-def _activation(call: LayerCall, fn) -> int:
-    name = activation_name(fn)
-    if name is None:
-        call.report_untracked(f"{type(call.layer).__name__}.activation:{getattr(fn, '__name__', fn)}")
-        return 0
-    return ACTIVATIONS[name]
+from ._common import activation_flops, prod
 
 
 @register_layer_formula("keras.layers.ConvLSTM1D", "keras.layers.ConvLSTM2D", "keras.layers.ConvLSTM3D")
@@ -44,7 +36,8 @@ def conv_lstm(call: LayerCall) -> Cost:
     rows = batch * steps * positions
     kernel = prod(cell.kernel_size)
     macs = rows * 4 * filters * kernel * (channels + filters)
-    gate_math = c.lstm_gate_math(_activation(call, cell.activation), _activation(call, cell.recurrent_activation))
+    gate_math = c.lstm_gate_math(activation_flops(call, cell.activation),
+                                 activation_flops(call, cell.recurrent_activation))
     flops = rows * 4 * filters * int(bool(cell.use_bias)) + rows * filters * gate_math
     if call.training:
         if 0.0 < float(cell.dropout or 0.0) < 1.0:

@@ -11,7 +11,7 @@
 from __future__ import annotations
 
 from ..registry import Cost, LayerCall, register_free_layer, register_layer_formula
-from ._common import float_elements
+from ._common import float_elements, per_output_element
 
 
 @register_layer_formula("keras.layers.Add", "keras.layers.Multiply", "keras.layers.Maximum",
@@ -21,10 +21,7 @@ def reduce_inputs(call: LayerCall) -> Cost:
     return Cost.elementwise((len(call.inputs) - 1) * float_elements(call.output))
 
 
-@register_layer_formula("keras.layers.Subtract")
-def subtract(call: LayerCall) -> Cost:
-    """1 FLOP per output element."""
-    return Cost.elementwise(float_elements(call.output))
+register_layer_formula("keras.layers.Subtract")(per_output_element(1, "subtract", "1 FLOP per output element."))
 
 
 @register_layer_formula("keras.layers.Average")

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from ..registry import Cost, LayerCall, register_free_layer, register_layer_formula
 from . import conventions as c
-from ._common import ACTIVATIONS, einsum_cost, float_elements
+from ._common import ACTIVATIONS, einsum_cost, float_elements, named, per_output_element
 
 _NP, _NN, _CORE, _MATH = "keras.src.ops.numpy.", "keras.src.ops.nn.", "keras.src.ops.core.", "keras.src.ops.math."
 
@@ -51,20 +51,14 @@ FREE_OPS = [_NP + name for name in (
 
 
 def _per_output(per: int):
-    def formula(call: LayerCall) -> Cost:
-        return Cost.elementwise(per * float_elements(call.output))
-
-    formula.__name__ = formula.__qualname__ = f"op_elementwise_{per}"
-    formula.__doc__ = f"{per} FLOP(s) per floating-point output element."
-    return formula
+    return per_output_element(per, f"op_elementwise_{per}", f"{per} FLOP(s) per floating-point output element.")
 
 
 register_layer_formula(*ELEMENTWISE_1, opaque=False)(_per_output(1))
 register_layer_formula(_NP + "Clip", opaque=False)(_per_output(2))
 register_layer_formula(_NP + "Logaddexp", opaque=False)(_per_output(4))
 for _op, _activation in ACTIVATION_OPS.items():
-    if _op != "Gelu":
-        register_layer_formula(_NN + _op, opaque=False)(_per_output(ACTIVATIONS[_activation]))
+    register_layer_formula(_NN + _op, opaque=False)(_per_output(ACTIVATIONS[_activation]))
 
 
 @register_layer_formula(_NN + "Gelu", opaque=False)
@@ -93,9 +87,8 @@ def _reduction(per_input: int, per_output: int = 0):
         n = float_elements(x)
         return Cost.elementwise(per_input * n + per_output * (max(call.output.numel, 1) if n else 0))
 
-    formula.__name__ = formula.__qualname__ = f"op_reduction_{per_input}N_{per_output}R"
-    formula.__doc__ = f"{per_input} FLOP(s) per input element + {per_output} per output element."
-    return formula
+    return named(formula, f"op_reduction_{per_input}N_{per_output}R",
+                 f"{per_input} FLOP(s) per input element + {per_output} per output element.")
 
 
 register_layer_formula(*(_NP + n for n in ("Sum", "Max", "Min", "Amax", "Amin", "Prod", "Cumsum", "Cumprod",

@@ -10,35 +10,26 @@ flag the layer was called with (``count_ops(..., training=True)`` passes it down
 """
 from __future__ import annotations
 
-from ..registry import Cost, LayerCall, register_layer_formula
+from ..registry import Cost, LayerCall, LayerFormula, register_layer_formula
 from . import conventions as c
-from ._common import float_elements
+from ._common import float_elements, named
 
 
-def _in_training(call: LayerCall, amount: float) -> bool:
-    return call.training and float(amount or 0.0) > 0.0
+def _in_training(per: int, amount: str, name: str, doc: str) -> LayerFormula:
+    """``per`` FLOPs per output element in training when ``layer.<amount>`` (rate, stddev) > 0; else 0."""
+    def formula(call: LayerCall) -> Cost:
+        active = call.training and float(getattr(call.layer, amount) or 0.0) > 0.0
+        return Cost.elementwise(per * float_elements(call.output) if active else 0)
+
+    return named(formula, name, doc)
 
 
-@register_layer_formula("keras.layers.Dropout", "keras.layers.SpatialDropout1D", "keras.layers.SpatialDropout2D",
-                        "keras.layers.SpatialDropout3D")
-def dropout(call: LayerCall) -> Cost:
-    """Training with rate > 0: 2 FLOPs per element; inference: 0."""
-    return Cost.elementwise(c.DROPOUT * float_elements(call.output) if _in_training(call, call.layer.rate) else 0)
-
-
-@register_layer_formula("keras.layers.GaussianNoise")
-def gaussian_noise(call: LayerCall) -> Cost:
-    """Training with stddev > 0: 1 FLOP per element (the add); inference: 0."""
-    return Cost.elementwise(float_elements(call.output) if _in_training(call, call.layer.stddev) else 0)
-
-
-@register_layer_formula("keras.layers.GaussianDropout")
-def gaussian_dropout(call: LayerCall) -> Cost:
-    """Training with rate > 0: 1 FLOP per element (the multiply); inference: 0."""
-    return Cost.elementwise(float_elements(call.output) if _in_training(call, call.layer.rate) else 0)
-
-
-@register_layer_formula("keras.layers.AlphaDropout")
-def alpha_dropout(call: LayerCall) -> Cost:
-    """Training with rate > 0: 2 FLOPs per element (a*x + b); inference: 0."""
-    return Cost.elementwise(2 * float_elements(call.output) if _in_training(call, call.layer.rate) else 0)
+register_layer_formula("keras.layers.Dropout", "keras.layers.SpatialDropout1D", "keras.layers.SpatialDropout2D",
+                       "keras.layers.SpatialDropout3D")(_in_training(
+    c.DROPOUT, "rate", "dropout", "Training with rate > 0: 2 FLOPs per element; inference: 0."))
+register_layer_formula("keras.layers.GaussianNoise")(_in_training(
+    1, "stddev", "gaussian_noise", "Training with stddev > 0: 1 FLOP per element (the add); inference: 0."))
+register_layer_formula("keras.layers.GaussianDropout")(_in_training(
+    1, "rate", "gaussian_dropout", "Training with rate > 0: 1 FLOP per element (the multiply); inference: 0."))
+register_layer_formula("keras.layers.AlphaDropout")(_in_training(
+    2, "rate", "alpha_dropout", "Training with rate > 0: 2 FLOPs per element (a*x + b); inference: 0."))

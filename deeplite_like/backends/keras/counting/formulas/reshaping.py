@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from ..registry import Cost, LayerCall, register_free_layer, register_layer_formula
 from . import conventions as c
-from ._common import float_elements
+from ._common import float_elements, per_output_element
 
 register_free_layer(
     "keras.layers.InputLayer", "keras.layers.Flatten", "keras.layers.Reshape", "keras.layers.Permute",
@@ -64,13 +64,6 @@ def rescaling(call: LayerCall) -> Cost:
     return Cost.elementwise((1 + int(has_offset)) * float_elements(call.output))
 
 
-@register_layer_formula("keras.layers.Normalization")
-def normalization(call: LayerCall) -> Cost:
-    """(x - mean) / std (or its inverse): 2 FLOPs per element."""
-    return Cost.elementwise(2 * float_elements(call.output))
-
-
-@register_layer_formula("keras.layers.Masking")
-def masking(call: LayerCall) -> Cost:
-    """x * mask: 1 FLOP per element."""
-    return Cost.elementwise(float_elements(call.output))
+register_layer_formula("keras.layers.Normalization")(per_output_element(
+    2, "normalization", "(x - mean) / std (or its inverse): 2 FLOPs per element."))
+register_layer_formula("keras.layers.Masking")(per_output_element(1, "masking", "x * mask: 1 FLOP per element."))

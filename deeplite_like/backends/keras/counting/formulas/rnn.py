@@ -30,15 +30,7 @@ from __future__ import annotations
 
 from ..registry import FREE, OP_MARKS, Cost, LayerCall, TensorSpec, lookup, register_layer_formula
 from . import conventions as c
-from ._common import ACTIVATIONS, activation_name, float_elements
-
-
-def _activation(call: LayerCall, fn) -> int:
-    name = activation_name(fn)
-    if name is None:
-        call.report_untracked(f"{type(call.layer).__name__}.activation:{getattr(fn, '__name__', fn)}")
-        return 0
-    return ACTIVATIONS[name]
+from ._common import activation_flops, float_elements, named
 
 
 def _recurrent(call: LayerCall, kind: str, rows: int) -> Cost:
@@ -47,12 +39,12 @@ def _recurrent(call: LayerCall, kind: str, rows: int) -> Cost:
     x = call.input
     in_size, hidden = x.shape[-1], cell.units
     gates = c.GATES[kind] * hidden
-    activation = _activation(call, cell.activation)
+    activation = activation_flops(call, cell.activation)
     if kind == "lstm":
-        gate_math = c.lstm_gate_math(activation, _activation(call, cell.recurrent_activation))
+        gate_math = c.lstm_gate_math(activation, activation_flops(call, cell.recurrent_activation))
         biases = 1
     elif kind == "gru":
-        gate_math = c.gru_gate_math(activation, _activation(call, cell.recurrent_activation))
+        gate_math = c.gru_gate_math(activation, activation_flops(call, cell.recurrent_activation))
         biases = 2 if cell.reset_after else 1
     else:
         gate_math = c.rnn_gate_math(activation)
@@ -67,50 +59,29 @@ def _recurrent(call: LayerCall, kind: str, rows: int) -> Cost:
     return Cost.contraction(rows * gates * (in_size + hidden), flops)
 
 
-def _layer(call: LayerCall, kind: str) -> Cost:
-    x = call.input  # (batch, time, features)
-    return _recurrent(call, kind, x.shape[0] * x.shape[1])
+def _recurrent_formula(kind: str, cell: bool, name: str, doc: str):
+    """A whole layer over ``(batch, time, features)`` (rows = batch x time), or a cell over ``(batch,
+    features)`` (rows = batch)."""
+    def formula(call: LayerCall) -> Cost:
+        x = call.input
+        rows = x.numel // max(x.shape[-1], 1) if cell else x.shape[0] * x.shape[1]
+        return _recurrent(call, kind, rows)
+
+    return named(formula, name, doc)
 
 
-def _cell(call: LayerCall, kind: str) -> Cost:
-    x = call.input  # (batch, features)
-    return _recurrent(call, kind, x.numel // max(x.shape[-1], 1))
-
-
-@register_layer_formula("keras.layers.LSTM")
-def lstm(call: LayerCall) -> Cost:
-    """rows*4H*(I+H) MACs; + rows*4H bias; + rows*H*22 gate math (sigmoid/tanh)."""
-    return _layer(call, "lstm")
-
-
-@register_layer_formula("keras.layers.GRU")
-def gru(call: LayerCall) -> Cost:
-    """rows*3H*(I+H) MACs; + rows*3H per bias vector (2 with reset_after); + rows*H*16 gate math."""
-    return _layer(call, "gru")
-
-
-@register_layer_formula("keras.layers.SimpleRNN")
-def simple_rnn(call: LayerCall) -> Cost:
-    """rows*H*(I+H) MACs; + rows*H bias; + rows*H*2 (add, tanh)."""
-    return _layer(call, "rnn")
-
-
-@register_layer_formula("keras.layers.LSTMCell")
-def lstm_cell(call: LayerCall) -> Cost:
-    """One step of an LSTM over a batch: as ``lstm`` with rows = batch."""
-    return _cell(call, "lstm")
-
-
-@register_layer_formula("keras.layers.GRUCell")
-def gru_cell(call: LayerCall) -> Cost:
-    """One step of a GRU over a batch: as ``gru`` with rows = batch."""
-    return _cell(call, "gru")
-
-
-@register_layer_formula("keras.layers.SimpleRNNCell")
-def simple_rnn_cell(call: LayerCall) -> Cost:
-    """One step of a vanilla RNN over a batch: as ``simple_rnn`` with rows = batch."""
-    return _cell(call, "rnn")
+register_layer_formula("keras.layers.LSTM")(_recurrent_formula(
+    "lstm", False, "lstm", "rows*4H*(I+H) MACs; + rows*4H bias; + rows*H*22 gate math (sigmoid/tanh)."))
+register_layer_formula("keras.layers.GRU")(_recurrent_formula(
+    "gru", False, "gru", "rows*3H*(I+H) MACs; + rows*3H per bias vector (2 with reset_after); + rows*H*16 gate math."))
+register_layer_formula("keras.layers.SimpleRNN")(_recurrent_formula(
+    "rnn", False, "simple_rnn", "rows*H*(I+H) MACs; + rows*H bias; + rows*H*2 (add, tanh)."))
+register_layer_formula("keras.layers.LSTMCell")(_recurrent_formula(
+    "lstm", True, "lstm_cell", "One step of an LSTM over a batch: as ``lstm`` with rows = batch."))
+register_layer_formula("keras.layers.GRUCell")(_recurrent_formula(
+    "gru", True, "gru_cell", "One step of a GRU over a batch: as ``gru`` with rows = batch."))
+register_layer_formula("keras.layers.SimpleRNNCell")(_recurrent_formula(
+    "rnn", True, "simple_rnn_cell", "One step of a vanilla RNN over a batch: as ``simple_rnn`` with rows = batch."))
 
 
 @register_layer_formula("keras.layers.RNN")
