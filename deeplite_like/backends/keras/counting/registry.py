@@ -174,8 +174,7 @@ OP_MARKS = (OP_LEVEL, INFERENCE_IDENTITY)
 
 _BY_CLASS: dict[type, Entry] = {}
 _BY_NAME: dict[str, Entry] = {}  # public dotted names (the built-ins), resolved to classes by ``lookup``
-_FREE_NAMES: set[str] = set()
-_OP_LEVEL_NAMES: dict[str, Entry] = {}  # public name -> OP_LEVEL or INFERENCE_IDENTITY
+_MARKED_NAMES: dict[str, Entry] = {}  # public name -> FREE, OP_LEVEL or INFERENCE_IDENTITY
 _RESOLVED: dict[str, type] = {}  # public name -> class, once resolved
 #: Public names that this Keras version does not have (a test keeps it empty on the supported one).
 MISSING: list[str] = []
@@ -191,9 +190,7 @@ def register_layer_formula(*layer_classes: Any, opaque: bool = True, override: b
     Registering a class that already has a formula raises ``ValueError`` unless
     ``override=True``.
     """
-    for key in layer_classes:
-        if not isinstance(key, (str, type)):
-            raise TypeError(f"register_layer_formula expects layer classes or public names, got {key!r}")
+    _check_keys("register_layer_formula", layer_classes)
 
     def decorator(fn: LayerFormula) -> LayerFormula:
         entry = Entry(fn, opaque, name)
@@ -206,8 +203,7 @@ def register_layer_formula(*layer_classes: Any, opaque: bool = True, override: b
         for key in layer_classes:
             if isinstance(key, str):
                 _BY_NAME[key] = entry
-                _FREE_NAMES.discard(key)
-                _OP_LEVEL_NAMES.pop(key, None)
+                _MARKED_NAMES.pop(key, None)
             else:
                 _BY_CLASS[key] = entry
         return fn
@@ -229,30 +225,30 @@ def _registered(key: str | type) -> Entry | None:
     return None
 
 
-def register_free_layer(*layer_classes: Any) -> None:
-    """Declare layer classes (or public names) that do no arithmetic: reshapes, copies, look-ups."""
+def _check_keys(who: str, layer_classes: tuple) -> None:
     for key in layer_classes:
         if not isinstance(key, (str, type)):
-            raise TypeError(f"register_free_layer expects layer classes or public names, got {key!r}")
+            raise TypeError(f"{who} expects layer classes or public names, got {key!r}")
+
+
+def _mark(who: str, layer_classes: tuple, mark: Entry) -> None:
+    _check_keys(who, layer_classes)
     for key in layer_classes:
         if isinstance(key, str):
-            _FREE_NAMES.add(key)
+            _MARKED_NAMES[key] = mark
         else:
-            _BY_CLASS[key] = FREE
+            _BY_CLASS[key] = mark
+
+
+def register_free_layer(*layer_classes: Any) -> None:
+    """Declare layer classes (or public names) that do no arithmetic: reshapes, copies, look-ups."""
+    _mark("register_free_layer", layer_classes, FREE)
 
 
 def register_op_level_layer(*layer_classes: Any, inference_identity: bool = False) -> None:
     """Declare layer classes (or public names) priced by the operators they run (``OP_LEVEL``);
     ``inference_identity=True``: the layer returns its input at inference (``INFERENCE_IDENTITY``)."""
-    for key in layer_classes:
-        if not isinstance(key, (str, type)):
-            raise TypeError(f"register_op_level_layer expects layer classes or public names, got {key!r}")
-    mark = INFERENCE_IDENTITY if inference_identity else OP_LEVEL
-    for key in layer_classes:
-        if isinstance(key, str):
-            _OP_LEVEL_NAMES[key] = mark
-        else:
-            _BY_CLASS[key] = mark
+    _mark("register_op_level_layer", layer_classes, INFERENCE_IDENTITY if inference_identity else OP_LEVEL)
 
 
 def unregister_layer_formula(*layer_classes: Any) -> None:
@@ -265,11 +261,9 @@ def unregister_layer_formula(*layer_classes: Any) -> None:
     for key in layer_classes:
         if isinstance(key, str):
             _BY_NAME.pop(key, None)
-            _FREE_NAMES.discard(key)
-            _OP_LEVEL_NAMES.pop(key, None)
+            _MARKED_NAMES.pop(key, None)
         else:
             _BY_CLASS.pop(key, None)
-
 
 
 def _resolve_name(public_name: str) -> type | None:
@@ -294,15 +288,10 @@ def lookup(cls: type, cache: dict[type, Entry | None]) -> Entry | None:
     if cls in cache:
         return cache[cls]
     by_class = dict(_BY_CLASS)
-    for public_name, entry in _BY_NAME.items():
+    for public_name, entry in (*_BY_NAME.items(), *_MARKED_NAMES.items()):
         resolved = _resolve_name(public_name)
         if resolved is not None and resolved not in by_class:
             by_class[resolved] = entry
-    marks = [(name, FREE) for name in _FREE_NAMES] + list(_OP_LEVEL_NAMES.items())
-    for public_name, mark in marks:
-        resolved = _resolve_name(public_name)
-        if resolved is not None and resolved not in by_class:
-            by_class[resolved] = mark
     found = None
     for base in cls.__mro__:
         found = by_class.get(base)
