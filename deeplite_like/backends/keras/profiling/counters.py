@@ -190,8 +190,8 @@ def make_counter(phases: Phases, backend: str) -> TFOpCounter | TorchOpCounter |
     return None
 
 
-def synchronizer(backend: str) -> Callable[[], None] | None:
-    """Waits for the accelerator (so that wall times are the device's); ``None`` on CPU."""
+def synchronizer(backend: str) -> Callable[[], None]:
+    """Waits for the accelerator (so that wall times are the device's); does nothing on CPU."""
     if backend == "tensorflow":
         tf = import_tensorflow()
         if tf.config.list_logical_devices("GPU"):
@@ -200,4 +200,4 @@ def synchronizer(backend: str) -> Callable[[], None] | None:
         import torch
         if torch.cuda.is_available() and torch.cuda.is_initialized():
             return torch.cuda.synchronize
-    return None
+    return lambda: None

@@ -161,12 +161,10 @@ def build_model_profile(model: Any, *, input_shape: Sequence[int] | None = None,
             session.stop()
         for _ in range(warm_up - 1):  # (the counted call was the first)
             call()
-        if session.sync is not None:
-            session.sync()
+        session.sync()
         start = time.perf_counter()
         call()
-        if session.sync is not None:
-            session.sync()
+        session.sync()
         forward_latency = time.perf_counter() - start
         backward_s = None
         if backward:  # timed apart from counting, like the forward

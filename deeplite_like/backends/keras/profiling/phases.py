@@ -35,7 +35,7 @@ __all__ = ["PhaseHooks", "Phases"]
 class Phases:
     """Where the profiled thread is: inside a gradient computation, an optimizer step, a layer call."""
 
-    def __init__(self, sync: Callable[[], None] | None) -> None:
+    def __init__(self, sync: Callable[[], None]) -> None:
         self.gradient = 0
         self.optimizer = 0
         self.layers = 0
@@ -54,7 +54,7 @@ class Phases:
     def inside(self, what: str) -> Iterator[None]:
         """Count the body as inside ``what`` (``'gradient'`` or ``'optimizer'``), timing the outermost."""
         outermost = getattr(self, what) == 0
-        if outermost and self._sync is not None:
+        if outermost:
             self._sync()
         start = time.perf_counter()
         setattr(self, what, getattr(self, what) + 1)
@@ -63,8 +63,7 @@ class Phases:
         finally:
             setattr(self, what, getattr(self, what) - 1)
             if outermost:
-                if self._sync is not None:
-                    self._sync()
+                self._sync()
                 self.seconds["backward" if what == "gradient" else what] += time.perf_counter() - start
 
 

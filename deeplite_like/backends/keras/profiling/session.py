@@ -35,7 +35,7 @@ class TimedRecorder(LayerRecorder):
     """
 
     def __init__(self, layers: list[tuple[str, Any]], phases: Phases | None, time_layers: bool,
-                 sync: Callable[[], None] | None) -> None:
+                 sync: Callable[[], None]) -> None:
         specs = SpecMaker(import_keras())
         super().__init__(layers, specs.tree, specs.is_symbolic)
         self._phases = phases
@@ -55,7 +55,7 @@ class TimedRecorder(LayerRecorder):
             self.training = self.training or bool(kwargs.get("training"))
             if self.batch_size is None:
                 self.batch_size = batch_size_of((args, kwargs))
-        if timed and self._sync is not None:
+        if timed:
             self._sync()
         start = time.perf_counter()
         self._depth += 1
@@ -68,8 +68,7 @@ class TimedRecorder(LayerRecorder):
             if self._phases is not None:
                 self._phases.layers -= 1
             if timed:
-                if self._sync is not None:
-                    self._sync()
+                self._sync()
                 elapsed = time.perf_counter() - start
                 self.seconds[path] = self.seconds.get(path, 0.0) + elapsed
                 if self._depth == 0:
@@ -112,16 +111,14 @@ class Session:
         except BaseException:
             self._detach()
             raise
-        if self.sync is not None:
-            self.sync()
+        self.sync()
         self.start_s = time.perf_counter()
 
     def stop(self) -> None:
         if threading.get_ident() != self._thread:
             raise RuntimeError("stop_profile() must run in the thread that called start_profile(); the profile is "
                                "still running")
-        if self.sync is not None:
-            self.sync()
+        self.sync()
         self.end_s = time.perf_counter()
         self._detach()
 

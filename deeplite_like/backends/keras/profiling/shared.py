@@ -29,11 +29,6 @@ class SharedChange:
         self._users = 0
         self._lock = threading.Lock()
 
-    @property
-    def users(self) -> int:
-        """How many profiles hold the change now (0: it is not in place)."""
-        return self._users
-
     def acquire(self) -> None:
         """Hold the change (making it if no one holds it); raises, changing nothing, if making it fails."""
         with self._lock:
