@@ -14,9 +14,9 @@ A ``mask`` given to global average pooling adds a multiply per input element.
 """
 from __future__ import annotations
 
-from ..registry import Cost, LayerCall, register_layer_formula
+from ..registry import Cost, LayerCall, LayerFormula, register_layer_formula
 from . import conventions as c
-from ._common import float_elements, prod, spatial_dims
+from ._common import float_elements, named, prod, spatial_dims
 
 _RANKS = ("1D", "2D", "3D")
 
@@ -47,23 +47,20 @@ def global_avg_pool(call: LayerCall) -> Cost:
     return Cost.elementwise(n + float_elements(call.output) + (n if masked else 0))
 
 
-def _adaptive(call: LayerCall, divide: bool) -> Cost:
-    x, out = call.input, call.output
-    if not out.is_float:
-        return Cost()
-    spatial_in, spatial_out = spatial_dims(call.layer, x.shape), spatial_dims(call.layer, out.shape)
-    planes = out.numel // max(prod(spatial_out), 1)
-    flops = planes * c.adaptive_window_elements(spatial_in, spatial_out) + (out.numel if divide else 0)
-    return Cost.elementwise(flops)
+def _adaptive(divide: bool, name: str, doc: str) -> LayerFormula:
+    def formula(call: LayerCall) -> Cost:
+        x, out = call.input, call.output
+        if not out.is_float:
+            return Cost()
+        spatial_in, spatial_out = spatial_dims(call.layer, x.shape), spatial_dims(call.layer, out.shape)
+        planes = out.numel // max(prod(spatial_out), 1)
+        flops = planes * c.adaptive_window_elements(spatial_in, spatial_out) + (out.numel if divide else 0)
+        return Cost.elementwise(flops)
+
+    return named(formula, name, doc)
 
 
-@register_layer_formula(*(f"keras.layers.AdaptiveAveragePooling{r}" for r in _RANKS))
-def adaptive_avg_pool(call: LayerCall) -> Cost:
-    """One FLOP per element of every output window + one divide per output."""
-    return _adaptive(call, True)
-
-
-@register_layer_formula(*(f"keras.layers.AdaptiveMaxPooling{r}" for r in _RANKS))
-def adaptive_max_pool(call: LayerCall) -> Cost:
-    """One FLOP per element of every output window."""
-    return _adaptive(call, False)
+register_layer_formula(*(f"keras.layers.AdaptiveAveragePooling{r}" for r in _RANKS))(_adaptive(
+    True, "adaptive_avg_pool", "One FLOP per element of every output window + one divide per output."))
+register_layer_formula(*(f"keras.layers.AdaptiveMaxPooling{r}" for r in _RANKS))(_adaptive(
+    False, "adaptive_max_pool", "One FLOP per element of every output window."))
