@@ -7,6 +7,7 @@ The model runs once, for real, on the inputs given (or made from a shape), with 
 """
 from __future__ import annotations
 
+import contextlib
 import warnings
 from dataclasses import dataclass
 from typing import Any, Callable
@@ -157,11 +158,8 @@ def run_recorded(model: Any, inputs: Any, *, training: bool, on_failure: Failure
                 _forward(model, inputs, training, builder, on_failure)
             layers = named_layers(model)  # building may have created layers
         with LayerRecorder(layers, specs.tree, specs.is_symbolic) as recorder:
-            if tap_ops:
-                with own_ops(recorder, keras.config.backend()) as tap:
-                    recorder.own_ops = tap
-                    _forward(model, inputs, training, recorder, on_failure)
-            else:
+            with own_ops(recorder, keras.config.backend()) if tap_ops else contextlib.nullcontext() as tap:
+                recorder.own_ops = tap
                 _forward(model, inputs, training, recorder, on_failure)
     return recorder
 

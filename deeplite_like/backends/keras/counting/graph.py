@@ -77,11 +77,9 @@ def count_graph(model: Any, inputs: Any, *, training: bool = False, batch_size: 
 
     result = OpCount(batch_size=batch_size)
     root = result.by_module[""] = OpStats()
-    by_type: dict[str, int] = {}
     for node in _leaves(profile):
         op = _operation(graph, node.name)
         op_type = op.type if op is not None else node.name
-        by_type[op_type] = by_type.get(op_type, 0) + int(node.float_ops)
         stats = result.by_operator.setdefault(op_type, OpStats())
         stats.flops += int(node.float_ops)
         stats.calls += 1
@@ -92,7 +90,7 @@ def count_graph(model: Any, inputs: Any, *, training: bool = False, batch_size: 
     result.flops = int(profile.total_float_ops)
     root.add(result.macs, result.flops, 1)
     result.module_ops[""] = dict(result.by_operator)
-    result.untracked = _without_statistic(graph, set(by_type))
+    result.untracked = _without_statistic(graph, set(result.by_operator))
     if warn_untracked and result.untracked:
         listing = ", ".join(f"{k} ({v})" for k, v in sorted(result.untracked.items()))
         warnings.warn(f"TensorFlow has no FLOP statistic for {len(result.untracked)} op type(s) in the graph, "

@@ -43,11 +43,7 @@ def model_input_dtypes(model: Any, keras: Any) -> tuple[list[str], dict[str, str
     """dtypes of a functional model's inputs, by position and by name (empty when unknown)."""
     tensors = model_input_tensors(model)
     dtypes = [keras.backend.standardize_dtype(t.dtype) for t in tensors]
-    names = {}
-    for tensor, dtype in zip(tensors, dtypes):
-        name = getattr(tensor, "name", None)
-        if name:
-            names[str(name)] = dtype
+    names = {str(tensor.name): dtype for tensor, dtype in zip(tensors, dtypes) if getattr(tensor, "name", None)}
     return dtypes, names
 
 

@@ -61,10 +61,7 @@ def price(records: list[CallRecord], options: CountOptions, own_ops: OpTap | Non
         enclosing = chains[parent] if parent >= 0 else (() if record.path == "" else ("",))
         chain = enclosing if record.path in enclosing else enclosing + (record.path,)
         chains[i] = chain
-        stats = by_module.get(record.path)
-        if stats is None:
-            stats = by_module[record.path] = OpStats()
-        stats.calls += 1
+        by_module.setdefault(record.path, OpStats()).calls += 1
 
         entry = lookup(type(record.layer), cache)
         if entry is FREE:
@@ -99,10 +96,7 @@ def _add(result: OpCount, chain: tuple[str, ...], path: str, name: str, macs: in
     for enclosing in chain:
         result.by_module[enclosing].add(macs, flops, 0)
     for table in (result.by_operator, result.module_ops.setdefault(path, {})):
-        op_stats = table.get(name)
-        if op_stats is None:
-            op_stats = table[name] = OpStats()
-        op_stats.add(macs, flops, calls)
+        table.setdefault(name, OpStats()).add(macs, flops, calls)
 
 
 def _apply(entry: Entry, call: LayerCall, record: CallRecord) -> tuple[int, int]:

@@ -12,7 +12,7 @@ from typing import Any
 from ..tensors import format_shapes, nbytes
 from .registry import TensorSpec, specs_in
 
-__all__ = ["SpecMaker", "describe", "describe_call", "shapes_text", "spec_bytes", "spec_shapes"]
+__all__ = ["SpecMaker", "describe", "describe_call", "shapes_text", "spec_bytes"]
 
 
 class SpecMaker:
@@ -59,11 +59,6 @@ class SpecMaker:
         return any(isinstance(leaf, self._keras_tensor) for leaf in self._keras.tree.flatten(structure))
 
 
-def spec_shapes(tree: Any) -> list[tuple]:
-    """The shapes of the ``TensorSpec``s in ``tree``, in order."""
-    return [spec.shape for spec in specs_in(tree)]
-
-
 def spec_bytes(tree: Any) -> int:
     """Bytes of the ``TensorSpec``s in ``tree`` (elements x itemsize; 0 for an unknown size)."""
     return sum(nbytes(spec.shape, spec.dtype) for spec in specs_in(tree))
@@ -71,7 +66,7 @@ def spec_bytes(tree: Any) -> int:
 
 def shapes_text(tree: Any) -> str:
     """``'2x8, 2x1'``: the shapes of the specs in ``tree`` for display."""
-    return format_shapes(spec_shapes(tree))
+    return format_shapes(spec.shape for spec in specs_in(tree))
 
 
 def describe(value: Any) -> str:
