@@ -95,16 +95,23 @@ def _tensorflow_forward(model: keras.layers.Layer, inputs: Any, training: bool,
         with tf.device(target):
             return compiled(inputs)
 
-    sync_devices = getattr(tf.test.experimental, "sync_devices", None)
-    gpus = bool(tf.config.list_logical_devices("GPU"))
-
-    def sync() -> None:
-        if gpus and sync_devices is not None:
-            sync_devices()
-
     out = call()  # placement of the first result names the device actually used
     where = tf.nest.flatten(out)[0].device if tf.nest.flatten(out) else (target or "")
-    return call, sync, where.rsplit("device:", 1)[-1].lower() or "cpu:0"
+    return call, synchronizer("tensorflow"), where.rsplit("device:", 1)[-1].lower() or "cpu:0"
+
+
+def synchronizer(backend: str) -> Callable[[], None]:
+    """Waits for the accelerator (so that wall times are the device's); does nothing on CPU."""
+    if backend == "tensorflow":
+        tf = import_tensorflow()
+        sync_devices = getattr(tf.test.experimental, "sync_devices", None)  # absent from older TensorFlow
+        if sync_devices is not None and tf.config.list_logical_devices("GPU"):
+            return sync_devices
+    elif backend == "torch":
+        import torch
+        if torch.cuda.is_available() and torch.cuda.is_initialized():
+            return torch.cuda.synchronize
+    return lambda: None
 
 
 def measure_execution_time(model: keras.layers.Layer, inputs: Any, device: Any = None, warmup: int = 3,

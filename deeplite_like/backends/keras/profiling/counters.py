@@ -38,7 +38,7 @@ from ..counting.own_ops import OpTap
 from .phases import Phases
 from .shared import SharedChange
 
-__all__ = ["OpTotals", "TFOpCounter", "TorchOpCounter", "make_counter", "synchronizer"]
+__all__ = ["OpTotals", "TFOpCounter", "TorchOpCounter", "make_counter"]
 
 
 class OpTotals:
@@ -188,16 +188,3 @@ def make_counter(phases: Phases, backend: str) -> TFOpCounter | TorchOpCounter |
     if backend == "torch":
         return TorchOpCounter(phases)
     return None
-
-
-def synchronizer(backend: str) -> Callable[[], None]:
-    """Waits for the accelerator (so that wall times are the device's); does nothing on CPU."""
-    if backend == "tensorflow":
-        tf = import_tensorflow()
-        if tf.config.list_logical_devices("GPU"):
-            return tf.test.experimental.sync_devices
-    elif backend == "torch":
-        import torch
-        if torch.cuda.is_available() and torch.cuda.is_initialized():
-            return torch.cuda.synchronize
-    return lambda: None

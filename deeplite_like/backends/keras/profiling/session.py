@@ -20,7 +20,8 @@ from ..counting.own_ops import OpTap, own_ops
 from ..counting.recorder import LayerRecorder, named_layers
 from ..counting.specs import SpecMaker
 from ..tensors import batch_size_of
-from .counters import TFOpCounter, TorchOpCounter, make_counter, synchronizer
+from ..timing import synchronizer
+from .counters import TFOpCounter, TorchOpCounter, make_counter
 from .phases import PhaseHooks, Phases
 
 __all__ = ["Session", "TimedRecorder"]
