@@ -52,12 +52,6 @@ def _observed(model: Any, data_splits: Mapping[str, Any], forward_pass: ForwardP
     return observed(("keras", id(model), split, batch_size, bool(training), bool(causal_half)), make)
 
 
-def _no_backward(backward: bool) -> None:
-    if backward:
-        raise NotImplementedError("the Keras backend counts forward passes only; backward=True is supported by "
-                                  "the PyTorch backend")
-
-
 class ComputeComplexity(ComplexityOptions, ProfilerFunction):
     """MACs and FLOPs of one batch, counted per Keras layer / operation (see ``count_ops``).
 
@@ -75,7 +69,9 @@ class ComputeComplexity(ComplexityOptions, ProfilerFunction):
         from deeplite_like.backends.keras.counting import count_ops
         from deeplite_like.backends.keras.counting.engine import warn_if_untracked
 
-        _no_backward(backward)
+        if backward:
+            raise NotImplementedError("the Keras backend counts forward passes only; backward=True is supported by "
+                                      "the PyTorch backend")
         training = check_mode(mode)
         if method == "analytic":  # one recorded forward, shared with the layer table (``_observed``)
             counted = _observed(model, data_splits, forward_pass, split, batch_size, training, causal_half).counts

@@ -34,6 +34,7 @@ Keras layers are called through Keras' ``Layer.__call__``, not torch's module ho
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass, field
 from typing import Any
@@ -225,10 +226,8 @@ def _torch_peak(model: keras.layers.Layer, inputs: Any, training: bool, batch_si
 
     with naming_failures(model, inputs):
         stats = torch_peak(model, (inputs,), {"training": training}, batch_size=batch_size)
-    return MemoryStats(peak_bytes=stats.peak_bytes, input_bytes=stats.input_bytes, output_bytes=stats.output_bytes,
-                       end_bytes=stats.end_bytes, allocated_bytes=stats.allocated_bytes, batch_size=batch_size,
-                       per_sample_peak_bytes=stats.per_sample_peak_bytes, peak_op=stats.peak_op,
-                       peak_module=stats.peak_module, method=TORCH_TRACKING)
+    shared = {f.name: getattr(stats, f.name) for f in dataclasses.fields(ActivationMemory)}
+    return MemoryStats(**shared, method=TORCH_TRACKING)
 
 
 def peak_activation_memory(model: keras.layers.Layer, inputs: Any, training: bool = False,
