@@ -46,9 +46,7 @@ def _ignored(layers: list[tuple[str, Any]], ignore: Iterable[Any]) -> set[str]:
             names.add(item)
         else:
             raise TypeError(f"ignore_modules takes Keras layer classes or class names, got {item!r}")
-    classes_t = tuple(classes)
-    return {path for path, layer in layers
-            if (classes_t and isinstance(layer, classes_t)) or type(layer).__name__ in names}
+    return {path for path, layer in layers if isinstance(layer, tuple(classes)) or type(layer).__name__ in names}
 
 
 def _records(model: Any, layers: list[tuple[str, Any]], counted: Any,

@@ -146,9 +146,8 @@ def build_model_profile(model: Any, *, input_shape: Sequence[int] | None = None,
     call = _caller(model, func_name, args, kwargs, built)
     backend = keras.config.backend()
     with preserved_model_state(model, restore_values=True):
-        if not getattr(model, "built", True) or any(not getattr(layer, "built", True)
-                                                      for _, layer in named_layers(model)
-                                                      if isinstance(layer, keras.Layer)):
+        layers = [layer for _, layer in named_layers(model) if isinstance(layer, keras.Layer)]  # the model first
+        if any(not getattr(layer, "built", True) for layer in layers):
             call()  # build first (shape inference is not a real call), as count_ops does
         session = Session(model, module_latency=False, count_ops=backward)
         session.start()
