@@ -21,7 +21,9 @@ formula. Backward (per element of the input; R as above)::
 """
 from __future__ import annotations
 
-from ..registry import Cost, OpCall, register_formula
+from typing import Callable
+
+from ..registry import Cost, Formula, OpCall, register_formula
 from ._common import aten, bind, is_float, numel, ops, prod, shape
 
 
@@ -34,95 +36,71 @@ def _running_stats_cost(n: int, channels: int, weight: bool, bias: bool) -> Cost
     return Cost.elementwise(2 * n + 2 * channels + n * int(weight) + n * int(bias))
 
 
-def _batch_norm(x, weight, bias, training: bool) -> Cost:
+def _affine(a: dict, groups: int, batch_stats: bool = True) -> Cost:
+    """Normalise ``a["input"]`` over ``groups`` groups with batch (or running) statistics; 0 unless floating."""
+    x = a["input"]
     if not is_float(x):
         return Cost()
-    n = numel(x)
-    channels = shape(x)[1] if x.dim() > 1 else 1
-    if training:
-        return normalisation_cost(n, channels, weight is not None, bias is not None)
-    return _running_stats_cost(n, channels, weight is not None, bias is not None)
+    cost = normalisation_cost if batch_stats else _running_stats_cost
+    return cost(numel(x), groups, a["weight"] is not None, a["bias"] is not None)
 
 
-@register_formula(aten.native_batch_norm, aten.batch_norm, aten._batch_norm_impl_index, aten.cudnn_batch_norm,
-                  aten.miopen_batch_norm, aten._native_batch_norm_legit_functional)
-def batch_norm(call: OpCall) -> Cost:
-    """Batch norm: training 6N + 4C (+N weight, +N bias); eval (running stats) 2N + 2C (+N, +N)."""
-    a = bind(call)
-    return _batch_norm(a["input"], a["weight"], a["bias"], bool(a["training"]))
+def _channels(x) -> int:
+    return shape(x)[1] if x.dim() > 1 else 1
 
 
-@register_formula(aten._native_batch_norm_legit)
-def batch_norm_legit(call: OpCall) -> Cost:
-    """``_native_batch_norm_legit`` (with or without running stats): as ``native_batch_norm``."""
-    a = bind(call)
-    return _batch_norm(a["input"], a["weight"], a["bias"], bool(a["training"]))
+def _batch_norm(name: str, training: Callable[[dict], bool]) -> Formula:
+    """A batch-norm formula; ``training(bound arguments)`` picks batch (True) or running statistics."""
+
+    def formula(call: OpCall) -> Cost:
+        a = bind(call)
+        return _affine(a, _channels(a["input"]), training(a))
+
+    formula.__name__ = formula.__qualname__ = name
+    formula.__doc__ = "Batch norm: batch statistics 6N + 4C, running statistics 2N + 2C (+N weight, +N bias)."
+    return formula
 
 
-@register_formula(aten._native_batch_norm_legit_no_training)
-def batch_norm_no_training(call: OpCall) -> Cost:
-    """Batch norm from running statistics: 2N + 2C (+N weight, +N bias)."""
-    a = bind(call)
-    return _batch_norm(a["input"], a["weight"], a["bias"], False)
-
-
-@register_formula(*ops("_batch_norm_with_update", "_batch_norm_with_update_functional"))
-def batch_norm_with_update(call: OpCall) -> Cost:
-    """Training batch norm that updates running stats: 6N + 4C (+N weight, +N bias)."""
-    a = bind(call)
-    return _batch_norm(a["input"], a["weight"], a["bias"], True)
-
-
-@register_formula(*ops("_batch_norm_no_update"))
-def batch_norm_no_update(call: OpCall) -> Cost:
-    """Batch norm without update: from running stats when given (2N + 2C), else batch stats (6N + 4C)."""
-    a = bind(call)
-    return _batch_norm(a["input"], a["weight"], a["bias"], a["running_mean"] is None)
+# ``_native_batch_norm_legit`` (with or without running stats) is ``native_batch_norm``.
+register_formula(aten.native_batch_norm, aten.batch_norm, aten._batch_norm_impl_index, aten.cudnn_batch_norm,
+                 aten.miopen_batch_norm, aten._native_batch_norm_legit_functional,
+                 aten._native_batch_norm_legit)(_batch_norm("batch_norm", lambda a: bool(a["training"])))
+# From running statistics: 2N + 2C (+N weight, +N bias).
+register_formula(aten._native_batch_norm_legit_no_training)(_batch_norm("batch_norm_no_training", lambda a: False))
+# Training batch norm that updates running stats: 6N + 4C (+N weight, +N bias).
+register_formula(*ops("_batch_norm_with_update", "_batch_norm_with_update_functional"))(
+    _batch_norm("batch_norm_with_update", lambda a: True))
+# Without update: from running stats when given (2N + 2C), else batch stats (6N + 4C).
+register_formula(*ops("_batch_norm_no_update"))(
+    _batch_norm("batch_norm_no_update", lambda a: a["running_mean"] is None))
 
 
 @register_formula(aten.instance_norm)
 def instance_norm(call: OpCall) -> Cost:
     """Instance norm (batch stats over each sample's channel): 6N + 4*B*C (+N, +N)."""
     a = bind(call)
-    x = a["input"]
-    if not is_float(x):
-        return Cost()
-    b, c = shape(x)[:2]
-    if not a["use_input_stats"]:
-        return _running_stats_cost(numel(x), b * c, a["weight"] is not None, a["bias"] is not None)
-    return normalisation_cost(numel(x), b * c, a["weight"] is not None, a["bias"] is not None)
+    return _affine(a, prod(shape(a["input"])[:2]), bool(a["use_input_stats"]))
 
 
 @register_formula(aten.native_layer_norm, aten.layer_norm)
 def layer_norm(call: OpCall) -> Cost:
     """Layer norm: 6N + 4R (+N weight, +N bias), R = rows = N / prod(normalized_shape)."""
     a = bind(call)
-    x = a["input"]
-    if not is_float(x):
-        return Cost()
-    rows = numel(x) // max(prod(a["normalized_shape"]), 1)
-    return normalisation_cost(numel(x), rows, a["weight"] is not None, a["bias"] is not None)
+    return _affine(a, numel(a["input"]) // max(prod(a["normalized_shape"]), 1))
 
 
 @register_formula(aten.native_group_norm)
 def native_group_norm(call: OpCall) -> Cost:
     """Group norm: 6N + 4*B*G (+N weight, +N bias)."""
     a = bind(call)
-    x = a["input"]
-    if not is_float(x):
-        return Cost()
-    return normalisation_cost(numel(x), int(a["N"]) * int(a["group"]), a["weight"] is not None, a["bias"] is not None)
+    return _affine(a, int(a["N"]) * int(a["group"]))
 
 
 @register_formula(aten.group_norm)
 def group_norm(call: OpCall) -> Cost:
     """Group norm (composite form): 6N + 4*B*G (+N weight, +N bias)."""
     a = bind(call)
-    x = a["input"]
-    if not is_float(x):
-        return Cost()
-    return normalisation_cost(numel(x), shape(x)[0] * int(a["num_groups"]), a["weight"] is not None,
-                              a["bias"] is not None)
+    return _affine(a, shape(a["input"])[0] * int(a["num_groups"]))
 
 
 @register_formula(aten.rms_norm, aten._fused_rms_norm)
@@ -179,33 +157,31 @@ def rms_norm_backward(call: OpCall) -> Cost:
     return Cost.elementwise(flops + (2 * n if mask[1] else 0))
 
 
-def _batch_norm_backward(x, weight, training: bool, mask) -> Cost:
-    n = numel(x)
-    channels = shape(x)[1] if x.dim() > 1 else 1
-    if training:
-        return _norm_backward(n, channels, weight is not None, mask)
-    flops = (n + (n if weight is not None else 0)) if mask[0] else 0
-    flops += (4 * n if mask[1] else 0) + (n if mask[2] else 0)
-    return Cost.elementwise(flops)
+def _batch_norm_backward(name: str, training: Callable[[dict], bool]) -> Formula:
+    """A batch-norm backward formula; ``training(bound arguments)``: batch statistics (True) or running ones."""
+
+    def formula(call: OpCall) -> Cost:
+        a = bind(call)
+        x, weight = a["input"], a["weight"]
+        mask = a.get("output_mask", (True, True, True))  # cuDNN/MIOpen: no output_mask, all three grads
+        n = numel(x)
+        if training(a):
+            return _norm_backward(n, _channels(x), weight is not None, mask)
+        flops = (n + (n if weight is not None else 0)) if mask[0] else 0
+        flops += (4 * n if mask[1] else 0) + (n if mask[2] else 0)
+        return Cost.elementwise(flops)
+
+    formula.__name__ = formula.__qualname__ = name
+    formula.__doc__ = ("Batch norm backward: batch statistics as layer norm's (R = C); running statistics "
+                       "grad_input N (+N weight), grad_weight 4N, grad_bias N (per output_mask).")
+    return formula
 
 
-@register_formula(aten.native_batch_norm_backward)
-def batch_norm_backward(call: OpCall) -> Cost:
-    """Batch norm backward: training as layer norm's (R = C); eval grad_input N (+N weight), grad_weight 4N, bias N."""
-    a = bind(call)
-    return _batch_norm_backward(a["input"], a["weight"], bool(a["train"]), a["output_mask"])
-
-
-@register_formula(aten.batch_norm_backward)
-def batch_norm_backward_update(call: OpCall) -> Cost:
-    """``batch_norm_backward`` (pairs with ``_batch_norm_with_update``): as ``native_batch_norm_backward``."""
-    a = bind(call)
-    return _batch_norm_backward(a["input"], a["weight"], bool(a["update"]) or a["running_mean"] is None,
-                                a["output_mask"])
-
-
-@register_formula(aten.cudnn_batch_norm_backward, aten.miopen_batch_norm_backward)
-def cudnn_batch_norm_backward(call: OpCall) -> Cost:
-    """cuDNN/MIOpen batch norm backward (training; all three grads): 9N + 2C + N + 2N + N."""
-    a = bind(call)
-    return _batch_norm_backward(a["input"], a["weight"], True, (True, True, True))
+register_formula(aten.native_batch_norm_backward)(
+    _batch_norm_backward("batch_norm_backward", lambda a: bool(a["train"])))
+# ``batch_norm_backward`` pairs with ``_batch_norm_with_update``: batch statistics when it updated or had none running.
+register_formula(aten.batch_norm_backward)(_batch_norm_backward(
+    "batch_norm_backward_update", lambda a: bool(a["update"]) or a["running_mean"] is None))
+# cuDNN/MIOpen batch norm backward (training; all three grads): 9N + 2C + N + 2N + N.
+register_formula(aten.cudnn_batch_norm_backward, aten.miopen_batch_norm_backward)(
+    _batch_norm_backward("cudnn_batch_norm_backward", lambda a: True))
