@@ -9,7 +9,7 @@ from typing import Any, Iterable
 
 import torch
 
-from ..registry import Cost, OpCall
+from ..registry import Cost, Formula, OpCall
 
 aten = torch.ops.aten
 
@@ -112,6 +112,19 @@ def out_elements(call: OpCall) -> int:
 def per_element(call: OpCall, flops_per_element: int) -> Cost:
     """``flops_per_element`` FLOPs per floating output element."""
     return Cost.elementwise(flops_per_element * out_elements(call))
+
+
+def per_input_element(flops_per_element: int, doc: str) -> Formula:
+    """A formula charging ``flops_per_element`` FLOPs per element of ``args[0]`` (0 unless floating): backward
+    ops per grad_output element, ``col2im`` per input element. ``doc``: the formula's docstring (its derivation)."""
+
+    def formula(call: OpCall) -> Cost:
+        x = call.args[0]
+        return Cost.elementwise(flops_per_element * numel(x)) if is_float(x) else Cost()
+
+    formula.__name__ = formula.__qualname__ = f"per_input_element_{flops_per_element}"
+    formula.__doc__ = doc
+    return formula
 
 
 def scalar_is(value: Any, target: float) -> bool:

@@ -28,7 +28,7 @@ priced elsewhere (abs, add, div; tanh, sub).
 from __future__ import annotations
 
 from ..registry import Cost, OpCall, register_formula
-from ._common import bind, is_float, numel, ops, per_element, scalar_is
+from ._common import bind, ops, per_element, per_input_element, scalar_is
 from .elementwise import elementwise
 
 RELU = 1
@@ -110,11 +110,8 @@ for _cost, _names in _BACKWARD:
     register_formula(*ops(*_names))(elementwise(_cost))
 
 
-@register_formula(*ops("glu_backward"))
-def glu_backward(call: OpCall) -> Cost:
-    """GLU backward: 9 FLOPs per element of grad_output (sigmoid 4, a's grad 1, b's grad 4)."""
-    grad = call.args[0]
-    return Cost.elementwise(9 * numel(grad)) if is_float(grad) else Cost()
+register_formula(*ops("glu_backward"))(per_input_element(
+    9, "GLU backward: 9 FLOPs per element of grad_output (sigmoid 4, a's grad 1, b's grad 4)."))
 
 
 @register_formula(*ops("gelu_backward"))

@@ -14,7 +14,7 @@ A plain look-up (``embedding``, ``index_select``, ``gather``) moves data and is 
 from __future__ import annotations
 
 from ..registry import Cost, OpCall, register_formula
-from ._common import bind, first_tensor, is_float, numel, ops, scalar_is, shape
+from ._common import bind, first_tensor, is_float, numel, ops, per_input_element, scalar_is, shape
 
 
 @register_formula(*ops("_embedding_bag", "_embedding_bag_forward_only", "embedding_bag"))
@@ -92,11 +92,8 @@ def index_put(call: OpCall) -> Cost:
     return Cost.elementwise(numel(values)) if is_float(values) else Cost()
 
 
-@register_formula(*ops("col2im"))
-def col2im(call: OpCall) -> Cost:
-    """col2im (``F.fold``): overlapping patch values are summed, 1 FLOP per input element."""
-    x = call.args[0]
-    return Cost.elementwise(numel(x)) if is_float(x) else Cost()
+register_formula(*ops("col2im"))(
+    per_input_element(1, "col2im (``F.fold``): overlapping patch values are summed, 1 FLOP per input element."))
 
 
 @register_formula(*ops("embedding_renorm", inplace=True))

@@ -28,7 +28,7 @@ from __future__ import annotations
 import math
 
 from ..registry import Cost, OpCall, register_formula, register_free
-from ._common import bind, first_tensor, is_float, numel, ops, shape
+from ._common import bind, first_tensor, is_float, numel, ops, per_input_element, shape
 from .elementwise import elementwise
 
 LINEAR, BILINEAR, TRILINEAR, BICUBIC = 3, 7, 15, 31
@@ -82,13 +82,7 @@ register_formula(*ops("_upsample_bicubic2d_aa"))(_aa(4))
 
 
 def _backward(flops_per_grad: int):
-    def formula(call: OpCall) -> Cost:
-        grad = call.args[0]
-        return Cost.elementwise(flops_per_grad * numel(grad)) if is_float(grad) else Cost()
-
-    formula.__name__ = formula.__qualname__ = f"upsample_backward_{flops_per_grad}"
-    formula.__doc__ = f"Upsample backward: {flops_per_grad} FLOP(s) per grad_output element."
-    return formula
+    return per_input_element(flops_per_grad, f"Upsample backward: {flops_per_grad} FLOP(s) per grad_output element.")
 
 
 register_formula(*ops("upsample_nearest1d_backward", "upsample_nearest2d_backward", "upsample_nearest3d_backward",

@@ -13,7 +13,7 @@ Backward: max pools scatter one add per grad element; avg pools divide and sprea
 from __future__ import annotations
 
 from ..registry import Cost, OpCall, register_formula
-from ._common import bind, first_tensor, is_float, numel, ops, prod, shape
+from ._common import bind, first_tensor, is_float, numel, ops, per_input_element, prod, shape
 
 
 def _kernel(kernel_size, rank: int) -> int:
@@ -81,13 +81,10 @@ for _rank, _names in _ADAPTIVE_AVG.items():
     register_formula(*ops(f"adaptive_max_pool{_rank}d"))(_adaptive(_rank, False))
 
 
-@register_formula(*ops("max_pool2d_with_indices_backward", "max_pool3d_with_indices_backward",
-                       "adaptive_max_pool2d_backward", "adaptive_max_pool3d_backward",
-                       "fractional_max_pool2d_backward", "fractional_max_pool3d_backward"))
-def max_pool_backward(call: OpCall) -> Cost:
-    """Max-pool backward: one add per grad_output element (scattered to the argmax)."""
-    grad = call.args[0]
-    return Cost.elementwise(numel(grad)) if is_float(grad) else Cost()
+register_formula(*ops("max_pool2d_with_indices_backward", "max_pool3d_with_indices_backward",
+                      "adaptive_max_pool2d_backward", "adaptive_max_pool3d_backward",
+                      "fractional_max_pool2d_backward", "fractional_max_pool3d_backward"))(
+    per_input_element(1, "Max-pool backward: one add per grad_output element (scattered to the argmax)."))
 
 
 def _avg_backward(rank: int):

@@ -7,8 +7,8 @@ softmax whose fully-masked rows are set to 0 (a free select).
 """
 from __future__ import annotations
 
-from ..registry import Cost, OpCall, register_formula
-from ._common import is_float, numel, ops
+from ..registry import register_formula
+from ._common import ops, per_input_element
 from .elementwise import elementwise
 
 SOFTMAX = 5
@@ -18,8 +18,6 @@ register_formula(*ops("_softmax", "_safe_softmax", "softmax", "_log_softmax", "l
                       "special_softmax", "special_log_softmax", "_masked_softmax"))(elementwise(SOFTMAX))
 
 
-@register_formula(*ops("_softmax_backward_data", "_log_softmax_backward_data", "_masked_softmax_backward"))
-def softmax_backward(call: OpCall) -> Cost:
-    """Softmax backward y*(g - sum(g*y)) and log-softmax backward g - exp(y)*sum(g): 4 FLOPs per element."""
-    grad = call.args[0]
-    return Cost.elementwise(SOFTMAX_BACKWARD * numel(grad)) if is_float(grad) else Cost()
+register_formula(*ops("_softmax_backward_data", "_log_softmax_backward_data", "_masked_softmax_backward"))(
+    per_input_element(SOFTMAX_BACKWARD, "Softmax backward y*(g - sum(g*y)) and log-softmax backward "
+                                        "g - exp(y)*sum(g): 4 FLOPs per element."))
