@@ -34,7 +34,7 @@ from __future__ import annotations
 
 from fractions import Fraction
 
-from ..registry import Cost, OpCall, register_formula, register_free
+from ..registry import Cost, Formula, OpCall, register_formula, register_free
 from ._common import bind, ops, prod, shape
 
 
@@ -57,6 +57,18 @@ def _columns(b, left: bool = True) -> int:
     return shape(b)[-1] if left else shape(b)[-2]
 
 
+def _cubic(c: Fraction | int, name: str, doc: str) -> Formula:
+    """A formula of ``c * n^3`` FLOPs per n x n matrix of ``args[0]``; ``doc`` is its docstring (its source)."""
+
+    def formula(call: OpCall) -> Cost:
+        a = call.args[0]
+        return _flops(a, c * shape(a)[-1] ** 3)
+
+    formula.__name__ = formula.__qualname__ = name
+    formula.__doc__ = doc
+    return formula
+
+
 def getrf(m: int, n: int) -> Fraction:
     m, n = max(m, n), min(m, n)
     return Fraction(m * n * n) - Fraction(n ** 3, 3)
@@ -71,12 +83,8 @@ def orgqr(m: int, n: int, k: int) -> Fraction:
     return Fraction(4 * m * n * k) - 2 * (m + n) * k * k + Fraction(4 * k ** 3, 3)
 
 
-@register_formula(*ops("linalg_cholesky_ex", "cholesky", "linalg_cholesky", "linalg_ldl_factor_ex"))
-def cholesky(call: OpCall) -> Cost:
-    """Cholesky (potrf) / LDL^T: n^3 / 3 FLOPs per matrix."""
-    a = call.args[0]
-    n = shape(a)[-1]
-    return _flops(a, Fraction(n ** 3, 3))
+register_formula(*ops("linalg_cholesky_ex", "cholesky", "linalg_cholesky", "linalg_ldl_factor_ex"))(
+    _cubic(Fraction(1, 3), "cholesky", "Cholesky (potrf) / LDL^T: n^3 / 3 FLOPs per matrix."))
 
 
 @register_formula(*ops("linalg_lu_factor_ex", "linalg_lu_factor", "linalg_lu", "_linalg_det", "_linalg_slogdet"))
@@ -128,18 +136,10 @@ def cholesky_solve(call: OpCall) -> Cost:
     return _flops(a["input2"], 2 * n * n * _columns(a["self"]))
 
 
-@register_formula(*ops("linalg_inv_ex", "linalg_inv", "inverse"))
-def inverse(call: OpCall) -> Cost:
-    """Inverse (getrf + getri): 2 n^3 FLOPs."""
-    a = call.args[0]
-    return _flops(a, 2 * shape(a)[-1] ** 3)
-
-
-@register_formula(*ops("cholesky_inverse"))
-def cholesky_inverse(call: OpCall) -> Cost:
-    """Inverse from a Cholesky factor (potri): 2 n^3 / 3 FLOPs."""
-    a = call.args[0]
-    return _flops(a, Fraction(2 * shape(a)[-1] ** 3, 3))
+register_formula(*ops("linalg_inv_ex", "linalg_inv", "inverse"))(
+    _cubic(2, "inverse", "Inverse (getrf + getri): 2 n^3 FLOPs."))
+register_formula(*ops("cholesky_inverse"))(
+    _cubic(Fraction(2, 3), "cholesky_inverse", "Inverse from a Cholesky factor (potri): 2 n^3 / 3 FLOPs."))
 
 
 @register_formula(*ops("linalg_qr"))
@@ -190,18 +190,10 @@ def eigh(call: OpCall) -> Cost:
     return _flops(matrix, 9 * n ** 3 if vectors else Fraction(4 * n ** 3, 3))
 
 
-@register_formula(*ops("linalg_eig"))
-def eig(call: OpCall) -> Cost:
-    """General eigendecomposition (Hessenberg QR): 25 n^3 FLOPs with vectors."""
-    a = call.args[0]
-    return _flops(a, 25 * shape(a)[-1] ** 3)
-
-
-@register_formula(*ops("linalg_eigvals"))
-def eigvals(call: OpCall) -> Cost:
-    """General eigenvalues only (Hessenberg QR): 10 n^3 FLOPs."""
-    a = call.args[0]
-    return _flops(a, 10 * shape(a)[-1] ** 3)
+register_formula(*ops("linalg_eig"))(
+    _cubic(25, "eig", "General eigendecomposition (Hessenberg QR): 25 n^3 FLOPs with vectors."))
+register_formula(*ops("linalg_eigvals"))(
+    _cubic(10, "eigvals", "General eigenvalues only (Hessenberg QR): 10 n^3 FLOPs."))
 
 
 def svd_flops(m: int, n: int, vectors: bool, full: bool) -> Fraction:
