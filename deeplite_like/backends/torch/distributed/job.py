@@ -50,6 +50,11 @@ class RankProfile:
     step_time_s: float | None = None
 
 
+def _total(name: str) -> property:
+    """A read-only ``JobProfile`` figure: the sum over its ranks of ``RankProfile.<name>`` (an int)."""
+    return property(lambda self: sum(getattr(r, name) for r in self.ranks), doc=f"The ranks' ``{name}``, summed.")
+
+
 @dataclass
 class JobProfile:
     """Per-rank rows and whole-job figures of one counted step.
@@ -65,37 +70,17 @@ class JobProfile:
     ranks: list[RankProfile]
     peak_flops: float | None = None
 
-    @property
-    def total_macs(self) -> int:
-        return sum(r.macs for r in self.ranks)
-
-    @property
-    def total_flops(self) -> int:
-        return sum(r.flops for r in self.ranks)
-
-    @property
-    def logical_macs(self) -> int:
-        return sum(r.logical_macs for r in self.ranks)
-
-    @property
-    def logical_flops(self) -> int:
-        return sum(r.logical_flops for r in self.ranks)
+    total_macs = _total("macs")
+    total_flops = _total("flops")
+    logical_macs = _total("logical_macs")
+    logical_flops = _total("logical_flops")
+    held_params = _total("params")
+    comm_payload_bytes = _total("comm_payload_bytes")
+    comm_bus_bytes = _total("comm_bus_bytes")
 
     @property
     def unsharded_params(self) -> int:
         return self.ranks[0].unsharded_params
-
-    @property
-    def held_params(self) -> int:
-        return sum(r.params for r in self.ranks)
-
-    @property
-    def comm_payload_bytes(self) -> int:
-        return sum(r.comm_payload_bytes for r in self.ranks)
-
-    @property
-    def comm_bus_bytes(self) -> int:
-        return sum(r.comm_bus_bytes for r in self.ranks)
 
     @property
     def imbalance(self) -> float:
