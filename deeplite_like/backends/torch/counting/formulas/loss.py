@@ -27,7 +27,7 @@ state + 3 per log-prob), with their backward.
 """
 from __future__ import annotations
 
-from ..registry import Cost, OpCall, register_formula
+from ..registry import Cost, Formula, OpCall, register_formula
 from ._common import bind, is_float, numel, ops
 
 _NONE, _MEAN, _SUM = 0, 1, 2
@@ -59,15 +59,25 @@ register_formula(*ops("binary_cross_entropy"))(_pointwise_loss(8))
 register_formula(*ops("binary_cross_entropy_with_logits"))(_pointwise_loss(7))
 
 
-@register_formula(*ops("nll_loss_forward", "nll_loss2d_forward", "nll_loss", "nll_loss2d", "nll_loss_nd"))
-def nll_loss(call: OpCall) -> Cost:
-    """NLL loss: B = numel(target) picked values summed (B), +B with class weights, +1 for the mean."""
-    a = bind(call)
-    if not is_float(a["self"]):
-        return Cost()
-    b = numel(a["target"])
-    reduction = int(a.get("reduction", _MEAN))
-    return Cost.elementwise(b + (b if a.get("weight") is not None else 0) + (1 if reduction == _MEAN else 0))
+def _nll_loss(backward: bool, doc: str) -> Formula:
+    """NLL loss and its backward: B = numel(target) values (B), +B with class weights, + the mean's divide
+    (1 forward, B backward); ``doc`` is the formula's docstring."""
+
+    def formula(call: OpCall) -> Cost:
+        a = bind(call)
+        if not is_float(a["self"]):
+            return Cost()
+        b = numel(a["target"])
+        mean = (b if backward else 1) if int(a.get("reduction", _MEAN)) == _MEAN else 0
+        return Cost.elementwise(b + (b if a.get("weight") is not None else 0) + mean)
+
+    formula.__name__ = formula.__qualname__ = "nll_loss_backward" if backward else "nll_loss"
+    formula.__doc__ = doc
+    return formula
+
+
+register_formula(*ops("nll_loss_forward", "nll_loss2d_forward", "nll_loss", "nll_loss2d", "nll_loss_nd"))(_nll_loss(
+    False, "NLL loss: B = numel(target) picked values summed (B), +B with class weights, +1 for the mean."))
 
 
 def _pointwise_loss_backward(per_element: int):
@@ -85,21 +95,15 @@ def _pointwise_loss_backward(per_element: int):
     return formula
 
 
-register_formula(*ops("mse_loss_backward"))(_pointwise_loss_backward(3))
+# multi_margin_loss_backward: 3 FLOPs per (sample, class) (+1 weight, +1 for the mean's divide).
+register_formula(*ops("mse_loss_backward", "multi_margin_loss_backward"))(_pointwise_loss_backward(3))
 register_formula(*ops("smooth_l1_loss_backward", "huber_loss_backward",
                       "soft_margin_loss_backward"))(_pointwise_loss_backward(4))
 register_formula(*ops("binary_cross_entropy_backward"))(_pointwise_loss_backward(5))
 
 
-@register_formula(*ops("nll_loss_backward", "nll_loss2d_backward"))
-def nll_loss_backward(call: OpCall) -> Cost:
-    """NLL backward: -w*g written to B = numel(target) positions: B (+B weight) (+B for the mean's divide)."""
-    a = bind(call)
-    if not is_float(a["self"]):
-        return Cost()
-    b = numel(a["target"])
-    reduction = int(a.get("reduction", _MEAN))
-    return Cost.elementwise(b + (b if a.get("weight") is not None else 0) + (b if reduction == _MEAN else 0))
+register_formula(*ops("nll_loss_backward", "nll_loss2d_backward"))(_nll_loss(
+    True, "NLL backward: -w*g written to B = numel(target) positions: B (+B weight) (+B for the mean's divide)."))
 
 
 @register_formula(*ops("multi_margin_loss"))
@@ -113,18 +117,6 @@ def multi_margin_loss(call: OpCall) -> Cost:
     n = numel(x)
     per = 3 + (0 if a.get("p", 1) == 1 else 1) + (1 if a.get("weight") is not None else 0)
     return Cost.elementwise(per * n + _reduce(n, a.get("reduction", _MEAN)))
-
-
-@register_formula(*ops("multi_margin_loss_backward"))
-def multi_margin_loss_backward(call: OpCall) -> Cost:
-    """Multi-class hinge backward: 3 FLOPs per (sample, class) (+1 weight, +1 for the mean's divide)."""
-    a = bind(call)
-    x = a["self"]
-    if not is_float(x):
-        return Cost()
-    n = numel(x)
-    extra = (n if a.get("weight") is not None else 0) + (n if int(a.get("reduction", _MEAN)) == _MEAN else 0)
-    return Cost.elementwise(3 * n + extra)
 
 
 def _ctc_states(a: dict) -> int:
