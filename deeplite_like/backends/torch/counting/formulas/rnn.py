@@ -46,13 +46,17 @@ def recurrent_layer_cost(mode: int, rows: int, input_size: int, hidden: int, bia
     return Cost.contraction(macs, flops)
 
 
+def _rows(x) -> tuple[int, int]:
+    """(rows, input size) of a recurrent input (..., I): rows = its input vectors (time x batch)."""
+    input_size = shape(x)[-1]
+    return numel(x) // max(input_size, 1), input_size
+
+
 @register_formula(*ops("mkldnn_rnn_layer"))
 def mkldnn_rnn_layer(call: OpCall) -> Cost:
     """oneDNN recurrent layer (CPU LSTM): ``recurrent_layer_cost`` = its decomposition's cost."""
     a = bind(call)
-    x = a["input"]
-    input_size = shape(x)[-1]
-    rows = numel(x) // max(input_size, 1)
+    rows, input_size = _rows(a["input"])
     return recurrent_layer_cost(int(a["mode"]), rows, input_size, int(a["hidden_size"]), bool(a["has_biases"]))
 
 
@@ -68,11 +72,19 @@ def recurrent_layer_backward_cost(mode: int, rows: int, input_size: int, hidden:
 def mkldnn_rnn_layer_backward(call: OpCall) -> Cost:
     """oneDNN recurrent layer backward: ``recurrent_layer_backward_cost`` (all gradients)."""
     a = bind(call)
-    x = a["input"]
-    input_size = shape(x)[-1]
-    rows = numel(x) // max(input_size, 1)
+    rows, input_size = _rows(a["input"])
     return recurrent_layer_backward_cost(int(a["mode"]), rows, input_size, int(a["hidden_size"]),
                                          bool(a["has_biases"]))
+
+
+def _cudnn_stack(a: dict) -> tuple[int, int, int, bool, int, int, list[int]]:
+    """(mode, rows, hidden, biases, proj, directions, each layer's input size) of a cuDNN/MIOpen RNN call."""
+    rows, input_size = _rows(a["input"])
+    hidden, proj = int(a["hidden_size"]), int(a.get("proj_size") or 0)
+    directions = 2 if a["bidirectional"] else 1
+    biases = int(a["weight_stride0"]) - (1 if proj else 0) == 4
+    inputs = [input_size if layer == 0 else (proj or hidden) * directions for layer in range(int(a["num_layers"]))]
+    return int(a["mode"]), rows, hidden, biases, proj, directions, inputs
 
 
 @register_formula(*ops("_cudnn_rnn", "miopen_rnn"))
@@ -80,21 +92,13 @@ def cudnn_rnn(call: OpCall) -> Cost:
     """cuDNN/MIOpen multi-layer RNN in one op: the sum of ``recurrent_layer_cost`` over layers and
     directions, + 2 FLOPs per element of each non-last layer's output for inter-layer dropout."""
     a = bind(call)
-    x = a["input"]
-    input_size = shape(x)[-1]
-    rows = numel(x) // max(input_size, 1)
-    mode, hidden, layers = int(a["mode"]), int(a["hidden_size"]), int(a["num_layers"])
-    proj = int(a.get("proj_size") or 0)
-    directions = 2 if a["bidirectional"] else 1
-    biases = int(a["weight_stride0"]) - (1 if proj else 0) == 4
-    out_features = (proj or hidden) * directions
+    mode, rows, hidden, biases, proj, directions, inputs = _cudnn_stack(a)
     cost = Cost()
-    for layer in range(layers):
-        layer_in = input_size if layer == 0 else out_features
+    for layer, layer_in in enumerate(inputs):
         for _ in range(directions):
             cost = cost + recurrent_layer_cost(mode, rows, layer_in, hidden, biases, proj)
-        if layer < layers - 1 and a["train"] and float(a["dropout"] or 0.0) > 0.0:
-            cost = cost + Cost.elementwise(2 * rows * out_features)
+        if layer < len(inputs) - 1 and a["train"] and float(a["dropout"] or 0.0) > 0.0:
+            cost = cost + Cost.elementwise(2 * rows * (proj or hidden) * directions)
     return cost
 
 
@@ -119,17 +123,9 @@ def fused_gru_cell(call: OpCall) -> Cost:
 @register_formula(*ops("_cudnn_rnn_backward"))
 def cudnn_rnn_backward(call: OpCall) -> Cost:
     """cuDNN multi-layer RNN backward: ``recurrent_layer_backward_cost`` summed over layers and directions."""
-    a = bind(call)
-    x = a["input"]
-    input_size = shape(x)[-1]
-    rows = numel(x) // max(input_size, 1)
-    mode, hidden, layers = int(a["mode"]), int(a["hidden_size"]), int(a["num_layers"])
-    proj = int(a.get("proj_size") or 0)
-    directions = 2 if a["bidirectional"] else 1
-    biases = int(a["weight_stride0"]) - (1 if proj else 0) == 4
+    mode, rows, hidden, biases, _, directions, inputs = _cudnn_stack(bind(call))
     cost = Cost()
-    for layer in range(layers):
-        layer_in = input_size if layer == 0 else (proj or hidden) * directions
+    for layer_in in inputs:
         for _ in range(directions):
             cost = cost + recurrent_layer_backward_cost(mode, rows, layer_in, hidden, biases)
     return cost
