@@ -24,7 +24,7 @@ multiply 1 per score, and for GQA the sums of dK, dV over repeated heads BH*Lk*(
 """
 from __future__ import annotations
 
-from ..registry import Cost, CountOptions, OpCall, register_formula
+from ..registry import Cost, CountOptions, Formula, OpCall, register_formula
 from ._common import aten, bind, ops, prod, shape
 from .activation import GELU, RELU
 from .matmul import linear_cost
@@ -66,39 +66,29 @@ def attention_backward_cost(bh: int, lq: int, lk: int, e: int, ev: int, *, gqa: 
     return Cost.contraction(2 * (qk + pv), flops)
 
 
-def _sdpa(call: OpCall, mask_name: str | None) -> Cost:
-    a = bind(call)
-    bh, lq, lk, e, ev, _ = _dims(a["query"], a["key"], a["value"])
-    masked = mask_name is not None and a.get(mask_name) is not None
-    return attention_cost(bh, lq, lk, e, ev, masked=masked, causal=bool(a.get("is_causal")),
-                          dropout=float(a.get("dropout_p") or 0.0) > 0.0, options=call.options)
+def _sdpa(mask_name: str | None) -> Formula:
+    """The formula of an SDPA kernel whose mask argument is ``mask_name`` (None: it takes no mask)."""
+
+    def formula(call: OpCall) -> Cost:
+        a = bind(call)
+        bh, lq, lk, e, ev, _ = _dims(a["query"], a["key"], a["value"])
+        masked = mask_name is not None and a.get(mask_name) is not None
+        return attention_cost(bh, lq, lk, e, ev, masked=masked, causal=bool(a.get("is_causal")),
+                              dropout=float(a.get("dropout_p") or 0.0) > 0.0, options=call.options)
+
+    formula.__name__ = formula.__qualname__ = f"sdpa_{mask_name or 'no_mask'}"
+    formula.__doc__ = "SDPA: QK^T + PV MACs; scale, mask, softmax (5), dropout FLOPs (as the math reference)."
+    return formula
 
 
-@register_formula(aten._scaled_dot_product_flash_attention_for_cpu, aten._scaled_dot_product_attention_math,
-                  aten.scaled_dot_product_attention)
-def sdpa_cpu(call: OpCall) -> Cost:
-    """SDPA (CPU flash kernel, math, composite): QK^T + PV MACs; scale, mask, softmax (5), dropout FLOPs."""
-    return _sdpa(call, "attn_mask")
-
-
-@register_formula(aten._scaled_dot_product_flash_attention)
-def sdpa_flash(call: OpCall) -> Cost:
-    """SDPA, CUDA flash kernel (no mask argument): as ``_scaled_dot_product_flash_attention_for_cpu``."""
-    return _sdpa(call, None)
-
-
-@register_formula(aten._scaled_dot_product_efficient_attention, aten._scaled_dot_product_cudnn_attention,
-                  aten._scaled_dot_product_fused_attention_overrideable)
-def sdpa_with_bias(call: OpCall) -> Cost:
-    """SDPA, memory-efficient / cuDNN / overrideable kernels (mask as ``attn_bias``): as the CPU kernel."""
-    return _sdpa(call, "attn_bias")
-
-
-def _sdpa_backward(call: OpCall) -> Cost:
-    a = bind(call)
-    bh, lq, lk, e, ev, ratio = _dims(a["query"], a["key"], a["value"])
-    return attention_backward_cost(bh, lq, lk, e, ev, gqa=ratio > 1, causal=bool(a.get("is_causal")),
-                                   dropout=float(a.get("dropout_p") or 0.0) > 0.0, options=call.options)
+# CPU flash kernel, math, composite.
+register_formula(aten._scaled_dot_product_flash_attention_for_cpu, aten._scaled_dot_product_attention_math,
+                 aten.scaled_dot_product_attention)(_sdpa("attn_mask"))
+# CUDA flash kernel (no mask argument): as ``_scaled_dot_product_flash_attention_for_cpu``.
+register_formula(aten._scaled_dot_product_flash_attention)(_sdpa(None))
+# Memory-efficient / cuDNN / overrideable kernels (mask as ``attn_bias``): as the CPU kernel.
+register_formula(aten._scaled_dot_product_efficient_attention, aten._scaled_dot_product_cudnn_attention,
+                 aten._scaled_dot_product_fused_attention_overrideable)(_sdpa("attn_bias"))
 
 
 @register_formula(*ops("_scaled_dot_product_flash_attention_for_cpu_backward",
@@ -108,7 +98,10 @@ def _sdpa_backward(call: OpCall) -> Cost:
                        "_scaled_dot_product_fused_attention_overrideable_backward"))
 def sdpa_backward(call: OpCall) -> Cost:
     """SDPA backward: 2*(QK + PV) MACs; softmax backward 4/score, scale grads, dropout, GQA head sums."""
-    return _sdpa_backward(call)
+    a = bind(call)
+    bh, lq, lk, e, ev, ratio = _dims(a["query"], a["key"], a["value"])
+    return attention_backward_cost(bh, lq, lk, e, ev, gqa=ratio > 1, causal=bool(a.get("is_causal")),
+                                   dropout=float(a.get("dropout_p") or 0.0) > 0.0, options=call.options)
 
 
 def mha_cost(batch: int, lq: int, lk: int, embed: int, heads: int, *, in_bias: bool, out_bias: bool,
