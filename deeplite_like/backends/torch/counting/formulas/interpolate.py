@@ -53,24 +53,26 @@ def _aa_taps(size_in: int, size_out: int, interp_size: int, align_corners: bool,
     return 2 * math.ceil(support) + 1
 
 
+def _aa_passes(a: dict, size_in, target: tuple[int, ...], interp_size: int) -> Cost:
+    """The separable passes resizing ``size_in`` to ``target``: (2*taps - 1) FLOPs per element of each output."""
+    current = list(size_in)
+    flops = 0
+    # horizontal pass first, as the kernel does
+    for dim, scale in ((-1, a.get("scales_w")), (-2, a.get("scales_h"))):
+        if current[dim] == target[dim]:
+            continue
+        taps = _aa_taps(current[dim], target[dim], interp_size, bool(a["align_corners"]), scale)
+        current[dim] = target[dim]
+        flops += (2 * taps - 1) * math.prod(current)
+    return Cost.elementwise(flops)
+
+
 def _aa(interp_size: int):
     def formula(call: OpCall) -> Cost:
         a = bind(call)
         x = a.get("self", a.get("input"))
         out = first_tensor(call.out)
-        if not is_float(out):
-            return Cost()
-        current = list(shape(x))
-        target = shape(out)
-        scales = (a.get("scales_h"), a.get("scales_w"))
-        flops = 0
-        for dim in (-1, -2):  # horizontal pass first, as the kernel does
-            if current[dim] == target[dim]:
-                continue
-            taps = _aa_taps(current[dim], target[dim], interp_size, bool(a["align_corners"]), scales[dim + 2])
-            current[dim] = target[dim]
-            flops += (2 * taps - 1) * math.prod(current)
-        return Cost.elementwise(flops)
+        return _aa_passes(a, shape(x), shape(out), interp_size) if is_float(out) else Cost()
 
     formula.__name__ = formula.__qualname__ = f"upsample_aa_{interp_size}"
     formula.__doc__ = "Anti-aliased resize: separable passes, (2*taps - 1) FLOPs per element of each pass's output."
@@ -101,16 +103,7 @@ def upsample_aa_backward(call: OpCall) -> Cost:
     grad = a["grad_output"]
     if not is_float(grad):
         return Cost()
-    interp = 2 if "bilinear" in call.name else 4
-    current, target = list(a["input_size"]), shape(grad)
-    flops = 0
-    for dim, scale in ((-1, a.get("scales_w")), (-2, a.get("scales_h"))):
-        if current[dim] == target[dim]:
-            continue
-        taps = _aa_taps(current[dim], target[dim], interp, bool(a["align_corners"]), scale)
-        current[dim] = target[dim]
-        flops += (2 * taps - 1) * math.prod(current)
-    return Cost.elementwise(flops)
+    return _aa_passes(a, a["input_size"], shape(grad), 2 if "bilinear" in call.name else 4)
 
 
 _GRID = {0: BILINEAR, 1: 0, 2: BICUBIC}  # interpolation_mode: bilinear, nearest, bicubic
