@@ -143,3 +143,31 @@ def test_get_model_profile_on_meta_takes_the_real_branch_too():
                                               kwargs={"position_ids": packed}, meta=True, print_profile=False)
     assert (profile.macs, profile.flops) == (1_280, 2_720)  # both Linears, as in the packed case above
     assert profile.module("second").macs == 640
+
+
+def test_tensors_made_in_the_forward_land_on_meta_with_their_values():
+    from torch.overrides import _get_current_function_mode_stack
+
+    class Model(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = nn.Linear(8, 8)
+
+        def forward(self, x):
+            self.modes = len(_get_current_function_mode_stack())
+            keep = torch.tensor([0, 2, 3])  # torch.tensor(data): on meta, with its values
+            steps = torch.arange(x.shape[1])  # a factory with no device: on meta, with its values
+            self.devices = (keep.device.type, steps.device.type, torch.zeros(2).device.type)
+            if int(keep.sum()) == 5 and int(steps[-1]) == 4:  # the branch a real run takes
+                x = x[:, keep]  # (2, 3, 8)
+            return self.fc(x) * torch.ones(1) + torch.zeros(8)
+
+    x = torch.randn(2, 5, 8)
+    model = Model()
+    real = count_ops(model, x)
+    assert model.devices == ("cpu", "cpu", "cpu")
+    meta = count_ops(model, x, meta=True)
+    assert model.devices == ("meta", "meta", "meta")
+    # fc on the kept rows: 2 * 3 rows * 8 * 8 = 384 MACs; (* ones, + zeros) 2*3*8 FLOPs each
+    assert real.macs == meta.macs == 384 and real.flops == meta.flops
+    assert model.modes == 0  # no function mode (torch.device("meta")) taxes every torch call of the forward

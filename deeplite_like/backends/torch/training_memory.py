@@ -153,6 +153,7 @@ def estimate_training_memory(
         mode = counting_mode(CountOptions(), track_backward=True, meta=meta)
         tracker = StepTracker(params_full + buffers_bytes + input_bytes, external, mode)
         if meta:
+            mode.values.made_on_meta = False  # (tensors made from nothing stay where torch puts them)
             for real, moved in zip(originals, tensor_leaves((inputs, kwargs, target))):
                 mode.values.seed(moved, real)
             for name, buffer in real_buffers.items():

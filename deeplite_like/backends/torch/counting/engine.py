@@ -162,8 +162,6 @@ def observe(model: torch.nn.Module, args: tuple, kwargs: dict, *, backward: bool
         cleanup.callback(mode.detach)
         # Nested inputs run only through the fused transformer kernels: keep them (they price per sequence).
         mode.attach(modules, unfuse=unfuse and not any(t.is_nested for t in inputs))
-        if on_meta:  # tensors the forward creates without a device land on meta too
-            cleanup.enter_context(torch.device("meta"))
         if backward or grad is not None:
             cleanup.enter_context(torch.set_grad_enabled(True if backward else grad))
         cleanup.enter_context(mode)

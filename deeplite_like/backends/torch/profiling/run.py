@@ -53,7 +53,7 @@ class ProfileRun:
     def forward(self) -> Any:
         with torch.enable_grad() if self.backward else torch.no_grad():
             if self.on_meta:
-                with torch.device("meta"), swapped_tensors(self.model, self.copies):
+                with swapped_tensors(self.model, self.copies):  # (factories make meta tensors: MetaValues)
                     return call_entry(self.model, self.func_name, self.args, self.kwargs, self.mode)
             return call_entry(self.model, self.func_name, self.args, self.kwargs, self.mode)
 
