@@ -71,3 +71,48 @@ def test_the_torch_backend_gives_the_hand_derived_numbers(child):
     #   (the graph simulation on TensorFlow gives the same, tests/keras/test_memory.py)
     assert child["values"] == {"macs": 384, "flops": 840, "total_params": 212, "trainable_params": 144,
                                "model_size": 848, "peak_activation_memory": 320, "memory_footprint": 848 + 320}
+
+
+SHARED_CHILD = r"""
+import json
+import numpy as np
+import keras
+from deeplite_like.backends.keras import KerasProfiler
+from deeplite_like.backends.keras.functions import ComputeComplexity, ComputeLayerwiseSummary, ComputeMemory
+
+
+class CountedDense(keras.layers.Dense):
+    calls = 0
+
+    def call(self, x):
+        CountedDense.calls += 1
+        return super().call(x)
+
+
+model = keras.Sequential([keras.Input((8,)), CountedDense(16, activation="relu", name="fc1"),
+                          keras.layers.Dense(4, name="fc2")])
+x = np.ones((2, 8), "float32")
+model(x)
+profiler = KerasProfiler(model, {"test": [(x, np.zeros(2))]}, register_defaults=False)
+for function in (ComputeComplexity, ComputeLayerwiseSummary, ComputeMemory):
+    profiler.register_default_function(function())
+CountedDense.calls = 0
+profiler.compute_network_status(batch_size=2)
+status = profiler.status_to_dict()
+print(json.dumps({"calls": CountedDense.calls, "macs": status["macs"], "peak": status["peak_activation_memory"],
+                  "peak_at": profiler.get_status("peak_activation_memory").details["peak_at"]}))
+"""
+
+
+def test_macs_layers_and_memory_share_one_recorded_forward_on_torch():
+    env = {**os.environ, "KERAS_BACKEND": "torch", "PYTHONPATH": str(REPO)}
+    result = subprocess.run([sys.executable, "-c", SHARED_CHILD], cwd=REPO, env=env, capture_output=True, text=True,
+                            timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    child = json.loads(result.stdout.strip().splitlines()[-1])
+    # One forward for the three keys (two before: memory ran its own), with the numbers derived above:
+    # 384 MACs; peak 320 B = x 64 B + fc1's matmul output and bias add, 2x16 fp32 = 128 B each,
+    # reached inside fc1 (the recorded layer running names the peak; it was '' before).
+    assert child["calls"] == 1
+    assert child["macs"] == 384 and child["peak"] == 320
+    assert child["peak_at"] == "aten.add.Tensor in 'fc1'"

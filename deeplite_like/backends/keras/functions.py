@@ -18,7 +18,7 @@ from deeplite_like.data import ForwardPass
 from deeplite_like.functions import ProfilerFunction
 from deeplite_like.metrics import (ExecutionTime, Flops, LayerwiseSummary, Macs, MemoryFootprint, ModelSize,
                                    PeakActivationMemory, Throughput, TotalParams, TrainableParams)
-from deeplite_like.observations import observed
+from deeplite_like.observations import observed, sharing
 from deeplite_like.status import Detailed
 from deeplite_like.timing_values import META_NOT_TIMED, not_measured, timing_values
 
@@ -39,15 +39,17 @@ class KerasPeakActivationMemory(PeakActivationMemory):
 
 
 def _observed(model: Any, data_splits: Mapping[str, Any], forward_pass: ForwardPass, split: str | None,
-              batch_size: int, training: bool, causal_half: bool) -> Any:
+              batch_size: int, training: bool, causal_half: bool = False, memory: bool = False) -> Any:
     """One recorded forward of the split's input (``counting.engine.observe``), shared in a status computation
-    (``deeplite_like.observations``) by MACs/FLOPs and the layer table; the model is left as found."""
+    (``deeplite_like.observations``) by MACs/FLOPs, the layer table and, on Keras' torch backend, peak
+    memory (shared, it measures memory whoever asks first); the model is left as found."""
     from deeplite_like.backends.keras.counting.engine import observe
     from deeplite_like.backends.keras.counting.inputs import prepare_inputs
 
     def make() -> Any:
         inputs, batch = prepare_inputs(model, model_inputs(data_splits, forward_pass, split, batch_size), None, keras)
-        return observe(model, inputs, batch, training=training, causal_half=causal_half)
+        return observe(model, inputs, batch, training=training, causal_half=causal_half,
+                       memory=(memory or sharing()) and keras.config.backend() == "torch")
 
     return observed(("keras", id(model), split, batch_size, bool(training), bool(causal_half)), make)
 
@@ -147,8 +149,11 @@ class ComputeMemory(ProfilerFunction):
         if reason is not None:
             return {key.NAME: Detailed(None, {"not_measured": reason, "batch_size": batch_size})
                     for key in (KerasPeakActivationMemory, MemoryFootprint)}
-        inputs = model_inputs(data_splits, forward_pass, split, batch_size)
-        memory = peak_activation_memory(model, inputs, training=training)
+        if keras.config.backend() == "torch":  # the recorded forward's (shared with MACs and the layer table)
+            memory = _observed(model, data_splits, forward_pass, split, batch_size, training, memory=True).memory
+        else:  # TensorFlow: a simulation of the traced graph, no forward to share
+            memory = peak_activation_memory(model, model_inputs(data_splits, forward_pass, split, batch_size),
+                                            training=training)
         stats = parameter_stats(model)
         peak = int(memory.peak_bytes)
         param_bytes, buffer_bytes = (stats.param_bytes, stats.buffer_bytes) if include_weights else (0, 0)

@@ -18,6 +18,7 @@ from deeplite_like.opcount import OpCount, parent_names, roll_up_containers
 from .._tf import import_keras
 from ..messages import keras_message
 from ..state import preserved_model_state
+from ..tensors import to_backend
 from . import formulas as _formulas  # noqa: F401  (importing the package fills the formula table)
 from .errors import ForwardError, UntrackedLayerWarning
 from .inputs import expected_inputs_text, prepare_inputs
@@ -102,22 +103,25 @@ class Observation:
 
     recorder: LayerRecorder
     counts: OpCount
+    memory: Any = None  # on Keras' torch backend when asked: the forward's ``memory.MemoryStats``
 
 
 def observe(model: Any, inputs: Any, batch: int | None, *, training: bool, causal_half: bool = False,
-            on_failure: FailureHandler | None = None) -> Observation:
+            on_failure: FailureHandler | None = None, memory: bool = False) -> Observation:
     """One real forward with every layer call recorded and priced: ``count_ops``' counts and the
-    layer table's shapes both come from it (the profiler's functions share one per status).
+    layer table's shapes both come from it, and on Keras' torch backend with ``memory`` its peak
+    memory (the profiler's functions share one per status).
 
     ``on_failure``: by default a failing forward raises ``ForwardError`` naming the layer.
     """
     handler = on_failure or (lambda exc, rec: _forward_error(model, exc, rec))
-    recorder = run_recorded(model, inputs, training=bool(training), on_failure=handler, tap_ops=True)
+    recorder = run_recorded(model, inputs, training=bool(training), on_failure=handler, tap_ops=True,
+                            memory_batch=batch or 1 if memory else None)
     result = price(recorder.records, CountOptions(training=bool(training), causal_half=bool(causal_half)),
                    recorder.own_ops)
     roll_up_containers(result.by_module, parent_names(name for name, _ in named_layers(model)))
     result.batch_size = batch
-    return Observation(recorder, result)
+    return Observation(recorder, result, recorder.memory)
 
 
 def warn_if_untracked(result: OpCount, stacklevel: int = 1) -> None:
@@ -135,12 +139,14 @@ FailureHandler = Callable[[Exception, "LayerRecorder | None"], BaseException]
 
 
 def run_recorded(model: Any, inputs: Any, *, training: bool, on_failure: FailureHandler,
-                 tap_ops: bool = False) -> LayerRecorder:
+                 tap_ops: bool = False, memory_batch: int | None = None) -> LayerRecorder:
     """One real forward ``model(inputs, training=training)`` with every layer call recorded.
 
     ``tap_ops=True`` also prices the framework operators each call runs itself
     (``own_ops.py``): ``recorder.own_ops`` is then an ``OpTap`` (``None`` on a backend with no
-    operator hook, JAX).
+    operator hook, JAX). ``memory_batch`` (with ``tap_ops``, Keras' torch backend): the same
+    forward, run under ``torch.no_grad()`` as inference, also measures its peak memory for a batch
+    of that size (``memory.TorchForwardMemory``): ``recorder.memory``.
 
     A model not built yet is built by a first call whose layer calls are not kept (shape
     inference is not a real call, and building may create layers). The model is left as found
@@ -158,9 +164,18 @@ def run_recorded(model: Any, inputs: Any, *, training: bool, on_failure: Failure
                 _forward(model, inputs, training, builder, on_failure)
             layers = named_layers(model)  # building may have created layers
         with LayerRecorder(layers, specs.tree, specs.is_symbolic) as recorder:
-            with own_ops(recorder, keras.config.backend()) if tap_ops else contextlib.nullcontext() as tap:
+            tracked = None
+            if tap_ops and memory_batch is not None and keras.config.backend() == "torch":
+                from ..memory import TorchForwardMemory
+
+                inputs = to_backend(inputs)
+                tracked = TorchForwardMemory(model, inputs, recorder)
+            with own_ops(recorder, keras.config.backend(), tracked and tracked.ledger) if tap_ops \
+                    else contextlib.nullcontext() as tap, tracked or contextlib.nullcontext():
                 recorder.own_ops = tap
-                _forward(model, inputs, training, recorder, on_failure)
+                output = _forward(model, inputs, training, recorder, on_failure)
+                if tracked is not None:
+                    recorder.memory = tracked.stats(output, memory_batch)
     return recorder
 
 

@@ -52,13 +52,16 @@ class OpTap:
 
 
 @contextlib.contextmanager
-def own_ops(recorder: LayerRecorder, backend: str) -> Iterator[OpTap | None]:
-    """Tap the ops run while the block runs, in this thread, for Keras' ``backend`` (None: no hook)."""
+def own_ops(recorder: LayerRecorder, backend: str, ledger: Any = None) -> Iterator[OpTap | None]:
+    """Tap the ops run while the block runs, in this thread, for Keras' ``backend`` (None: no hook).
+
+    ``ledger`` (torch only): a storage ledger told of every op's outputs (``memory.py``).
+    """
     if backend == "tensorflow":
         with _tf_tap(OpTap(recorder)) as tap:
             yield tap
     elif backend == "torch":
-        with _torch_tap(OpTap(recorder)) as tap:
+        with _torch_tap(OpTap(recorder), ledger) as tap:
             yield tap
     else:
         yield None
@@ -86,8 +89,10 @@ def _tf_tap(tap: OpTap) -> Iterator[OpTap]:
 
 
 @contextlib.contextmanager
-def _torch_tap(tap: OpTap) -> Iterator[OpTap]:
+def _torch_tap(tap: OpTap, ledger: Any) -> Iterator[OpTap]:
+    from deeplite_like.backends.torch.dispatch_mode import make
+
     from .torch_ops import OpPricingMode
 
-    with OpPricingMode(tap.add):
+    with make(OpPricingMode, tap.add, ledger):
         yield tap

@@ -135,6 +135,7 @@ class LayerRecorder:
                  marker: Callable[[], int] | None = None):
         self.records: list[CallRecord] = []
         self.own_ops: Any = None  # an own_ops.OpTap when the engine tapped the operators (run_recorded)
+        self.memory: Any = None  # the forward's memory.MemoryStats when the engine measured it (torch backend)
         self._layers = layers
         self._to_specs = to_specs
         self._is_symbolic = is_symbolic

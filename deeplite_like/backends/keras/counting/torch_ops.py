@@ -6,10 +6,9 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from torch.utils._python_dispatch import TorchDispatchMode
-
 from deeplite_like.backends.torch.counting import formulas as _formulas  # noqa: F401  (fills the table)
 from deeplite_like.backends.torch.counting.registry import CountOptions, OpCall, is_free, lookup, op_name
+from deeplite_like.backends.torch.dispatch_mode import LightDispatchMode
 
 from .errors import FormulaError
 
@@ -32,15 +31,23 @@ def aten_cost(func: Any, args: tuple, kwargs: dict, out: Any) -> tuple[int, int]
 _OPTIONS = CountOptions()
 
 
-class OpPricingMode(TorchDispatchMode):
-    """Calls ``sink(name, (macs, flops))`` for each aten op run (``(0, 0)`` free, ``None`` unknown)."""
+class OpPricingMode(LightDispatchMode):
+    """Calls ``sink(name, (macs, flops))`` for each aten op run (``(0, 0)`` free, ``None`` unknown).
 
-    def __init__(self, sink: Callable[[str, tuple[int, int] | None], None]) -> None:
+    ``ledger``: a PyTorch-backend ``memory.StorageLedger`` told of every op's outputs (peak memory
+    from the same forward). A ``LightDispatchMode``: no TorchDynamo import unless it is loaded.
+    """
+
+    def __init__(self, sink: Callable[[str, tuple[int, int] | None], None], ledger: Any = None) -> None:
         super().__init__()
         self._sink = sink
+        self.ledger = ledger
 
     def __torch_dispatch__(self, func: Any, types: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
+        self.switch_if_dynamo_loaded()
         kwargs = kwargs or {}
         out = func(*args, **kwargs)
+        if self.ledger is not None:
+            self.ledger.count(func, out)
         self._sink(op_name(func), aten_cost(func, args, kwargs, out))
         return out
