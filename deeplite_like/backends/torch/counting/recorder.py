@@ -78,7 +78,7 @@ from deeplite_like.opcount import OpCount, OpStats
 
 from ..distributed.recording import PLAIN, CommLog, LogicalShare, issuing_module, subclass_dispatch
 from ..distributed.shards import local_tensor
-from ..dispatch_mode import LightDispatchMode, dynamo_safe, make
+from ..dispatch_mode import LightDispatchMode, make
 from ..errors import FormulaError
 from .describe import describe_args
 from .meta_replay import MetaOutputs
@@ -596,9 +596,6 @@ class CountingMode(LightDispatchMode):
         if self._logical.ran:
             result.logical_macs, result.logical_flops = self._logical.totals(result.macs, result.flops)
         return result
-
-
-_dynamo_safe = dynamo_safe  # (the old name)
 
 
 def counting_mode(options: CountOptions, track_backward: bool = False, meta: bool = False) -> CountingMode:
