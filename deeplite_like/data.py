@@ -604,16 +604,12 @@ class ForwardPass:
                      name: str) -> tuple[tuple, dict]:
         """``(args, kwargs)`` from what a deeplite-style hook returned."""
         result = hook(argument)
-        if isinstance(result, Inputs):
-            return result.args, dict(result.kwargs)
-        if isinstance(result, (tuple, list)):
-            return tuple(result), {}
         if isinstance(result, Mapping):
             if not all(isinstance(k, str) for k in result):
                 raise DataError(f"{_where(split)}{type(self).__name__}.{name} returned a dict with non-str keys "
                                 f"{describe(result)}; keyword inputs need str names")
             return (), dict(result)
-        return (result,), {}
+        return _args_kwargs(result)
 
     # -- deeplite-profiler's hooks ---------------------------------------------------------
 
@@ -634,9 +630,8 @@ class ForwardPass:
         """Call ``model`` on inputs ``x`` (an ``Inputs``, a tuple of positional inputs, or one input)."""
         if not callable(model):
             raise TypeError(f"{type(self).__name__}.model_call: the model {type(model).__name__} is not callable")
-        if isinstance(x, Inputs):
-            return model(*x.args, **x.kwargs)
-        return model(*x) if isinstance(x, (tuple, list)) else model(x)
+        args, kwargs = _args_kwargs(x)
+        return model(*args, **kwargs)
 
     def perform(self, model: Any, batch: Any, device: Any = None) -> Any:
         """``model_call`` on the inputs of ``batch`` (deeplite-profiler's method)."""
@@ -657,17 +652,13 @@ class ForwardPass:
                 f"{_where(split)}extract function {name} failed on batch {describe(batch)}: "
                 f"{type(exc).__name__}: {exc}"
             ) from exc
-        if isinstance(result, Inputs):
-            return result.args, dict(result.kwargs)
-        if isinstance(result, (tuple, list)):
-            return tuple(result), {}
         if isinstance(result, Mapping):
             raise DataError(
                 f"{_where(split)}extract function {name} returned a dict {describe(result)}; "
                 f"return Inputs(kwargs=d) to pass keyword inputs, or Inputs(args=(d,)) to pass "
                 f"the dict as one positional input"
             )
-        return (result,), {}
+        return _args_kwargs(result)
 
     def targets(self, batch: Any, split: str | None = None) -> Any:
         """The targets in ``batch`` (element 1 of a tuple batch unless ``targets=`` says)."""
@@ -772,6 +763,13 @@ def as_forward_pass(forward_pass: Any, owner: str) -> ForwardPass:
     else:
         fix = "build one with ForwardPass(inputs=...) or ForwardPass(extract=fn)"
     raise TypeError(f"{owner}(forward_pass=...) must be a deeplite_like.ForwardPass, got {got}; {fix}")
+
+
+def _args_kwargs(inputs: Any) -> tuple[tuple, dict]:
+    """``(args, kwargs)`` of an ``Inputs``, a tuple or list of positional inputs, or the one input."""
+    if isinstance(inputs, Inputs):
+        return inputs.args, dict(inputs.kwargs)
+    return (tuple(inputs) if isinstance(inputs, (tuple, list)) else (inputs,)), {}
 
 
 def _overrides(forward_pass: ForwardPass, name: str) -> bool:
