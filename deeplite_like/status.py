@@ -42,10 +42,7 @@ class Comparative(enum.Enum):
     def _missing_(cls, value: object) -> "Comparative | None":
         if isinstance(value, str):
             text = value.strip().lower()
-            deeplite = {"diff": cls.DIFFERENCE, "div": cls.HIGHER_IS_BETTER, "reciprocal": cls.LOWER_IS_BETTER,
-                        "none": cls.NONE}
-            if text in deeplite:
-                return deeplite[text]
+            # deeplite's names ('diff', 'div', 'reciprocal', 'none') are our members' names, aliases included
             by_name = {name.lower(): member for name, member in cls.__members__.items()}
             by_value = {member.value: member for member in cls}
             return by_name.get(text) or by_value.get(text)
