@@ -110,17 +110,11 @@ class TimingStats:
         as NumPy's default), in seconds; ``(median, median)`` without raw measurements."""
         if self.q1_s or self.q3_s:  # measured by the timing loop
             return (self.q1_s, self.q3_s)
-        ordered = sorted(self.raw_s)
-        if not ordered:
+        if not self.raw_s:
             return (self.median_s, self.median_s)
+        from deeplite_like.timing_loop import percentile  # here: timing_loop imports this module
 
-        def percentile(q: float) -> float:
-            position = (len(ordered) - 1) * q
-            low = int(position)
-            high = min(low + 1, len(ordered) - 1)
-            return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
-
-        return (percentile(0.25), percentile(0.75))
+        return (percentile(self.raw_s, 25), percentile(self.raw_s, 75))
 
     def throughput_interval(self) -> tuple[float, float]:
         """Samples per second at the third and first quartile times: the throughput's spread."""
