@@ -126,22 +126,21 @@ class FlopsProfiler:
             self._cached[profile_step] = self._build(profile_step)
         return self._cached[profile_step]
 
-    def _phase_check(self, phase: str | None) -> None:
+    def _total(self, phase: str | None, whole: str, part: str) -> Any:
+        """The profile's ``whole`` figure, or ``part`` of the totals of ``phase``."""
         if phase is not None and phase not in PHASES:
             raise ValueError(f"unknown phase {phase!r}; phases are {', '.join(PHASES)}")
+        profile = self.get_profile()
+        return getattr(profile, whole) if phase is None else getattr(profile.phase(phase), part)
 
     def get_total_flops(self, as_string: bool = False, phase: str | None = None) -> int | str:
         """FLOPs per device of every phase (or of ``phase``: ``forward``, ``backward``, ``optimizer``, ``other``)."""
-        self._phase_check(phase)
-        profile = self.get_profile()
-        value = profile.flops if phase is None else profile.phase(phase).flops
+        value = self._total(phase, "flops", "flops")
         return fmt.count(value, "FLOPs") if as_string else value
 
     def get_total_macs(self, as_string: bool = False, phase: str | None = None) -> int | str:
         """MACs per device of every phase (or of ``phase``)."""
-        self._phase_check(phase)
-        profile = self.get_profile()
-        value = profile.macs if phase is None else profile.phase(phase).macs
+        value = self._total(phase, "macs", "macs")
         return fmt.count(value, "MACs") if as_string else value
 
     def get_total_params(self, as_string: bool = False) -> int | str:
@@ -151,9 +150,7 @@ class FlopsProfiler:
 
     def get_total_duration(self, as_string: bool = False, phase: str | None = None) -> float | str | None:
         """Seconds between start and stop (or the latency of ``phase``); None when not timed."""
-        self._phase_check(phase)
-        profile = self.get_profile()
-        value = profile.duration_s if phase is None else profile.phase(phase).latency_s
+        value = self._total(phase, "duration_s", "latency_s")
         return fmt.seconds(value) if as_string else value
 
     def print_model_profile(self, profile_step: int | None = 1, module_depth: int = -1, top_modules: int = 1,
