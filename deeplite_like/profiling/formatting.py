@@ -24,22 +24,21 @@ def count(value: int | float | None, unit: str = "", as_string: bool = True) -> 
 
 def seconds(value: float | None, as_string: bool = True) -> str:
     """``'12.35 ms'``; raw: seconds (``'0.01235'``); ``'n/a'`` when not measured."""
-    if value is None:
-        return "n/a"
-    if not as_string:
-        return f"{value:.6g}"
-    scale = pick_scale(value, "seconds")
-    return f"{format_number(value / scale.factor)} {scale.prefix}s"
+    return _prefixed(value, "seconds", "s", as_string)
 
 
 def rate(value: float | None, as_string: bool = True) -> str:
     """Achieved FLOP/s: ``'1.83 TFLOP/s'``; raw: FLOP/s; ``'n/a'`` when not timed."""
+    return _prefixed(value, "rate", "FLOP/s", as_string)
+
+
+def _prefixed(value: float | None, kind: str, unit: str, as_string: bool) -> str:
     if value is None:
         return "n/a"
     if not as_string:
         return f"{value:.6g}"
-    scale = pick_scale(value, "rate")
-    return f"{format_number(value / scale.factor)} {scale.prefix}FLOP/s"
+    scale = pick_scale(value, kind)
+    return f"{format_number(value / scale.factor)} {scale.prefix}{unit}"
 
 
 def share(part: float | None, whole: float | None) -> str:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from deeplite_like.profiling import formatting as fmt
-from deeplite_like.profiling.result import PHASE_DESCRIPTIONS
+from deeplite_like.profiling.result import PHASE_DESCRIPTIONS, PhaseStats
 from deeplite_like.reports.table import TableReport
 
 if TYPE_CHECKING:
@@ -24,19 +24,15 @@ def _banner(text: str) -> str:
 
 def phase_report(profile: "ModelProfile", as_string: bool = True) -> TableReport:
     """The phases as a table: MACs, FLOPs, their share, operator calls, latency, FLOP/s."""
+    # the total's FLOP/s is FLOPs / duration_s, as ModelProfile.flops_per_s
+    total = PhaseStats(profile.macs, profile.flops, sum(p.calls for p in profile.phases.values()), profile.duration_s)
     rows = []
-    for name, stats in profile.phases.items():
+    for name, stats in [*profile.phases.items(), ("total", total)]:
         rows.append({"phase": name, "macs": fmt.count(stats.macs, "MACs", as_string),
                      "flops": fmt.count(stats.flops, "FLOPs", as_string),
                      "share": fmt.share(stats.flops, profile.flops), "calls": stats.calls,
                      "latency": fmt.seconds(stats.latency_s, as_string),
                      "rate": fmt.rate(stats.flops_per_s, as_string)})
-    rows.append({"phase": "total", "macs": fmt.count(profile.macs, "MACs", as_string),
-                 "flops": fmt.count(profile.flops, "FLOPs", as_string),
-                 "share": fmt.share(profile.flops, profile.flops),
-                 "calls": sum(p.calls for p in profile.phases.values()),
-                 "latency": fmt.seconds(profile.duration_s, as_string),
-                 "rate": fmt.rate(profile.flops_per_s, as_string)})
     notes = [f"{name}: {PHASE_DESCRIPTIONS[name]}" for name in profile.phases if name in PHASE_DESCRIPTIONS]
     if "backward" in profile.phases:
         notes.append("backward is measured operator by operator (not estimated as 2x forward).")
