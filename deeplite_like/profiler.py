@@ -419,10 +419,8 @@ class Profiler:
         for name in owned:
             status = self._status[name]
             value = values.get(name)
-            if isinstance(value, Detailed):
-                status.value, status.details = value.value, dict(value.details)
-            else:
-                status.value, status.details = value, {}
+            status.value, status.details = (value.value, dict(value.details)) if isinstance(value, Detailed) \
+                else (value, {})
             measured = status.value is not None or (status.details or {}).get("not_measured")
             status.options = measured_with(effective, status.details) if measured else {}
         registration.last_kwargs = effective
