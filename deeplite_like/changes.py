@@ -50,13 +50,11 @@ def noise_interval(metric: Metric | None) -> tuple[float, float] | None:
         return None
     details = metric.details or {}
     interval = details.get("interval")
-    if isinstance(interval, (tuple, list)) and len(interval) == 2:
-        low, high = _number(interval[0]), _number(interval[1])
+    given = interval if isinstance(interval, (tuple, list)) and len(interval) == 2 else (None, None)
+    for low, high in (given, (details.get("q1"), details.get("q3"))):
+        low, high = _number(low), _number(high)
         if low is not None and high is not None:
             return (min(low, high), max(low, high))
-    q1, q3 = _number(details.get("q1")), _number(details.get("q3"))
-    if q1 is not None and q3 is not None:
-        return (min(q1, q3), max(q1, q3))
     iqr = _number(details.get("iqr"))
     if iqr is not None:
         return (float(metric.value) - iqr / 2, float(metric.value) + iqr / 2)
