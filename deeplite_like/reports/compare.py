@@ -104,9 +104,8 @@ def _plain_cell(metric: Metric | None, template: Metric, scale: Scale, model: st
     if factor != 1:
         notes.append(f"{template.friendly_name()}: {model}'s value converted from {metric.BASE_UNIT!r} "
                      f"to {template.BASE_UNIT!r}")
-        converted = value * factor
-        return CompareCell(value, metric.BASE_UNIT, scaled_value(converted, scale), format_in_scale(converted, scale))
-    return CompareCell(value, metric.BASE_UNIT, scaled_value(value, scale), format_in_scale(value, scale))
+    converted = value * factor if factor != 1 else value  # unconverted, an int stays an int
+    return CompareCell(value, metric.BASE_UNIT, scaled_value(converted, scale), format_in_scale(converted, scale))
 
 
 def _row_scale(metrics: list[Metric | None], template: Metric) -> Scale:
