@@ -13,8 +13,6 @@ its items are taken as batches.
 """
 from __future__ import annotations
 
-from typing import Any
-
 import torch
 from torch.utils.data import DataLoader, Dataset, IterableDataset
 

@@ -21,7 +21,8 @@ from typing import Any, Callable, Mapping
 import torch
 
 from deeplite_like.backends.torch.input_failures import explained_failures, take_inputs
-from deeplite_like.backends.torch.inputs import batch_size_of, inference_mode_of
+from deeplite_like.backends.torch.inputs import inference_mode_of
+from deeplite_like.backends.torch.run_tensors import batch_size_of
 from deeplite_like.complexity_options import ComplexityOptions
 from deeplite_like.data import ForwardPass
 from deeplite_like.functions import ProfilerFunction

@@ -27,7 +27,7 @@ from deeplite_like.caller import caller
 from deeplite_like.data import DataError, ForwardPass, describe, first_batch
 
 from .errors import ForwardError
-from .inputs import resolve_split
+from .inputs import moved, resolve_split
 
 __all__ = ["TakenInputs", "explained_failures", "fixed_batch", "fixed_batch_hint", "take_inputs"]
 
@@ -52,9 +52,7 @@ class TakenInputs:
 
 def take_inputs(data_splits: Mapping[str, Any], forward_pass: ForwardPass, split: str | None,
                 batch_size: int | None, device: Any = None) -> TakenInputs:
-    """The inputs of the first batch of ``split``, resized to ``batch_size`` (see ``inputs.model_inputs``)."""
-    from .inputs import moved
-
+    """The inputs of the first batch of ``split``, resized to ``batch_size``, moved to ``device`` when given."""
     split = resolve_split(data_splits, split)
     batch = first_batch(data_splits, split)
     args, kwargs = forward_pass(batch, split)

@@ -1,4 +1,4 @@
-"""Model inputs for a profiling run: taken from a data split, resized, moved, optionally meta."""
+"""Model inputs for a profiling run: which split they come from, moved to a device; the mode the model runs in."""
 from __future__ import annotations
 
 from contextlib import contextmanager
@@ -7,9 +7,8 @@ from typing import Any, Iterator, Mapping
 import torch
 from torch.utils._pytree import tree_map
 
-from deeplite_like.data import DataError, ForwardPass
+from deeplite_like.data import DataError
 from deeplite_like.device import Device
-from .run_tensors import batch_size_of  # noqa: F401  (re-exported: the functions import it from here)
 
 
 def resolve_split(data_splits: Mapping[str, Any], split: str | None) -> str:
@@ -20,20 +19,6 @@ def resolve_split(data_splits: Mapping[str, Any], split: str | None) -> str:
         raise DataError("this profiler has no data splits to take model inputs from; pass "
                         "data_splits={'test': [batch, ...]} or use TorchProfiler.from_inputs(model, example)")
     return "test" if "test" in data_splits else next(iter(data_splits))
-
-
-def model_inputs(data_splits: Mapping[str, Any], forward_pass: ForwardPass, split: str | None,
-                 batch_size: int | None, device: Any = None) -> tuple[tuple, dict]:
-    """``(args, kwargs)`` of the first batch of ``split``, resized to ``batch_size`` samples.
-
-    Tensors are moved to ``device`` when given (``meta`` gives meta tensors of the same
-    shapes and dtypes).
-    """
-    split = resolve_split(data_splits, split)
-    args, kwargs = forward_pass.inputs_for(data_splits, split, batch_size=batch_size)
-    if device is not None:
-        args, kwargs = moved(args, kwargs, device)
-    return tuple(args), dict(kwargs)
 
 
 def moved(args: tuple, kwargs: Mapping[str, Any], device: Any) -> tuple[tuple, dict]:

@@ -38,7 +38,7 @@ from deeplite_like.opcount import Cost
 from ..errors import FormulaError
 from .collectives import COLLECTIVES, FREE_COMM_OPS, collective_call
 
-__all__ = ["PLAIN", "CommLog", "LogicalShare", "issuing_module", "run_locally", "subclass_dispatch"]
+__all__ = ["PLAIN", "CommLog", "LogicalShare", "issuing_module", "subclass_dispatch"]
 
 PLAIN = object()  # ``subclass_dispatch``: not a distributed subclass, count the op as usual
 
@@ -72,31 +72,6 @@ def subclass_dispatch(mode: Any, func: Any, types: tuple, args: tuple, kwargs: d
         fake = _class("torch._subclasses.fake_tensor", "FakeTensor")
         if fake is not None and any(issubclass(t, fake) for t in types):
             return func(*args, **(kwargs or {}))  # DTensor's sharding propagation: shapes only, run uncounted
-    return PLAIN
-
-
-def run_locally(mode: Any, func: Any, types: tuple, args: tuple, kwargs: dict) -> Any:
-    """For a mode that observes tensors (peak memory): a DTensor op run by DTensor with ``mode`` pushed
-    again, so that the local ops on this rank's shards are what it sees; ``PLAIN`` for anything else.
-
-    ``mode._in_dtensor`` is True while a DTensor op runs; the fake tensors of DTensor's sharding
-    propagation run unobserved.
-    """
-    dtensor = _class("torch.distributed.tensor._api", "DTensor")
-    inside = getattr(mode, "_in_dtensor", False)
-    if dtensor is not None and any(issubclass(t, dtensor) for t in types):
-        if inside:
-            return NotImplemented
-        mode._in_dtensor = True
-        try:
-            with mode:
-                return func(*args, **(kwargs or {}))
-        finally:
-            mode._in_dtensor = False
-    if inside:
-        fake = _class("torch._subclasses.fake_tensor", "FakeTensor")
-        if fake is not None and any(issubclass(t, fake) for t in types):
-            return func(*args, **(kwargs or {}))
     return PLAIN
 
 

@@ -14,7 +14,6 @@ from torch import nn
 from deeplite_like.profiling.build import build_profile
 from deeplite_like.profiling.result import ModelProfile
 
-from ..inputs import batch_size_of
 from ..params import parameter_stats
 from ..state import preserved_model_state
 from .assemble import ignored_names, module_params, module_records, phase_totals
@@ -23,7 +22,7 @@ from .devices import device_name, synchronizer
 from .entry_point import check_entry
 from .inputs import profile_inputs
 from .phases import PhaseCountingMode
-from ..run_tensors import tensors_in
+from ..run_tensors import batch_size_of, tensors_in
 from .run import ProfileRun, forward_error, timed
 from .timers import ModuleTimer
 

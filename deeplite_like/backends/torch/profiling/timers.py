@@ -17,7 +17,7 @@ import torch
 from torch import nn
 from torch.nn.modules import module as _module_globals
 
-from ..inputs import batch_size_of
+from ..run_tensors import batch_size_of
 from .phases import PhaseCountingMode, current_autograd_node
 
 __all__ = ["ModuleTimer", "StepTimer"]
