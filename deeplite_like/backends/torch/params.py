@@ -100,10 +100,6 @@ def _covered(lo: int, hi: int, spans: list[tuple[int, int]]) -> bool:
     return False
 
 
-def _tensor_bytes(tensor: torch.Tensor) -> int:
-    return tensor.numel() * tensor.element_size()
-
-
 def _packed_entries(model: nn.Module) -> Iterable[tuple[str, torch.Tensor]]:
     """``(local name, tensor)`` for state_dict tensors that are neither parameters nor buffers.
 
@@ -138,51 +134,33 @@ def parameter_stats(model: nn.Module) -> ParamStats:
     if not isinstance(model, nn.Module):
         raise TypeError(f"parameter_stats expects a torch.nn.Module, got {type(model).__name__}")
     counter = _Counter()
-    trainable = frozen = param_bytes = 0
-    buffer_count = buffer_bytes = 0
+    elements = {"trainable": 0, "frozen": 0, "buffers": 0}
     by_dtype: dict[str, int] = {}
     buffer_by_dtype: dict[str, int] = {}
 
-    def add_param(tensor: torch.Tensor, is_trainable: bool) -> None:
-        nonlocal trainable, frozen, param_bytes
-        if not counter.is_new(tensor):
-            return
-        if is_trainable:
-            trainable += tensor.numel()
-        else:
-            frozen += tensor.numel()
-        nbytes = _tensor_bytes(tensor)
-        param_bytes += nbytes
-        name = _dtype_name(tensor.dtype)
-        by_dtype[name] = by_dtype.get(name, 0) + nbytes
-
-    def add_buffer(tensor: torch.Tensor) -> None:
-        nonlocal buffer_count, buffer_bytes
-        if not counter.is_new(tensor):
-            return
-        buffer_count += tensor.numel()
-        nbytes = _tensor_bytes(tensor)
-        buffer_bytes += nbytes
-        name = _dtype_name(tensor.dtype)
-        buffer_by_dtype[name] = buffer_by_dtype.get(name, 0) + nbytes
+    def add(tensor: torch.Tensor, kind: str, bytes_by_dtype: dict[str, int]) -> None:
+        if counter.is_new(tensor):
+            elements[kind] += tensor.numel()
+            name = _dtype_name(tensor.dtype)
+            bytes_by_dtype[name] = bytes_by_dtype.get(name, 0) + tensor.numel() * tensor.element_size()
 
     for param in model.parameters():  # a DTensor counts its local shard: what this rank holds
-        add_param(local_tensor(param), param.requires_grad)
+        add(local_tensor(param), "trainable" if param.requires_grad else "frozen", by_dtype)
     for buffer in model.buffers():
-        add_buffer(local_tensor(buffer))
+        add(local_tensor(buffer), "buffers", buffer_by_dtype)
     for local, tensor in _packed_entries(model):
         if local in _EXTRA_BUFFER_NAMES or local.endswith("_extra_state"):
-            add_buffer(tensor)
+            add(tensor, "buffers", buffer_by_dtype)
         else:
-            add_param(tensor, False)
+            add(tensor, "frozen", by_dtype)
 
     return ParamStats(
-        total_params=trainable + frozen,
-        trainable_params=trainable,
-        non_trainable_params=frozen,
-        param_bytes=param_bytes,
-        buffer_count=buffer_count,
-        buffer_bytes=buffer_bytes,
+        total_params=elements["trainable"] + elements["frozen"],
+        trainable_params=elements["trainable"],
+        non_trainable_params=elements["frozen"],
+        param_bytes=sum(by_dtype.values()),
+        buffer_count=elements["buffers"],
+        buffer_bytes=sum(buffer_by_dtype.values()),
         by_dtype=by_dtype,
         buffer_by_dtype=buffer_by_dtype,
     )
