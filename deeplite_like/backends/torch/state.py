@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -79,10 +79,8 @@ _TENSOR_HOOK_ATTRS = ("_backward_hooks", "_post_accumulate_grad_hooks")
 class _ModuleSnapshot:
     module: nn.Module
     training: bool
-    parameters: dict[str, Any]
-    buffers: dict[str, Any]
-    modules: dict[str, Any]
-    hooks: dict[str, tuple[dict, dict]] = field(default_factory=dict)
+    tables: dict[str, dict[str, Any]]  # "_parameters", "_buffers", "_modules" -> a copy of that dict
+    hooks: list[tuple[dict, dict]]  # (hook dict, a copy of it)
 
 
 @dataclass
@@ -95,32 +93,22 @@ class _TensorSnapshot:
     values: torch.Tensor | None = None
 
 
-def _snapshot_hook_dict(owner: Any, name: str) -> tuple[dict, dict] | None:
-    hooks = getattr(owner, name, None)
-    if not isinstance(hooks, dict):
-        return None
-    return hooks, dict(hooks)
+def _snapshot_hook_dicts(owner: Any, names: tuple[str, ...]) -> list[tuple[dict, dict]]:
+    """``(hook dict, a copy of it)`` for each of ``names`` that ``owner`` has."""
+    found = (getattr(owner, name, None) for name in names)
+    return [(hooks, dict(hooks)) for hooks in found if isinstance(hooks, dict)]
 
 
-def _restore_hook_dict(hooks: dict, saved: dict) -> None:
-    if hooks.keys() != saved.keys() or any(hooks[k] is not v for k, v in saved.items()):
-        hooks.clear()
-        hooks.update(saved)
+def _restore_dict(current: dict, saved: dict) -> None:
+    """Make ``current`` hold what ``saved`` holds, in place (hook handles and modules refer to the dict object)."""
+    if current.keys() != saved.keys() or any(current[k] is not v for k, v in saved.items()):
+        current.clear()
+        current.update(saved)
 
 
 def _snapshot_module(module: nn.Module) -> _ModuleSnapshot:
-    snap = _ModuleSnapshot(
-        module=module,
-        training=module.training,
-        parameters=dict(module._parameters),
-        buffers=dict(module._buffers),
-        modules=dict(module._modules),
-    )
-    for name in _MODULE_HOOK_DICTS:
-        saved = _snapshot_hook_dict(module, name)
-        if saved is not None:
-            snap.hooks[name] = saved
-    return snap
+    tables = {attr: dict(getattr(module, attr)) for attr in ("_parameters", "_buffers", "_modules")}
+    return _ModuleSnapshot(module, module.training, tables, _snapshot_hook_dicts(module, _MODULE_HOOK_DICTS))
 
 
 def _snapshot_tensor(tensor: torch.Tensor, is_parameter: bool, copy_values: bool) -> _TensorSnapshot:
@@ -131,7 +119,7 @@ def _snapshot_tensor(tensor: torch.Tensor, is_parameter: bool, copy_values: bool
     values = None
     if copy_values and tensor.device.type != "meta" and not tensor.is_inference():
         values = tensor.detach().clone()
-    snap = _TensorSnapshot(
+    return _TensorSnapshot(
         tensor=tensor,
         data=tensor.data,
         requires_grad=tensor.requires_grad,
@@ -139,7 +127,6 @@ def _snapshot_tensor(tensor: torch.Tensor, is_parameter: bool, copy_values: bool
         hooks=hooks,
         values=values,
     )
-    return snap
 
 
 def _restore_tensor(snap: _TensorSnapshot, is_parameter: bool) -> None:
@@ -156,7 +143,7 @@ def _restore_tensor(snap: _TensorSnapshot, is_parameter: bool) -> None:
     for name, saved in snap.hooks.items():
         current = getattr(tensor, name, None)
         if isinstance(current, dict):
-            _restore_hook_dict(current, saved or {})
+            _restore_dict(current, saved or {})
 
 
 class _TensorTypes(dict):
@@ -278,11 +265,7 @@ def preserved_model_state(model: nn.Module, restore_buffer_values: bool = True) 
     module_snaps = [_snapshot_module(m) for m in modules]
     param_snaps = [_snapshot_tensor(p, True, False) for p in model.parameters()]
     buffer_snaps = [_snapshot_tensor(b, False, restore_buffer_values) for b in model.buffers()]
-    global_snaps = []
-    for name in _GLOBAL_HOOK_DICTS:
-        saved = _snapshot_hook_dict(_module_globals, name)
-        if saved is not None:
-            global_snaps.append(saved)
+    global_snaps = _snapshot_hook_dicts(_module_globals, _GLOBAL_HOOK_DICTS)
     for p in model.parameters():
         p.grad = None
     try:
@@ -291,25 +274,20 @@ def preserved_model_state(model: nn.Module, restore_buffer_values: bool = True) 
     finally:
         # Module tree first, so that parameters and buffers below are found where they were.
         for snap in module_snaps:
-            m = snap.module
-            for attr, saved in (("_parameters", snap.parameters), ("_buffers", snap.buffers),
-                                ("_modules", snap.modules)):
-                current = getattr(m, attr)
-                if not isinstance(current, dict):  # a ScriptModule's C++-backed view: Python cannot rebind it
-                    continue
-                if current.keys() != saved.keys() or any(current[k] is not v for k, v in saved.items()):
-                    current.clear()
-                    current.update(saved)
-            m.training = snap.training
-            for hooks, saved in snap.hooks.values():
-                _restore_hook_dict(hooks, saved)
+            for attr, saved in snap.tables.items():
+                current = getattr(snap.module, attr)
+                if isinstance(current, dict):  # (a ScriptModule's C++-backed view is not: Python cannot rebind it)
+                    _restore_dict(current, saved)
+            snap.module.training = snap.training
+            for hooks, saved in snap.hooks:
+                _restore_dict(hooks, saved)
         with torch.no_grad():
             for snap in param_snaps:
                 _restore_tensor(snap, True)
             for snap in buffer_snaps:
                 _restore_tensor(snap, False)
         for hooks, saved in global_snaps:
-            _restore_hook_dict(hooks, saved)
+            _restore_dict(hooks, saved)
 
 
 def model_device(model: nn.Module) -> torch.device:
