@@ -7,15 +7,19 @@ from typing import Callable
 import torch
 from torch import nn
 
-__all__ = ["device_name", "synchronizer"]
+__all__ = ["device_name", "no_sync", "synchronizer"]
 
 
-def synchronizer(model: nn.Module) -> Callable[[], None] | None:
-    """A function that waits for every CUDA device holding the model; None on CPU and meta."""
+def no_sync() -> None:
+    """Nothing to wait for: the synchronizer of a model on the CPU or meta."""
+
+
+def synchronizer(model: nn.Module) -> Callable[[], None]:
+    """A function that waits for every CUDA device holding the model; ``no_sync`` on CPU and meta."""
     devices = sorted({t.device.index or 0 for t in itertools.chain(model.parameters(), model.buffers())
                       if t.device.type == "cuda"})
     if not devices:
-        return None
+        return no_sync
 
     def sync() -> None:
         for index in devices:

@@ -84,8 +84,7 @@ class TorchFlopsProfiler(FlopsProfiler):
             mode.attach(named)
             window.timer.attach()
             window.steps.attach()
-            if sync is not None:
-                sync()
+            sync()
             window.start = time.perf_counter()
             mode.__enter__()
         except BaseException:
@@ -108,8 +107,7 @@ class TorchFlopsProfiler(FlopsProfiler):
         try:
             if in_owner:  # (a thread that has ended took its dispatch modes with it)
                 window.mode.__exit__(None, None, None)
-            if window.sync is not None:
-                window.sync()
+            window.sync()
             window.end = time.perf_counter()
         finally:
             window.detach()
@@ -154,7 +152,7 @@ class _Window:
     mode: PhaseCountingMode
     timer: ModuleTimer
     steps: StepTimer
-    sync: Callable[[], None] | None
+    sync: Callable[[], None]
     ignored: set[str]
     params: dict[str, int]
     total_params: int

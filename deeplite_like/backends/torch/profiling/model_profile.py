@@ -18,7 +18,7 @@ from ..params import parameter_stats
 from ..state import preserved_model_state
 from .assemble import ignored_names, module_params, module_records, phase_totals
 from ..counting.engine import warn_if_untracked
-from .devices import device_name, synchronizer
+from .devices import device_name, no_sync, synchronizer
 from .entry_point import check_entry
 from .inputs import profile_inputs
 from .phases import PhaseCountingMode
@@ -56,7 +56,7 @@ def build_model_profile(model: nn.Module, *, input_shape: Sequence[int] | None =
             and not any(t.requires_grad for t in tensors_in((args, kwargs))):
         raise ValueError(f"backward=True needs something to differentiate, but no input requires grad and "
                          f"{type(model).__name__} has no trainable parameter")
-    sync = None if on_meta else synchronizer(model)
+    sync = no_sync if on_meta else synchronizer(model)
     stats = parameter_stats(model)
     params = module_params(named)
     timings: dict[str, float] = {}

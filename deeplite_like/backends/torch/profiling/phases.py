@@ -18,6 +18,7 @@ from deeplite_like.opcount import OpStats
 from ..counting import formulas as _formulas  # noqa: F401  (importing the package fills the formula table)
 from ..counting.recorder import CountingMode, _Context
 from ..counting.registry import CountOptions
+from .devices import no_sync
 
 __all__ = ["PhaseCountingMode", "current_autograd_node"]
 
@@ -56,7 +57,7 @@ class PhaseCountingMode(CountingMode):
         self._seq_ctxs = [outside if ctx is self._root else ctx for ctx in self._seq_ctxs]
         self._root = self._ctx = outside
         self._snapshot: dict[str, tuple[int, int]] = {}
-        self._sync = sync
+        self._sync = sync or no_sync
         self._time_backward = time_backward
         self._backward_start: float | None = None
 
@@ -98,14 +99,12 @@ class PhaseCountingMode(CountingMode):
         # mistaken for a forward re-run inside backward.
         torch.autograd.Variable._execution_engine.queue_callback(self._end_backward)
         if self._time_backward:
-            if self._sync is not None:
-                self._sync()
+            self._sync()
             self._backward_start = time.perf_counter()
 
     def _end_backward(self) -> None:
         if self._backward_start is not None:
-            if self._sync is not None:
-                self._sync()
+            self._sync()
             self.backward_s += time.perf_counter() - self._backward_start
             self._backward_start = None
         self._refresh_phase()

@@ -74,11 +74,9 @@ class ProfileRun:
                                 f"{type(exc).__name__}: {exc}") from exc
 
 
-def timed(fn: Callable[[], Any], sync: Callable[[], None] | None) -> tuple[Any, float]:
-    if sync is not None:
-        sync()
+def timed(fn: Callable[[], Any], sync: Callable[[], None]) -> tuple[Any, float]:
+    sync()
     start = time.perf_counter()
     out = fn()
-    if sync is not None:
-        sync()
+    sync()
     return out, time.perf_counter() - start

@@ -27,7 +27,7 @@ class ModuleTimer:
     """Forward wall time per module (or of the root only), and the batch size of the first call."""
 
     def __init__(self, named_modules: list[tuple[str, nn.Module]], per_module: bool,
-                 sync: Callable[[], None] | None) -> None:
+                 sync: Callable[[], None]) -> None:
         self._modules = named_modules if per_module else named_modules[:1]
         self._sync = sync
         self._stack: list[tuple[nn.Module, float]] = []
@@ -54,8 +54,7 @@ class ModuleTimer:
             return None
         if current_autograd_node() is not None:  # a forward re-run by checkpointing, inside backward
             return None
-        if self._sync is not None:
-            self._sync()
+        self._sync()
         self._stack.append((module, time.perf_counter()))
         return None
 
@@ -63,8 +62,7 @@ class ModuleTimer:
         """``(module, args, kwargs, output)``; ``(module, args, None)`` when the forward raised."""
         if not self._stack or self._stack[-1][0] is not module:
             return None
-        if self._sync is not None:
-            self._sync()
+        self._sync()
         _, start = self._stack.pop()
         name = self._names[id(module)]
         self.seconds[name] = self.seconds.get(name, 0.0) + time.perf_counter() - start
@@ -76,7 +74,7 @@ class ModuleTimer:
 class StepTimer:
     """Marks optimizer steps for the mode (``in_step``) and times them, via torch.optim's global step hooks."""
 
-    def __init__(self, mode: PhaseCountingMode | None, sync: Callable[[], None] | None) -> None:
+    def __init__(self, mode: PhaseCountingMode | None, sync: Callable[[], None]) -> None:
         self._mode = mode
         self._sync = sync
         self._starts: list[float] = []
@@ -94,8 +92,7 @@ class StepTimer:
             self._mode.in_step = 0
 
     def _pre(self, optimizer: Any, args: tuple, kwargs: dict) -> None:
-        if self._sync is not None:
-            self._sync()
+        self._sync()
         self._starts.append(time.perf_counter())
         if self._mode is not None:
             self._mode.in_step += 1
@@ -103,8 +100,7 @@ class StepTimer:
     def _post(self, optimizer: Any, args: tuple, kwargs: dict) -> None:
         if not self._starts:
             return
-        if self._sync is not None:
-            self._sync()
+        self._sync()
         self.seconds += time.perf_counter() - self._starts.pop()
         if self._mode is not None:
             self._mode.in_step = max(0, self._mode.in_step - 1)
