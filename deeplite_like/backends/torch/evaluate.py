@@ -26,7 +26,6 @@ from deeplite_like.metrics.eval import parse_topk_names
 __all__ = ["EvalForwardPass", "accuracy", "topk_accuracy", "evaluate"]
 
 
-
 class EvalForwardPass(Protocol):
     """What evaluation needs from a forward-pass binding (duck-typed).
 
