@@ -1,7 +1,8 @@
 """Work shared by the profiler functions of one status computation (no framework imports).
 
 Several built-in functions read the same instrumented forward: MACs/FLOPs, peak memory and the
-per-layer table on PyTorch; MACs/FLOPs and the layer table on Keras. ``Profiler`` enters
+per-layer table on PyTorch; MACs/FLOPs and the layer table on Keras, and peak memory too on
+Keras' torch backend. ``Profiler`` enters
 ``shared_observations()`` around each ``compute_network_status``/``compare`` computation; inside
 it, ``observed(key, make)`` runs ``make()`` once per key (the model, its inputs and the options
 that change what the run sees) and hands every later caller the same result. Outside it,

@@ -13,6 +13,8 @@ import torch
 from torch.utils._python_dispatch import _disable_current_modes
 from torch.utils._pytree import tree_leaves
 
+from deeplite_like.data import format_shape
+
 __all__ = ["LayerFacts", "layer_facts", "shape_text"]
 
 
@@ -41,15 +43,11 @@ def shape_text(t: torch.Tensor) -> str:
     """``"8x64"``; ``"scalar"``; a nested tensor has no single shape: its components', ``"nested(12x64, 8x64)"``."""
     if t.is_nested:
         return f"nested({', '.join(shape_text(part) for part in t.unbind())})"
-    return _size_text(t.shape)
-
-
-def _size_text(size: torch.Size) -> str:
-    return "x".join(map(str, size)) or "scalar"
+    return format_shape(t.shape)
 
 
 def _text(shapes: tuple) -> str:
-    return ", ".join(s if isinstance(s, str) else _size_text(s) for s in shapes)
+    return ", ".join(s if isinstance(s, str) else format_shape(s) for s in shapes)
 
 
 def _tensors(value: Any) -> list[torch.Tensor]:

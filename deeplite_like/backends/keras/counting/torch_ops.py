@@ -4,6 +4,7 @@ Used by ``own_ops`` (a layer's own arithmetic); imported only when Keras runs on
 """
 from __future__ import annotations
 
+import sys
 from typing import Any, Callable
 
 from deeplite_like.backends.torch.counting import formulas as _formulas  # noqa: F401  (fills the table)
@@ -44,7 +45,8 @@ class OpPricingMode(LightDispatchMode):
         self.ledger = ledger
 
     def __torch_dispatch__(self, func: Any, types: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
-        self.switch_if_dynamo_loaded()
+        if not self._dynamo_safe and "torch._dynamo" in sys.modules:  # compiled code may run from now on
+            self.switch_if_dynamo_loaded()
         kwargs = kwargs or {}
         out = func(*args, **kwargs)
         if self.ledger is not None:

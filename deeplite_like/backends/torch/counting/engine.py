@@ -95,7 +95,7 @@ class Observation:
     ``counts``: MACs/FLOPs per module, operator and phase (``count_ops``'s result). ``memory``:
     peak activation memory of the forward (``memory.MemoryStats``), when asked. ``layers``:
     qualified name -> ``LayerFacts`` (shapes, output bytes) of each module's first call, when
-    asked. ``output_bytes``/``end_bytes``: see ``MemoryStats``.
+    asked.
     """
 
     counts: OpCount

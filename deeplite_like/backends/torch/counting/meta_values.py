@@ -25,7 +25,7 @@ from torch.utils import _pytree as pytree
 from torch.utils.weak import WeakTensorKeyDictionary
 
 from .meta_shapes import meta_output
-from .op_facts import _holds_tensors
+from .op_facts import holds_tensors
 
 __all__ = ["MAX_ELEMENTS", "MetaValueError", "MetaValues"]
 
@@ -48,7 +48,7 @@ def _is_factory(func: Any) -> bool:
     """Whether ``func`` makes tensors from nothing: a ``device`` argument, and no tensor argument."""
     schema = getattr(func, "_schema", None)
     arguments = schema.arguments if schema is not None else ()
-    return any(arg.name == "device" for arg in arguments) and not any(_holds_tensors(arg) for arg in arguments)
+    return any(arg.name == "device" for arg in arguments) and not any(holds_tensors(arg) for arg in arguments)
 
 
 def _has_values(tensor: torch.Tensor) -> bool:

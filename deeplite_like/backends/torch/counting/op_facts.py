@@ -16,7 +16,7 @@ import torch
 
 from .registry import op_name
 
-__all__ = ["IN_PLACE", "NEW", "POINTWISE_IN_PLACE", "op_info"]
+__all__ = ["IN_PLACE", "NEW", "POINTWISE_IN_PLACE", "holds_tensors", "op_info"]
 
 # Keyed by ``id(op)``: ``OpOverload.__hash__`` is a Python method, too slow for once per op call.
 # The entry holds the op, so the id cannot be reused while the entry lives.
@@ -24,7 +24,7 @@ _OP_INFO: dict[int, tuple[str, tuple, Callable, int, Any]] = {}
 NEW, IN_PLACE, POINTWISE_IN_PLACE = 1, 2, 3  # ops ``MetaOutputs`` may replay (see the module docstring)
 
 
-def _holds_tensors(argument: Any) -> bool:
+def holds_tensors(argument: Any) -> bool:
     """Whether a schema argument's type is or contains a Tensor (``Tensor``, ``Tensor?``, ``Tensor[]``)."""
     kind = argument.type
     while kind is not None and not isinstance(kind, torch._C.TensorType):
@@ -52,7 +52,7 @@ def op_info(func: Any) -> tuple[str, tuple, Callable, int, Any]:
                   and returns[0].alias_info.before_set == arguments[0].alias_info.before_set):
                 replay = IN_PLACE
                 if torch.Tag.pointwise in getattr(func, "tags", ()) and \
-                        not any(_holds_tensors(arg) for arg in arguments[1:]):
+                        not any(holds_tensors(arg) for arg in arguments[1:]):
                     replay = POINTWISE_IN_PLACE
         # A plain OpOverload's __call__ only forwards to its C++ ``_op``: call that directly.
         run = func._op if type(func) is torch._ops.OpOverload else func
