@@ -15,6 +15,7 @@ import torch.distributed as dist
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the checkout, as the tests' conftest does
 
 from deeplite_like.backends.torch.distributed import profile_job  # noqa: E402
+from tests.distributed.launch import exit_now  # noqa: E402
 from tests.distributed.models import tensor_parallel_mlp  # noqa: E402
 
 
@@ -37,3 +38,4 @@ def main(out: str) -> None:
 
 if __name__ == "__main__":
     main(sys.argv[1])
+    exit_now()
