@@ -31,7 +31,7 @@ def untouched(model: nn.Module, before: dict) -> bool:
 
     now = snapshot(model)
     same = now.keys() == before.keys() and all(torch.equal(now[k], before[k]) for k in now)
-    clean = all("forward" not in m.__dict__ for m in model.modules()) and recorder._wrapped == {}
+    clean = all("forward" not in m.__dict__ for m in model.modules()) and not torch.nn.modules.module._has_any_global_hook()
     return same and clean and torch._C._len_torch_dispatch_stack() == 0
 
 

@@ -154,10 +154,13 @@ def test_fsdp2_counts_the_local_batch_and_gathers_each_unit(ranks, d, h, t):
                                         ["c10d._allgather_base_", "all_gather", 2, "2", "forward", 1, unit2, unit2 // 2]]
         total = unit0 + unit2  # = 4P, 132,352 bytes for (64, 256)
         # backward: unit 2's pre-backward hook gathers it again and prefetches unit 0 (both issued in unit 2's
-        # backward); the post-backward hooks reduce-scatter every gradient (registered outside any forward: root)
+        # backward); the post-backward hooks reduce-scatter every gradient: unit 2's from the autograd node
+        # its forward pre-hook made (a module's own pre-hooks run inside its call), unit 0's, the last, from
+        # the root's final callback (outside any module: root)
         assert got["fsdp_comm"] == sorted(got["fsdp_fwd_comm"] + [
             ["c10d._allgather_base_", "all_gather", 2, "2", "backward", 2, total, total // 2],
-            ["c10d._reduce_scatter_base_", "reduce_scatter", 2, "", "backward", 2, total, total // 2]])
+            ["c10d._reduce_scatter_base_", "reduce_scatter", 2, "", "backward", 1, unit0, unit0 // 2],
+            ["c10d._reduce_scatter_base_", "reduce_scatter", 2, "2", "backward", 1, unit2, unit2 // 2]])
         assert got["fsdp_untracked"] == {}
 
 

@@ -117,9 +117,9 @@ def test_backward_counts_local_gradients(ranks, d, h, t):
         assert got["bwd_comm"] == [["_c10d_functional.all_reduce", "all_reduce", n, "2", "forward", 1, 4 * t * d,
                                     4 * t * d]]
         # the input's grad is all-reduced by the autograd node layer 0's input hook made (from_local):
-        # a hook is not the forward, so in backward it belongs to the enclosing module, the root
+        # a module's own forward pre-hooks run inside its call, so in backward it belongs to layer 0
         backward_rows = [row for row in got["bwd_x_comm"] if row[4] == "backward"]
-        assert backward_rows == [["_c10d_functional.all_reduce", "all_reduce", n, "", "backward", 1, 4 * t * d,
+        assert backward_rows == [["_c10d_functional.all_reduce", "all_reduce", n, "0", "backward", 1, 4 * t * d,
                                   4 * t * d]]
 
 

@@ -293,7 +293,7 @@ def _assert_nothing_attached(model):
         assert "forward" not in module.__dict__, name
         assert not hasattr(type(module).forward, "__counted_original__"), name
         assert not module._forward_hooks and not module._forward_pre_hooks, name
-    assert recorder._wrapped == {}
+    assert not torch.nn.modules.module._has_any_global_hook()
     assert not optim_module._global_optimizer_pre_hooks and not optim_module._global_optimizer_post_hooks
     assert _get_current_dispatch_mode() is None and torch._C._len_torch_dispatch_stack() == 0
 

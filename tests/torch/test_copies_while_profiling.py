@@ -38,7 +38,7 @@ def assert_plain(module: nn.Module) -> None:
 
 
 def assert_nothing_attached() -> None:
-    assert recorder._wrapped == {}
+    assert not torch.nn.modules.module._has_any_global_hook()
     assert getattr(recorder._local, "mode", None) is None
     assert torch._C._len_torch_dispatch_stack() == 0
     module_globals = torch.nn.modules.module

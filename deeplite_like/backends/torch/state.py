@@ -40,8 +40,8 @@ import torch
 from torch import nn
 from torch.nn.modules import module as _module_globals
 
-__all__ = ["kept_random_state", "kept_tensor_attributes", "model_device", "preserved_model_state",
-           "tensor_attributes"]
+__all__ = ["add_global_module_hooks", "kept_random_state", "kept_tensor_attributes", "model_device",
+           "preserved_model_state", "remove_global_module_hooks", "tensor_attributes"]
 
 # Attribute names of the per-module hook dicts (those missing in this torch version are skipped).
 _MODULE_HOOK_DICTS = (
@@ -73,6 +73,24 @@ _GLOBAL_HOOK_DICTS = (
 
 # Hook dicts that live on a tensor (``Tensor.register_hook`` / ``register_post_accumulate_grad_hook``).
 _TENSOR_HOOK_ATTRS = ("_backward_hooks", "_post_accumulate_grad_hooks")
+
+
+def add_global_module_hooks(pre: Any, post: Any) -> list:
+    """Register ``pre`` / ``post`` as global module forward hooks (``post`` with kwargs, always called).
+
+    Remove them with ``remove_global_module_hooks``: torch's own handle forgets the ``with_kwargs``
+    entry it made, which would make every compiled module warn about global hooks from then on.
+    """
+    return [_module_globals.register_module_forward_pre_hook(pre),
+            _module_globals.register_module_forward_hook(post, with_kwargs=True, always_call=True)]
+
+
+def remove_global_module_hooks(handles: list) -> None:
+    """Remove hooks made by ``add_global_module_hooks`` (popped from ``handles``: safe to call twice)."""
+    while handles:
+        handle = handles.pop()
+        handle.remove()
+        _module_globals._global_forward_hooks_with_kwargs.pop(handle.id, None)
 
 
 @dataclass

@@ -3,7 +3,7 @@
 The step is the real one: forward, loss, ``loss.backward()``, ``optimizer.step()``, on copies
 of the model's parameters (meta copies by default, so nothing is allocated). It runs under the
 counting pass (``counting/recorder.py``'s ``CountingMode``), which sees every operator and knows
-which module runs it, in the forward by its per-class dispatchers and in the backward by the
+which module runs it, in the forward by its global module hooks and in the backward by the
 autograd node's sequence number: the one module attribution of the package. ``StepTracker`` is
 that pass's storage ledger (``memory.StorageLedger``) with a record of each allocation (its
 serial number, bytes, phase and module), each free, and a mark after every operator, from which

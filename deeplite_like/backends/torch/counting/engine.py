@@ -110,7 +110,7 @@ def observe(model: torch.nn.Module, args: tuple, kwargs: dict, *, backward: bool
     """One instrumented run of ``model(*args, **kwargs)``: counts, and when asked peak memory and layer facts.
 
     Everything is read from the same pass, by the same module attribution (``CountingMode``'s
-    per-class dispatchers, ``recorder.py``): each operator is priced, its fresh output storages
+    global module hooks, ``recorder.py``): each operator is priced, its fresh output storages
     are added to the live bytes (``memory.StorageLedger``), and each module's first call leaves
     its shapes. ``count_ops``, ``peak_activation_memory``, ``layerwise_summary`` and the
     profiler's default functions (which share one observation per ``compute_network_status``)

@@ -11,23 +11,27 @@ methods, Python operators). It knows no particular op: it asks the formula table
 (``registry.lookup`` / ``registry.is_free``) once per op overload and caches the answer.
 
 Attribution
-    Forward: ``attach`` gives the class of each of the model's modules a dispatching ``forward``
-    (removed by ``detach``; nothing is stored on the instances, so copies and pickles made while
-    counting are plain). The dispatcher looks up the mode counting in *this thread* (a
-    thread-local), which counts the call only for a module it attached (by identity): other
-    threads, copies and other instances go straight to the original ``forward``, and two
-    threads may count the same model at once. A module call
-    opens a *context*: the ``OpStats`` of the module and of every module that encloses this
-    call, and the module's own ``module_ops`` dict. An op adds its cost to a per-context
-    accumulator (three integer adds); the accumulators are spread over the enclosing modules,
-    the operator table and the phase when the phase ends, so ``by_module`` is nested by
-    construction and follows the real call stack.
+    Forward: ``attach`` registers two *global* module hooks
+    (``torch.nn.modules.module.register_module_forward_pre_hook`` / ``register_module_forward_hook``,
+    ``always_call``), which ``detach`` removes: nothing on any class or instance is replaced, so
+    the model's own code sees exactly the model it was given (``type(self).forward``,
+    ``inspect.signature``, ``__dict__``: transformers' ``GradientCheckpointingLayer`` still
+    checkpoints, because it finds its own ``forward`` on its class). The hooks fire for every
+    module call of the process; they count a call only from the thread that counts and only for
+    a module this mode attached (by identity): other threads, copies and other instances go
+    uncounted, and two threads may count the same model at once. A module call opens a
+    *context*: the ``OpStats`` of the module and of every module that encloses this call, and
+    the module's own ``module_ops`` dict. An op adds its cost to a per-context accumulator
+    (three integer adds); the accumulators are spread over the enclosing modules, the operator
+    table and the phase when the phase ends, so ``by_module`` is nested by construction and
+    follows the real call stack.
 
-    The wrappers and why they are not hooks: ``module_wrappers.py``. A module's own hooks (the
-    user's) run outside the wrapped ``forward``: operators they run count toward the enclosing
-    module. Modules whose ``forward`` cannot be dispatched from their class are followed through
-    two global module hooks, which check the thread and the module's identity. TorchScript
-    modules take neither: their operators count toward the enclosing module.
+    Hooks order: global hooks run before a module's own. A module's own forward pre-hooks (the
+    user's) therefore run inside its context and its own forward hooks outside it, in the
+    enclosing module, as under ``torch.utils.module_tracker`` (``FlopCounterMode``).
+    TorchScript modules are not followed: their operators count toward the enclosing module.
+    Why hooks and not the per-class ``forward`` dispatchers used before: ``docs/conventions.rst``
+    ("Module attribution") and ``benchmarks/bench_torch_count.py``.
 
     Backward: no module code runs in backward, so each forward context is also filed under the
     autograd *sequence number* at which it began (``torch.autograd._get_sequence_nr()``, a
@@ -39,6 +43,9 @@ Attribution
     (where an "inputs' grads are ready" hook never fires and the module is never popped), and
     is exact for interleaved branches. Nodes with no forward context (the engine's initial
     ``ones_like``, ``AccumulateGrad``, whose sequence number is the maximum) go to the root.
+    A forward re-run in backward (activation checkpointing's recomputation) calls modules
+    again: such a call opens a context under its module's ancestors by qualified name, so the
+    recomputed operators are attributed to the modules that run them, in the backward phase.
 
 Leaving the model as found
     ``watch`` registers tensors (the engine passes the model's parameters) by storage. Before
@@ -72,7 +79,6 @@ import threading
 from typing import Any, Callable
 
 import torch
-from torch.nn.modules import module as _module_globals
 
 from deeplite_like.opcount import OpCount, OpStats
 
@@ -84,15 +90,18 @@ from .describe import describe_args
 from .meta_replay import MetaOutputs
 from ..fastpath import unfused
 from ..shapes import LayerFacts, layer_facts
+from ..state import add_global_module_hooks, remove_global_module_hooks
 from .meta_values import MetaValues
-from .module_wrappers import FUSED_UNLESS_HOOKED, can_wrap, counting_thread, unwrap_classes, wrap_classes
-from .module_wrappers import _wrapped  # noqa: F401  (re-exported: tests check that no wrapper is left)
 from .modules import lookup_module_formula, module_op_name
 from .nested import any_nested, price_per_component
 from .op_facts import op_info
 from .registry import CountOptions, OpCall, is_free, lookup
 
-_local = counting_thread  # (the old name: tests read ``recorder._local.mode``)
+# Modules that skip their children's forwards (one fused kernel) unless the fused fast path is
+# off: while one is counted, the fast path is off (``fastpath.unfused``), so that its children run.
+FUSED_UNLESS_HOOKED: tuple[type, ...] = (torch.nn.TransformerEncoderLayer,)
+
+_local = threading.local()  # .mode: the CountingMode attached in this thread, if any
 
 _UNTRACKED = object()  # cache marker: the op has no formula and is not free
 _ABSENT = object()  # cache marker: no module formula looked up yet
@@ -165,11 +174,9 @@ class CountingMode(LightDispatchMode):
         self._watched: dict[int, list[torch.Tensor]] = {}  # storage address -> model tensors on it
         self._mutated: list[tuple[torch.Tensor, torch.Tensor]] = []  # (model tensor, copy before)
         self._module_formula_cache: dict[type, Any] = {}
-        self._names: dict[int, str] = {}  # id(module) -> qualified name, for the modules dispatched from their class
-        self._hook_names: dict[int, str] = {}  # id(module) -> qualified name, for the modules followed by hooks
+        self._names: dict[int, str] = {}  # id(module) -> qualified name, for the modules attached
         self._unfused: contextlib.ExitStack | None = None
         self._rows: dict[str, tuple[OpStats, dict, Any]] = {}  # name -> by_module row, module_ops row, formula
-        self._classes: list[type] = []
         self._handles: list = []
         self._attached = False
         self._thread = 0
@@ -203,79 +210,47 @@ class CountingMode(LightDispatchMode):
         (``fastpath.py``), so that its children run and are attributed; ``False`` for nested-tensor
         inputs, which only the fused kernels accept (priced whole, per sequence).
 
-        Counting follows this thread's calls only. Each module's class gets a dispatching
-        ``forward`` (``module_wrappers``); a module whose ``forward`` cannot be dispatched from its
-        class (a ``property``, or a ``forward`` set on the instance) is followed through two global
-        module hooks instead. TorchScript modules take neither: their ops count toward the
-        enclosing module. Nothing is stored on the modules.
+        Counting follows this thread's calls only, through two global module hooks (see the
+        module docstring); nothing is stored on the modules or their classes. TorchScript modules
+        are not followed: their ops count toward the enclosing module.
         """
         self._thread = threading.get_ident()
-        classes: dict[type, None] = {}
         fused = False
         for name, module in named_modules:
             if isinstance(module, torch.jit.ScriptModule):
                 continue
-            if can_wrap(module):
-                self._names[id(module)] = name
-                classes[type(module)] = None
-            else:
-                self._hook_names[id(module)] = name
+            self._names[id(module)] = name
             fused = fused or isinstance(module, FUSED_UNLESS_HOOKED)
-        if self._hook_names:
-            self._handles.append(_module_globals.register_module_forward_pre_hook(self._hook_enter))
-            self._handles.append(_module_globals.register_module_forward_hook(self._hook_exit, with_kwargs=True,
-                                                                              always_call=True))
         if fused and unfuse:
             self._unfused = contextlib.ExitStack()
             self._unfused.enter_context(unfused())
-        self._previous_mode = getattr(counting_thread, "mode", None)
+        self._previous_mode = getattr(_local, "mode", None)
         self._attached = True
-        counting_thread.mode = self
-        wrap_classes(list(classes), self._classes)
+        _local.mode = self
+        if self._names:
+            self._handles += add_global_module_hooks(self._hook_enter, self._hook_exit)
 
     def detach(self) -> None:
         """Remove what ``attach`` added (safe to call twice)."""
-        while self._handles:
-            self._handles.pop().remove()
-        classes, self._classes = self._classes, []
-        unwrap_classes(classes)
+        remove_global_module_hooks(self._handles)
         if self._unfused is not None:
             self._unfused, unfused_stack = None, self._unfused
             unfused_stack.close()
         if self._attached:
             self._attached = False
-            counting_thread.mode = self._previous_mode
+            _local.mode = self._previous_mode
 
     def _call(self, module: torch.nn.Module, forward: Callable, args: tuple, kwargs: dict,
               name: str | None = None) -> Any:
-        """Run one module call (``forward(*args, **kwargs)``) as a context of its own.
+        """Run ``forward(*args, **kwargs)`` as a call of ``module`` (an entry point other than ``forward``).
 
-        ``name``: the module's qualified name; by default looked up among the modules dispatched
-        from their class (a module this mode did not attach, e.g. a copy, runs uncounted as a call).
+        ``name``: the module's qualified name (default: the attached module's; a module this mode
+        did not attach runs uncounted as a call).
         """
         if name is None:
             name = self._names.get(id(module))
-        if name is None or self._in_backward:  # not this model's module; a re-run forward in backward
+        if name is None:
             return forward(*args, **kwargs)
-        row = None if self._opaque or self._track_backward else self._rows.get(name)
-        if row is not None and row[2] is None:  # the usual call, ``_open``/``_close`` inlined
-            stats, ops, _ = row
-            stats.calls += 1
-            parent = self._ctx
-            if name in parent.names:  # re-entered (recursion): do not count the module twice
-                self._ctx = _Context(parent.names, parent.stats, ops)
-            else:
-                self._ctx = _Context(parent.names + (name,), parent.stats + (stats,), ops)
-            try:
-                output = forward(*args, **kwargs)
-            except BaseException as exc:
-                self._failed(exc, module, name, args, kwargs)
-                raise
-            finally:
-                self._ctx = parent
-            if self.layers is not None:
-                self._note_layer(name, args, kwargs, output)
-            return output
         opened = self._open(module, name)
         try:
             output = forward(*args, **kwargs)
@@ -298,11 +273,10 @@ class CountingMode(LightDispatchMode):
 
     def attached_name(self, module: torch.nn.Module) -> str | None:
         """The qualified name of an attached module (``None``: not one of the model's modules)."""
-        name = self._names.get(id(module))
-        return self._hook_names.get(id(module)) if name is None else name
+        return self._names.get(id(module))
 
     def _open(self, module: torch.nn.Module, name: str) -> tuple[_Context, _Context, Any] | None:
-        """Enter a module call: ``(parent context, its context, module formula)``, or None inside a
+        """Enter a module call: ``(context before, its context, module formula)``, or None inside a
         module priced whole (its inner modules are not accounted, only located on failure)."""
         if self._opaque:
             return None
@@ -311,7 +285,9 @@ class CountingMode(LightDispatchMode):
             row = self._row(module, name)
         stats, ops, formula = row
         stats.calls += 1
-        parent = self._ctx
+        before = parent = self._ctx
+        if self._in_backward and parent is self._root:  # a forward re-run in backward (recomputation)
+            parent = self._ancestors(name)
         if name in parent.names:  # re-entered (recursion): do not count the module twice
             ctx = _Context(parent.names, parent.stats, ops)
         else:
@@ -321,7 +297,20 @@ class CountingMode(LightDispatchMode):
             self._mark_context()
         if formula is not None:
             self._opaque += 1
-        return parent, ctx, formula
+        return before, ctx, formula
+
+    def _ancestors(self, name: str) -> _Context:
+        """The context of ``name``'s enclosing modules by qualified name (for a call that has no
+        caller on record: a module re-run in backward by activation checkpointing)."""
+        names, stats = ("",), (self.result.by_module[""],)
+        parts = name.split(".") if name else []
+        for i in range(1, len(parts)):
+            prefix = ".".join(parts[:i])
+            row = self._rows.get(prefix)
+            if row is not None:
+                names += (prefix,)
+                stats += (row[0],)
+        return _Context(names, stats, self._root.ops)
 
     def _row(self, module: torch.nn.Module, name: str) -> tuple[OpStats, dict, Any]:
         """At a module's first call: its rows in ``by_module`` and ``module_ops``, and its module formula."""
@@ -339,21 +328,25 @@ class CountingMode(LightDispatchMode):
             self._mark_context()
 
     def _hook_enter(self, module: torch.nn.Module, args: tuple) -> None:
-        """``_call`` split in two, for a module that cannot be dispatched: the (global) pre-hook half."""
-        if threading.get_ident() != self._thread or self._in_backward:
+        """A module call begins (the global pre-hook): open its context."""
+        if threading.get_ident() != self._thread and not self._recomputing():
             return None
-        name = self._hook_names.get(id(module))
+        name = self._names.get(id(module))
         if name is None:  # (a global hook: it sees every module of the process)
             return None
         self._hooked.append((module, name, self._open(module, name), sys.exc_info()[1]))
         return None
 
+    def _recomputing(self) -> bool:
+        """In our backward, a forward re-run by an autograd node (which may run on a device's thread)."""
+        return self._in_backward and _current_autograd_node() is not None
+
     def _hook_exit(self, module: torch.nn.Module, args: tuple, *kwargs_output: Any) -> None:
-        """The (global, always called) forward-hook half: ``(module, args, kwargs, output)``, or
-        ``(module, args, None)`` when the forward raised (torch then passes no kwargs)."""
-        if threading.get_ident() != self._thread or self._in_backward:
+        """A module call ends (the global, always called forward hook): ``(module, args, kwargs, output)``,
+        or ``(module, args, None)`` when the forward raised (torch then passes no kwargs)."""
+        if threading.get_ident() != self._thread and not self._recomputing():
             return None
-        kwargs, output = kwargs_output if len(kwargs_output) == 2 else ({}, kwargs_output[0])
+        kwargs, output = kwargs_output if len(kwargs_output) == 2 else (_failed_call_kwargs(), kwargs_output[0])
         if not self._hooked or self._hooked[-1][0] is not module:
             return None  # not one of ours, or our pre-hook did not run for this call (an earlier one raised)
         _, name, opened, exc_before = self._hooked.pop()
@@ -385,6 +378,8 @@ class CountingMode(LightDispatchMode):
         return frame
 
     def _failed(self, exc: BaseException, module: torch.nn.Module, name: str, args: tuple, kwargs: dict) -> None:
+        if self._in_backward:  # a recomputation stopped early (checkpoint's own signal): keep nothing alive
+            return
         if exc not in self.failures:  # the first frame to see an exception is the innermost
             self.failures[exc] = _Frame(module, name, args, kwargs)
 
@@ -403,7 +398,10 @@ class CountingMode(LightDispatchMode):
 
     def _mark_context(self) -> None:
         if self._track_backward:
-            self._seqs.append(_get_sequence_nr())
+            seq = _get_sequence_nr()
+            if self._seqs and seq < self._seqs[-1]:  # another thread's counter (a device's backward thread)
+                return
+            self._seqs.append(seq)
             self._seq_ctxs.append(self._ctx)
 
     # -- model tensors written by the forward ---------------------------------------------
@@ -477,7 +475,9 @@ class CountingMode(LightDispatchMode):
                                    f"{describe_args(args, kwargs)}: {type(exc).__name__}: {exc}. Fix it, or "
                                    "replace it with register_formula(..., override=True).") from exc
         # _add, inlined: this line runs once per priced op
-        ctx = self._backward_context() if self._in_backward else self._ctx
+        ctx = self._ctx
+        if self._in_backward and ctx is self._root:  # (not in a module re-run by a recomputation)
+            ctx = self._backward_context()
         acc = ctx.pending.get(name)
         if acc is None:
             self._add(name, macs, flops, ctx)
@@ -528,13 +528,13 @@ class CountingMode(LightDispatchMode):
 
     def _comm_where(self) -> tuple[str, str]:
         """The module a collective running now is attributed to, and the phase (``CommLog``)."""
-        ctx = self._backward_context() if self._in_backward else self._ctx
+        ctx = self._backward_context() if self._in_backward and self._ctx is self._root else self._ctx
         return issuing_module(self._names, ctx.names[-1]), self._phase_name
 
     def module_running(self) -> str:
         """Qualified name of the innermost module running now; in backward, of the module whose
         forward made the autograd node being executed (``""``: the root, or no module)."""
-        return (self._backward_context() if self._in_backward else self._ctx).names[-1]
+        return (self._backward_context() if self._in_backward and self._ctx is self._root else self._ctx).names[-1]
 
     def _where(self) -> str:
         """The innermost module running now, for error messages."""
@@ -596,6 +596,16 @@ class CountingMode(LightDispatchMode):
         if self._logical.ran:
             result.logical_macs, result.logical_flops = self._logical.totals(result.macs, result.flops)
         return result
+
+
+def _failed_call_kwargs() -> dict:
+    """The keyword arguments of the module call that raised, read from ``nn.Module._call_impl``'s frame
+    (torch gives an always-called hook none when the forward raised; ``ForwardError`` names them)."""
+    frame = sys._getframe(2)  # _call_impl -> _hook_exit -> here
+    if frame.f_code is not torch.nn.Module._call_impl.__code__:
+        return {}
+    kwargs = frame.f_locals.get("kwargs")
+    return kwargs if isinstance(kwargs, dict) else {}
 
 
 def counting_mode(options: CountOptions, track_backward: bool = False, meta: bool = False) -> CountingMode:

@@ -2,8 +2,8 @@
 
 Between ``start_profile()`` and ``stop_profile()`` a ``PhaseCountingMode`` is active on the
 calling thread; the forward, the backward and the optimizer step are counted operator by
-operator and timed (``timers.py``). Nothing stays attached: the class-level forward
-dispatchers, the global timing hooks, the optimizer hooks and the dispatch mode are removed by
+operator and timed (``timers.py``). Nothing stays attached: the global module hooks that
+attribute operators to modules, the global timing hooks, the optimizer hooks and the dispatch mode are removed by
 ``stop_profile()``. Nothing is stored on the model's modules meanwhile, so a copy
 (``copy.deepcopy``: an EMA, a best-model snapshot) or a ``torch.save`` made inside the window
 is a plain copy of the user's model.
@@ -165,7 +165,7 @@ class _Window:
     end: float | None = None
 
     def detach(self) -> None:
-        """Remove the forward dispatchers, the timing hooks and the optimizer hooks (safe to call twice)."""
+        """Remove the module hooks, the timing hooks and the optimizer hooks (safe to call twice)."""
         try:
             self.mode.detach()
         finally:

@@ -15,7 +15,7 @@ from typing import Any, Callable
 
 import torch
 from torch import nn
-from torch.nn.modules import module as _module_globals
+from ..state import add_global_module_hooks, remove_global_module_hooks
 
 from ..run_tensors import batch_size_of
 from .phases import PhaseCountingMode, current_autograd_node
@@ -40,13 +40,10 @@ class ModuleTimer:
         for name, module in self._modules:
             if not isinstance(module, torch.jit.ScriptModule):
                 self._names[id(module)] = name
-        self._handles.append(_module_globals.register_module_forward_pre_hook(self._pre))
-        self._handles.append(_module_globals.register_module_forward_hook(self._post, with_kwargs=True,
-                                                                          always_call=True))
+        self._handles += add_global_module_hooks(self._pre, self._post)
 
     def detach(self) -> None:
-        while self._handles:
-            self._handles.pop().remove()
+        remove_global_module_hooks(self._handles)
         self._stack.clear()
 
     def _pre(self, module: nn.Module, args: tuple) -> None:
