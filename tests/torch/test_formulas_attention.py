@@ -117,27 +117,77 @@ def _sdpa_step(*tensors, math=False, **kwargs):
     return step
 
 
-def test_sdpa_backward_cpu_kernel_equals_math_autograd():
-    # backward: dS = dO.V^T, dV = P^T.dO, dQ = dS.K, dK = dS^T.Q: 2*(1200 + 1200) = 4800 MACs;
-    # FLOPs 9600 + softmax backward 4*150 = 600 + scale grads 6*(5+5)*8 = 480 -> 10680
+def test_sdpa_backward_cpu_kernel_recomputes_the_scores():
+    # math autograd: dS = dO.V^T, dV = P^T.dO, dQ = dS.K, dK = dS^T.Q: 2*(1200 + 1200) = 4800 MACs;
+    # FLOPs 9600 + softmax backward 4*150 = 600 + scale grads 6*(5+5)*8 = 480 -> 10680.
+    # The CPU flash kernel keeps no probabilities: its backward first recomputes Q.K^T (1200 MACs)
+    # and P = exp(scale*S - lse) (3 FLOPs per score: 450): 6000 MACs, 12000 + 600 + 480 + 450 = 13530.
     fused = run_counted(_sdpa_step(Q, K, V))
-    assert fused.op("aten._scaled_dot_product_flash_attention_for_cpu_backward") == (4800, 10680)
+    assert fused.op("aten._scaled_dot_product_flash_attention_for_cpu_backward") == (6000, 13530)
     math = run_counted(_sdpa_step(Q, K, V, math=True))
-    assert (fused.macs, fused.flops) == (math.macs, math.flops)
+    assert fused.macs - math.macs == 1200 and fused.flops - math.flops == 2 * 1200 + 450
+    # torch's own counter prices the fused (CUDA) backward kernels the same way, 2.5x the forward's
+    # MACs (it does not count the CPU kernel at all): 6000 MACs = 12000 FLOPs of contractions
+    from torch.utils.flop_counter import sdpa_backward_flop
+
+    assert sdpa_backward_flop(Q.shape, Q.shape, K.shape, V.shape) == 2 * 6000
 
 
-def test_sdpa_backward_gqa_and_mask_equal_math_autograd():
+def test_sdpa_backward_gqa_and_mask_recompute():
     # GQA backward also sums dK, dV over the repeated heads: BH*Lk*(E + Ev) = 8*5*16 = 640 FLOPs
     q, k, v = torch.randn(2, 4, 5, 8), torch.randn(2, 2, 5, 8), torch.randn(2, 2, 5, 8)
     fused = run_counted(_sdpa_step(q, k, v, enable_gqa=True))
     math = run_counted(_sdpa_step(q, k, v, math=True, enable_gqa=True))
-    # backward kernel: 2*(1600 + 1600) = 6400 MACs; 12800 + 4*200 + 640 + 640 = 14880
-    assert fused.op("aten._scaled_dot_product_flash_attention_for_cpu_backward") == (6400, 14880)
-    assert (fused.macs, fused.flops) == (math.macs, math.flops)
+    # math backward: 2*(1600 + 1600) = 6400 MACs; 12800 + 4*200 + 640 + 640 = 14880 FLOPs.
+    # fused: + recomputed QK 1600 MACs (3200 FLOPs) + 3 FLOPs per score (600) -> (8000, 18680)
+    assert fused.op("aten._scaled_dot_product_flash_attention_for_cpu_backward") == (8000, 18680)
+    assert (fused.macs - math.macs, fused.flops - math.flops) == (1600, 3200 + 600)
+    # with a mask the recomputation adds it again: 4 FLOPs per score (150 scores)
     mask = torch.zeros(5, 5)
     fused = run_counted(_sdpa_step(Q, K, V, attn_mask=mask))
     math = run_counted(_sdpa_step(Q, K, V, math=True, attn_mask=mask))
-    assert (fused.macs, fused.flops) == (math.macs, math.flops)
+    assert (fused.macs - math.macs, fused.flops - math.flops) == (1200, 2400 + 4 * 150)
+
+
+# -- varlen kernels called directly (flash / memory-efficient), priced on meta tensors -------------
+def test_flash_attention_forward_padded_and_packed():
+    # padded (B=2, L=5, H=3, E=8): as SDPA's dense forward, DENSE = (2400, 6030)
+    q = torch.empty(2, 5, 3, 8, device="meta")
+    out = call(aten._flash_attention_forward.default, q, q, q, None, None, 5, 5, 0.0, False, False)
+    assert out == DENSE
+    # packed: sequences of 3 and 2 tokens (cumulative starts 0, 3, 5), 3 heads of 8:
+    # pairs 3*3 + 2*2 = 13 per head; MACs 3 heads * 13 * (8 + 8) = 624;
+    # FLOPs 1248 + scale q and k 3*(5+5)*8 = 240 + softmax 5*39 = 195 -> 1683
+    packed = torch.empty(5, 3, 8, device="meta")
+    cum = torch.tensor([0, 3, 5], dtype=torch.int32)
+    out = aten._flash_attention_forward.default(packed, packed, packed, cum.to("meta"), cum.to("meta"), 3, 3,
+                                                0.0, False, False)
+    from deeplite_like.backends.torch.counting.registry import OpCall, lookup
+    formula = lookup(aten._flash_attention_forward.default)
+    args = (packed, packed, packed, cum, cum, 3, 3, 0.0, False, False)
+    assert formula(OpCall(aten._flash_attention_forward.default, args, {}, out)) == (624, 1683)
+    # backward: 2.5x the MACs (1560); FLOPs 3120 + softmax backward 4*39 = 156 + scale grads 240
+    # + recompute 3*39 = 117 -> 3633
+    grads = aten._flash_attention_backward.default
+    bargs = (packed, packed, packed, packed, packed, torch.empty(3, 5, device="meta"), cum, cum, 3, 3, 0.0,
+             False, torch.empty(2, dtype=torch.int64, device="meta"), torch.empty(0, device="meta"))
+    assert lookup(grads)(OpCall(grads, bargs, {}, (packed, packed, packed))) == (1560, 3633)
+    # on the meta device a packed batch has no lengths: refused by name
+    with pytest.raises(ValueError, match="needs the sequence lengths"):
+        formula(OpCall(aten._flash_attention_forward.default, (packed, packed, packed, cum.to("meta"),
+                                                                  cum.to("meta"), 3, 3, 0.0, False, False), {}, out))
+
+
+def test_efficient_attention_forward_and_backward_padded():
+    # (B=2, L=5, H=3, E=8), custom_mask_type 1 (causal): MASKED = (2400, 6180); backward as the
+    # fused SDPA backward with a causal mask: 6000 MACs; 12000 + 600 + 480 + 4*150 -> 13680
+    q = torch.empty(2, 5, 3, 8, device="meta")
+    assert call(aten._efficient_attention_forward.default, q, q, q, None, None, None, 5, 5, 0.0, 1) == MASKED
+    from deeplite_like.backends.torch.counting.registry import OpCall, lookup
+    op = aten._efficient_attention_backward.default
+    args = (q, q, q, q, None, q, None, None, 5, 5, torch.empty(2, 3, 5, device="meta"), 0.0,
+            torch.empty((), device="meta"), torch.empty((), device="meta"), 1, False)
+    assert lookup(op)(OpCall(op, args, {}, (q, q, q, None))) == (6000, 13680)
 
 
 # -- nn.MultiheadAttention: E = 16, 4 heads (hd 4), batch 2, length 5 ---------------------------

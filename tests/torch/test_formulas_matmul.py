@@ -123,3 +123,52 @@ def test_addmm_activation_fused():
     bias, a, b = torch.randn(3), torch.randn(2, 4), torch.randn(4, 3)
     assert run_counted(lambda: torch.ops.aten._addmm_activation(bias, a, b)).flops == 60
     assert run_counted(lambda: torch.ops.aten._addmm_activation(bias, a, b, use_gelu=True)).flops == 108
+
+
+# -- FP8 -----------------------------------------------------------------------------------------
+def test_scaled_mm_fp8_on_cpu_and_meta():
+    # (48, 80) @ (80, 112) in float8_e4m3fn, per-tensor scales: 48*112*80 = 430,080 MACs;
+    # FLOPs 2*430,080 + one scale multiply per output 48*112 = 5376 -> 865,536.
+    # FlopCounterMode counts the product: 2 * 430,080.
+    a = torch.randn(48, 80).to(torch.float8_e4m3fn)
+    b = torch.randn(112, 80).to(torch.float8_e4m3fn).t()
+    one = torch.tensor(1.0)
+
+    def run():
+        return torch._scaled_mm(a, b, one, one, out_dtype=torch.bfloat16)
+
+    result = run_counted(run)
+    assert (result.macs, result.flops) == (430_080, 865_536)
+    assert result.op("aten._scaled_mm") == (430_080, 865_536)
+    assert flop_counter_flops(run) == 2 * 430_080
+    # with a bias: one more FLOP per output (5376)
+    meta = dict(device="meta")
+    bias = torch.empty(112, dtype=torch.bfloat16, **meta)
+    assert call(aten._scaled_mm.default, a.to("meta"), b.to("meta"), one.to("meta"), one.to("meta"), bias,
+                out_dtype=torch.bfloat16) == (430_080, 865_536 + 5376)
+
+
+def test_scaled_grouped_mm_fp8_prices_each_group_and_its_scales():
+    # (64, 32) rows routed to 4 experts of (32, 48) by offs 16/32/48/64: 64*32*48 = 98,304 MACs;
+    # FLOPs 2*98,304 + one scale multiply per output 64*48 = 3072 -> 199,680 (meta: CPU has no kernel)
+    meta = dict(device="meta")
+    a = torch.empty(64, 32, dtype=torch.float8_e4m3fn, **meta)
+    b = torch.empty(4, 48, 32, dtype=torch.float8_e4m3fn, **meta).transpose(-2, -1)
+    offs = torch.tensor([16, 32, 48, 64], dtype=torch.int32)
+    out = torch.empty(64, 48, dtype=torch.bfloat16, **meta)
+    from deeplite_like.backends.torch.counting.registry import OpCall, lookup
+    op = aten._scaled_grouped_mm.default
+    args = (a, b, torch.empty(64, **meta), torch.empty(4, 48, **meta), offs)
+    assert lookup(op)(OpCall(op, args, {"out_dtype": torch.bfloat16}, out)) == (98_304, 199_680)
+
+
+def test_tensor_checks_are_free():
+    # torch._check_tensor_all (129 transformers model files) runs aten._is_all_true: a check, free,
+    # never untracked; the matmul beside it is 2*3*4 = 24 MACs
+    def run():
+        x = torch.randn(2, 3)
+        torch._check_tensor_all(x == x, lambda: "no NaN")
+        return x @ torch.randn(3, 4)
+
+    result = run_counted(run)  # (fails on any untracked op)
+    assert result.macs == 24

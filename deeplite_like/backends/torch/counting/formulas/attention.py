@@ -17,12 +17,23 @@ Attention is dense by default: a causal mask is an add like any mask. With
 MACs (an explicit mask tensor is never inspected, so it always counts dense). GQA (fewer
 key/value heads) costs as if K and V were repeated to the query heads, as the math path does.
 
-Backward (math reference autograd): dS = dO @ V^T, dV = P^T @ dO, dQ = dS @ K, dK = dS^T @ Q
-(2 * (QK + PV) MACs; FlopCounterMode adds a third QK for the recompute flash kernels do),
-softmax backward 4 FLOPs per score, the two scale grads BH*(Lq + Lk)*E, a dropout mask
-multiply 1 per score, and for GQA the sums of dK, dV over repeated heads BH*Lk*(E + Ev).
+Backward, as the kernel that runs does it. The math reference's autograd: dS = dO @ V^T,
+dV = P^T @ dO, dQ = dS @ K, dK = dS^T @ Q (2 * (QK + PV) MACs), softmax backward 4 FLOPs per
+score, the two scale grads BH*(Lq + Lk)*E, a dropout mask multiply 1 per score, and for GQA the
+sums of dK, dV over repeated heads BH*Lk*(E + Ev). The fused kernels (CPU flash, CUDA flash,
+memory-efficient, cuDNN) keep no probabilities: their backward first recomputes Q @ K^T and
+P = exp(scale * S - logsumexp) block by block, one more QK of MACs and 3 FLOPs per score (scale,
+subtract, exp; +1 with a mask), so a fused backward is 2.5x its forward's MACs when E = Ev, as
+FlopCounterMode counts it (``docs/conventions.rst`` has both figures).
+
+The varlen kernels ``_flash_attention_forward/_backward`` and ``_efficient_attention_*`` take
+(batch, L, heads, E) tensors, or packed (total tokens, heads, E) ones with cumulative sequence
+lengths: a packed batch is priced sequence by sequence (sum of Lq_i * Lk_i), which needs the
+lengths' values (real tensors; on the meta device they are refused by name).
 """
 from __future__ import annotations
+
+from typing import Any
 
 from ..registry import Cost, CountOptions, Formula, OpCall, register_formula
 from ._common import aten, bind, ops, prod, shape
@@ -43,27 +54,45 @@ def _dims(query, key, value) -> tuple[int, int, int, int, int, int]:
 def attention_cost(bh: int, lq: int, lk: int, e: int, ev: int, *, masked: bool = False, causal: bool = False,
                    dropout: bool = False, options: CountOptions | None = None) -> Cost:
     """SDPA's math reference: QK^T and PV MACs, q/k scaling, mask add, softmax, dropout FLOPs."""
-    qk, pv = bh * lq * lk * e, bh * lq * lk * ev
+    return _forward_cost(bh, lq * lk, lq, lk, e, ev, masked=masked, causal=causal, dropout=dropout, options=options)
+
+
+def attention_backward_cost(bh: int, lq: int, lk: int, e: int, ev: int, *, gqa: bool = False, causal: bool = False,
+                            dropout: bool = False, options: CountOptions | None = None, recompute: bool = False,
+                            masked: bool = False) -> Cost:
+    """Autograd of SDPA's math reference; ``recompute``: a fused kernel's, which first recomputes
+    the scores and probabilities (see the module docstring)."""
+    return _backward_cost(bh, lq * lk, lq, lk, e, ev, gqa=gqa, causal=causal, dropout=dropout, options=options,
+                          recompute=recompute, masked=masked)
+
+
+def _forward_cost(heads: int, pairs: int, q_tokens: int, k_tokens: int, e: int, ev: int, *, masked: bool,
+                  causal: bool, dropout: bool, options: CountOptions | None) -> Cost:
+    """Attention over ``pairs`` (query, key) pairs per head (Lq * Lk, or a packed batch's sum of
+    Lq_i * Lk_i) and ``q_tokens`` / ``k_tokens`` queries and keys per head."""
+    qk, pv = heads * pairs * e, heads * pairs * ev
     if causal and options is not None and options.causal_half:
         qk, pv = qk // 2, pv // 2
-    scores = bh * lq * lk
-    flops = bh * (lq + lk) * e + SOFTMAX * scores
+    scores = heads * pairs
+    flops = heads * (q_tokens + k_tokens) * e + SOFTMAX * scores
     flops += scores if (masked or causal) else 0
     flops += 2 * scores if dropout else 0
     return Cost.contraction(qk + pv, flops)
 
 
-def attention_backward_cost(bh: int, lq: int, lk: int, e: int, ev: int, *, gqa: bool = False, causal: bool = False,
-                            dropout: bool = False, options: CountOptions | None = None) -> Cost:
-    """Autograd of SDPA's math reference (see the module docstring)."""
-    qk, pv = bh * lq * lk * e, bh * lq * lk * ev
+def _backward_cost(heads: int, pairs: int, q_tokens: int, k_tokens: int, e: int, ev: int, *, gqa: bool,
+                   causal: bool, dropout: bool, options: CountOptions | None, recompute: bool, masked: bool) -> Cost:
+    """The backward of ``_forward_cost``'s attention (see the module docstring)."""
+    qk, pv = heads * pairs * e, heads * pairs * ev
     if causal and options is not None and options.causal_half:
         qk, pv = qk // 2, pv // 2
-    scores = bh * lq * lk
-    flops = SOFTMAX_BACKWARD * scores + bh * (lq + lk) * e
+    scores = heads * pairs
+    flops = SOFTMAX_BACKWARD * scores + heads * (q_tokens + k_tokens) * e
     flops += scores if dropout else 0
-    flops += bh * lk * (e + ev) if gqa else 0
-    return Cost.contraction(2 * (qk + pv), flops)
+    flops += heads * k_tokens * (e + ev) if gqa else 0
+    if recompute:
+        flops += 3 * scores + (scores if (masked or causal) else 0)
+    return Cost.contraction(2 * (qk + pv) + (qk if recompute else 0), flops)
 
 
 def _sdpa(mask_name: str | None) -> Formula:
@@ -97,11 +126,71 @@ register_formula(aten._scaled_dot_product_efficient_attention, aten._scaled_dot_
                        "_scaled_dot_product_cudnn_attention_backward",
                        "_scaled_dot_product_fused_attention_overrideable_backward"))
 def sdpa_backward(call: OpCall) -> Cost:
-    """SDPA backward: 2*(QK + PV) MACs; softmax backward 4/score, scale grads, dropout, GQA head sums."""
+    """Fused SDPA backward: recomputed QK + 2*(QK + PV) MACs; recompute, softmax backward 4/score,
+    scale grads, dropout, GQA head sums FLOPs."""
     a = bind(call)
     bh, lq, lk, e, ev, ratio = _dims(a["query"], a["key"], a["value"])
+    masked = a.get("attn_mask") is not None or a.get("attn_bias") is not None
     return attention_backward_cost(bh, lq, lk, e, ev, gqa=ratio > 1, causal=bool(a.get("is_causal")),
-                                   dropout=float(a.get("dropout_p") or 0.0) > 0.0, options=call.options)
+                                   dropout=float(a.get("dropout_p") or 0.0) > 0.0, options=call.options,
+                                   recompute=True, masked=masked)
+
+
+def _sequence_pairs(query: Any, key: Any, cum_q: Any, cum_k: Any, name: str) -> tuple[int, int, int, int]:
+    """``(heads, pairs, q_tokens, k_tokens)`` of a varlen kernel's (B, L, H, E) or packed (T, H, E) inputs.
+
+    ``pairs``: the (query, key) pairs per head over the batch: B * Lq * Lk for padded tensors,
+    sum(Lq_i * Lk_i) for a packed batch (``cum_q``/``cum_k``: cumulative sequence starts).
+    """
+    q, k = shape(query), shape(key)
+    if cum_q is None or cum_k is None or len(q) == 4:
+        batch, lq, heads = q[0], q[1], q[2]
+        return heads, batch * lq * k[1], batch * lq, batch * k[1]
+    if cum_q.is_meta or cum_k.is_meta:
+        raise ValueError(f"{name} on a packed batch needs the sequence lengths (the values of its cumulative "
+                         "lengths), which meta tensors do not have: count with real tensors")
+    starts_q, starts_k = [int(v) for v in cum_q.tolist()], [int(v) for v in cum_k.tolist()]
+    pairs = sum((starts_q[i + 1] - starts_q[i]) * (starts_k[i + 1] - starts_k[i]) for i in range(len(starts_q) - 1))
+    return q[1], pairs, q[0], k[0]
+
+
+def _varlen_cost(call: OpCall, cum_q: str, cum_k: str, backward: bool) -> Cost:
+    """The varlen flash / memory-efficient kernels: as SDPA's fused kernels, over the pairs they run."""
+    a = bind(call)
+    heads, pairs, q_tokens, k_tokens = _sequence_pairs(a["query"], a["key"], a.get(cum_q), a.get(cum_k), call.name)
+    e, ev = shape(a["query"])[-1], shape(a["value"])[-1]
+    causal = bool(a.get("is_causal")) or int(a.get("custom_mask_type") or 0) > 0
+    masked = a.get("bias") is not None
+    dropout = float(a.get("dropout_p") or 0.0) > 0.0
+    if backward:
+        return _backward_cost(heads, pairs, q_tokens, k_tokens, e, ev, gqa=heads != shape(a["key"])[-2],
+                              causal=causal, dropout=dropout, options=call.options, recompute=True, masked=masked)
+    return _forward_cost(heads, pairs, q_tokens, k_tokens, e, ev, masked=masked, causal=causal, dropout=dropout,
+                         options=call.options)
+
+
+@register_formula(aten._flash_attention_forward)
+def flash_attention_forward(call: OpCall) -> Cost:
+    """Varlen flash attention forward: SDPA's cost over the (query, key) pairs of each sequence."""
+    return _varlen_cost(call, "cum_seq_q", "cum_seq_k", backward=False)
+
+
+@register_formula(aten._flash_attention_backward)
+def flash_attention_backward(call: OpCall) -> Cost:
+    """Varlen flash attention backward: the fused SDPA backward over each sequence's pairs."""
+    return _varlen_cost(call, "cum_seq_q", "cum_seq_k", backward=True)
+
+
+@register_formula(aten._efficient_attention_forward)
+def efficient_attention_forward(call: OpCall) -> Cost:
+    """Varlen memory-efficient attention forward (custom_mask_type > 0: causal)."""
+    return _varlen_cost(call, "cu_seqlens_q", "cu_seqlens_k", backward=False)
+
+
+@register_formula(aten._efficient_attention_backward)
+def efficient_attention_backward(call: OpCall) -> Cost:
+    """Varlen memory-efficient attention backward."""
+    return _varlen_cost(call, "cu_seqlens_q", "cu_seqlens_k", backward=True)
 
 
 def mha_cost(batch: int, lq: int, lk: int, embed: int, heads: int, *, in_bias: bool, out_bias: bool,

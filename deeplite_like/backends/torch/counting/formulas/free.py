@@ -31,7 +31,7 @@ COPIES_AND_CASTS = (
     "type_as", "_autocast_to_reduced_precision", "_autocast_to_full_precision", "_has_compatible_shallow_copy_type",
     "set_", "resize_", "resize_as_", "_resize_output_", "record_stream", "pin_memory", "_pin_memory",
     "_make_per_tensor_quantized_tensor", "to_mkldnn", "_to_cpu", "dequantize", "_local_scalar_dense", "item",
-    "_assert_async", "_assert_tensor_metadata", "_functional_assert_async", "_assert_scalar", "sym_constrain_range",
+    "_assert_async", "_is_all_true", "_is_any_true", "_assert_tensor_metadata", "_functional_assert_async", "_assert_scalar", "sym_constrain_range",
     "sym_constrain_range_for_size", "_functional_sym_constrain_range", "_unsafe_index", "is_same_size",
     "is_nonzero", "_propagate_xla_data", "_version", "retain_grad", "requires_grad_", "_fw_primal", "_make_dual",
     "_unpack_dual", "sym_size", "sym_stride", "sym_numel", "sym_storage_offset", "_nested_tensor_size",

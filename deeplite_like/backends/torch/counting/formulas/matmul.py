@@ -45,6 +45,18 @@ def mm(call: OpCall) -> Cost:
     return Cost.contraction(m * n * k)
 
 
+@register_formula(aten._scaled_mm)
+def scaled_mm(call: OpCall) -> Cost:
+    """FP8 (m, k) @ (k, n) with scales: m*n*k MACs + m*n FLOPs to apply the scales (+m*n for a bias).
+
+    The kernel multiplies each output by scale_a * scale_b (per tensor, row or column) as it
+    stores it: one FLOP per output, and one more for a bias add.
+    """
+    a = bind(call)
+    (m, k), (_, n) = shape(a["self"]), shape(a["mat2"])
+    return Cost.contraction(m * n * k, m * n * (2 if a.get("bias") is not None else 1))
+
+
 @register_formula(*ops("addmm", inplace=True))
 def addmm(call: OpCall) -> Cost:
     """beta*self + alpha*(m, k) @ (k, n): m*n*k MACs + m*n FLOPs for the add (+m*n per alpha/beta != 1)."""
@@ -211,7 +223,8 @@ def grouped_mm(call: OpCall) -> Cost:
     2-D (M, K) x 3-D (G, K, N), rows split by ``offs``: rows*K*N MACs (rows = offs[-1]);
     3-D (G, M, K) x 3-D (G, K, N): G*M*K*N; 2-D (M, K) x 2-D (K, N), K split (the weight gradient):
     M*k*N (k = offs[-1]); 3-D (G, M, K) x 2-D (K, N), N split: M*K*n (n = offs[-1]).
-    A bias adds 1 FLOP per computed output element. Its backward runs ``_grouped_mm`` again.
+    A bias adds 1 FLOP per computed output element, and so do the scales of the FP8 form. Its
+    backward runs ``_grouped_mm`` again.
     """
     a = bind(call)
     left, right, offs = shape(a["self"]), shape(a["mat2"]), a["offs"]
@@ -234,7 +247,8 @@ def grouped_mm(call: OpCall) -> Cost:
         n = _routed(offs, n)
         outputs = m * n
         macs = m * k * n
-    return Cost.contraction(macs, outputs if a["bias"] is not None else 0)
+    scales = outputs if "scale_a" in a else 0  # ``_scaled_grouped_mm`` scales each output, as ``_scaled_mm``
+    return Cost.contraction(macs, scales + (outputs if a["bias"] is not None else 0))
 
 
 @register_formula("transformers::grouped_mm_fallback")
