@@ -168,7 +168,9 @@ def execute(run: PreparedRun, progress: Progress | None = None) -> ModelResult:
     if table is not None and run.layer_times:
         progress.start(f"{loaded.name}: time per layer")
         try:
-            table = with_layer_times(table, loaded.model, *run.inputs)
+            timing = statuses.get("execution_time")
+            threads = (getattr(timing, "details", None) or {}).get("num_threads")
+            table = with_layer_times(table, loaded.model, *run.inputs, num_threads=threads)
         except Exception as exc:
             raise _failed(run, "timing each layer", exc) from exc
         progress.advance()
@@ -184,11 +186,13 @@ def execute(run: PreparedRun, progress: Progress | None = None) -> ModelResult:
     return ModelResult(loaded.name, loaded.spec, profiler.backend_name, statuses, table, notes)
 
 
-def with_layer_times(table: TableReport, model: Any, args: tuple, kwargs: dict) -> TableReport:
-    """The per-layer table with a ``latency_s`` column: median forward seconds per module."""
+def with_layer_times(table: TableReport, model: Any, args: tuple, kwargs: dict,
+                     num_threads: int | None = None) -> TableReport:
+    """The per-layer table with a ``latency_s`` column: median forward seconds per module, timed at
+    ``num_threads`` (the execution time's, so that the report states one thread count)."""
     from deeplite_like.backends.torch.layer_timing import module_forward_times
 
-    times = module_forward_times(model, args, kwargs)
+    times = module_forward_times(model, args, kwargs, num_threads=num_threads)
     rows = [{**row, LATENCY_COLUMN: times.get(str(row["module"]))} for row in table.rows]
     formatters = {**table.formatters, LATENCY_COLUMN: format_seconds}
     headers = {**table.headers, LATENCY_COLUMN: "Time (hooked)"}

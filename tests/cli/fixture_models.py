@@ -69,3 +69,23 @@ class CausalSelfAttention(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return nn.functional.scaled_dot_product_attention(x, x, x, is_causal=True)
+
+
+class ThreadRecorder(nn.Module):
+    """Linear(4, 3) that records the intra-op thread count of every forward (class attribute ``seen``)."""
+
+    seen: list = []
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.fc = nn.Linear(4, 3)
+
+    def forward(self, x):
+        ThreadRecorder.seen.append(torch.get_num_threads())
+        return self.fc(x)
+
+
+def thread_recorder() -> nn.Module:
+    ThreadRecorder.seen = []
+    return ThreadRecorder()

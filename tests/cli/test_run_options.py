@@ -105,3 +105,21 @@ def test_dtype_refuses_keras_models_and_unknown_dtypes(cli):
         cast_copy(LoadedModel("k.keras", "k", "keras", object()), ((), {}), "float16")
     code, _, err = cli("profile", *TINY, "--dtype", "float8")
     assert code == 2 and "invalid choice: 'float8'" in err
+
+
+@pytest.mark.parametrize("threads", ["1", "2"])
+def test_every_time_of_one_report_is_taken_at_the_thread_count_it_states(cli, threads):
+    # the per-layer "Time (hooked)" column used to run at torch's default thread count while the
+    # report said num_threads=1: every forward timed for this report runs at --num-threads
+    import torch
+
+    from tests.cli.fixture_models import ThreadRecorder
+
+    before = torch.get_num_threads()
+    code, out, _ = cli("profile", "tests.cli.fixture_models:thread_recorder", "--input-shape", "2,4",
+                       "--no-progress", "--num-threads", threads, "--min-run-time", "0.01")
+    assert code == 0, out
+    assert "Time (hooked)" in out
+    timed = ThreadRecorder.seen[-6:]  # the hooked per-layer timing: 1 warm-up + 5 forwards, the last run
+    assert timed and set(timed) == {int(threads)}
+    assert torch.get_num_threads() == before

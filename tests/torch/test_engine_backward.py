@@ -145,3 +145,50 @@ def test_backward_through_a_residual_block_is_attributed_exactly():
     assert stats(result.by_module[""])[:2] == (result.macs, result.flops) == (216, 540)
     # the root's own ops: `* 2` (12) and `+ 1` (6) forward, the loss sum (6), the `* 2` backward (12)
     assert sum(s.flops for s in result.module_ops[""].values()) == 36
+
+
+# -- checkpointing and inputs written in place (issue 22) ---------------------------------------
+class ReentrantCheckpointed(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a = nn.Linear(8, 8)
+        self.b = nn.Linear(8, 8)
+
+    def forward(self, x):
+        return self.b(torch.utils.checkpoint.checkpoint(self.a, x, use_reentrant=True))
+
+
+@pytest.mark.parametrize("meta", [False, True])
+def test_reentrant_checkpointing_counts_the_recomputation(meta):
+    # x (4, 8) requires grad. Forward: a 4*8*8 = 256, b 256 -> 512 MACs. Backward: b's dX and dW
+    # 512; reentrant checkpointing re-runs a (256) and back-propagates through it: dX and dW 512
+    # -> 1280. Per module: a = 256 + 256 + 512 = 1024, b = 256 + 512 = 768.
+    model = ReentrantCheckpointed()
+    x = torch.randn(4, 8, requires_grad=True)
+    target = torch.randn(4, 8, requires_grad=True)  # a tensor of the caller's, in the loss (real run)
+    loss_fn = (lambda out: out.sum()) if meta else (lambda out: (out * target).sum())
+    counted = count_ops(model, x, backward=True, meta=meta, loss_fn=loss_fn)
+    assert {k: v.macs for k, v in counted.phases.items()} == {"forward": 512, "loss": 0, "backward": 1280}
+    assert counted.by_module["a"].macs == 1024 and counted.by_module["b"].macs == 768
+    # the full backward reentrant checkpointing needs reached the caller's tensor: its .grad is put back
+    assert target.grad is None and x.grad is None
+    assert all(p.grad is None for p in model.parameters())
+
+
+@pytest.mark.parametrize("meta", [False, True])
+def test_a_non_leaf_input_written_in_place_runs_as_in_plain_torch(meta):
+    # x.relu_() on a non-leaf that requires grad is legal torch (on a leaf it raises): Linear(3, 3)
+    # on (3,): forward 9 MACs; backward dW 9 and dX 9 (the input requires grad) -> 27 MACs.
+    class Inplace(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = nn.Linear(3, 3)
+
+        def forward(self, x):
+            return self.fc(x.relu_())
+
+    x = torch.randn(3, requires_grad=True).clone()
+    before = x.detach().clone()
+    counted = count_ops(Inplace(), x, backward=True, meta=meta)
+    assert counted.phases["forward"].macs == 9 and counted.phases["backward"].macs == 18
+    assert torch.equal(x.detach(), before)  # the caller's tensor is not written

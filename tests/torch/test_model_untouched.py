@@ -201,3 +201,43 @@ def test_counting_a_dropout_model_twice_gives_the_same_masks_as_not_counting():
     torch.manual_seed(5)
     count_ops(model, x)
     assert torch.equal(model(x), expected)
+
+
+class _DrawsEverywhere(nn.Module):
+    """A train-mode dropout (torch's generator) and a layer drop with Python's and NumPy's."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(4, 4)
+        self.drop = nn.Dropout(0.5)
+
+    def forward(self, x):
+        import random
+
+        import numpy as np
+
+        if random.random() < 2 and np.random.rand() < 2:  # always true: only the draws matter
+            x = self.drop(self.fc(x))
+        return x
+
+
+@pytest.mark.parametrize("meta", [False, True])
+@pytest.mark.parametrize("backward", [False, True])
+def test_count_ops_leaves_every_global_generator_as_found(meta, backward):
+    import random
+
+    import numpy as np
+
+    from deeplite_like.backends.torch import count_ops
+
+    model, x = _DrawsEverywhere().train(), torch.randn(2, 4)
+
+    def draws():
+        return torch.rand(3).tolist(), random.random(), float(np.random.rand())
+
+    torch.manual_seed(0), random.seed(0), np.random.seed(0)
+    expected = draws()
+    torch.manual_seed(0), random.seed(0), np.random.seed(0)
+    counted = count_ops(model, x, meta=meta, backward=backward)
+    assert counted.macs >= 2 * 4 * 4  # the forward ran its Linear (32 MACs)
+    assert draws() == expected

@@ -21,6 +21,8 @@ from __future__ import annotations
 
 import torch
 
+from deeplite_like.threads import check_num_threads
+
 from .inputs import inference_mode_of
 from .profiling.devices import synchronizer
 from .profiling.timers import ModuleTimer
@@ -30,10 +32,21 @@ __all__ = ["module_forward_times"]
 
 
 def module_forward_times(model: torch.nn.Module, args: tuple, kwargs: dict | None = None, repeats: int = 5,
-                         warmup: int = 1) -> dict[str, float]:
-    """Qualified module name -> forward seconds in the median forward (children included)."""
+                         warmup: int = 1, num_threads: int | None = None) -> dict[str, float]:
+    """Qualified module name -> forward seconds in the median forward (children included).
+
+    ``num_threads``: the intra-op thread count to time at (restored after; ``None``: torch's
+    current one), so that a report times every figure at the thread count it states.
+    """
     if repeats < 1 or warmup < 0:
         raise ValueError(f"repeats must be >= 1 and warmup >= 0, got {repeats} and {warmup}")
+    if num_threads is not None:
+        previous = torch.get_num_threads()
+        torch.set_num_threads(check_num_threads(num_threads))
+        try:
+            return module_forward_times(model, args, kwargs, repeats, warmup)
+        finally:
+            torch.set_num_threads(previous)
     kwargs = kwargs or {}
     named = list(model.named_modules())
     timer = ModuleTimer(named, True, synchronizer(model))

@@ -32,6 +32,8 @@ a model. Everything a measurement may touch is snapshotted on entry and put back
 from __future__ import annotations
 
 import contextlib
+import random
+import sys
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -224,7 +226,8 @@ def _restore_tensor_attributes(module: nn.Module, attributes: dict[str, torch.Te
 
 @contextlib.contextmanager
 def kept_random_state(model: nn.Module | None = None) -> Iterator[None]:
-    """Leave the CPU random generator, and every initialised CUDA device's, as found.
+    """Leave the CPU random generator, every initialised CUDA device's, Python's ``random`` and
+    NumPy's global generator as found.
 
     What ``torch.random.fork_rng`` does, without its look-ups of the model's devices (which cost
     as much as a small model's forward): a model on CUDA has initialised CUDA, and then every
@@ -232,12 +235,18 @@ def kept_random_state(model: nn.Module | None = None) -> Iterator[None]:
     """
     cpu_state = torch.get_rng_state()
     cuda_states = torch.cuda.get_rng_state_all() if torch.cuda.is_initialized() else None
+    python_state = random.getstate()  # forwards that draw with ``random`` / ``numpy.random`` (layer drop)
+    numpy = sys.modules.get("numpy")
+    numpy_state = numpy.random.get_state() if numpy is not None else None
     try:
         yield
     finally:
         torch.set_rng_state(cpu_state)
         if cuda_states is not None:
             torch.cuda.set_rng_state_all(cuda_states)
+        random.setstate(python_state)
+        if numpy_state is not None:
+            numpy.random.set_state(numpy_state)
 
 
 @contextlib.contextmanager

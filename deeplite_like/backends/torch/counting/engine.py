@@ -22,7 +22,7 @@ from ..errors import BackwardError, ForwardError, UntrackedOpWarning
 from ..input_failures import fixed_batch_hint
 from ..state import kept_random_state, kept_tensor_attributes, swapped_tensors
 from . import formulas as _formulas  # noqa: F401  (importing the package fills the formula table)
-from ..run_tensors import first_tensor_batch, fresh_leaf, loss_of, meta_like, tensors_in
+from ..run_tensors import first_tensor_batch, loss_of, meta_like, tensors_in
 from .describe import describe_args
 from ..shapes import LayerFacts
 from .meta_values import MetaValues
@@ -138,6 +138,10 @@ def observe(model: torch.nn.Module, args: tuple, kwargs: dict, *, backward: bool
     if layers:
         mode.layers = {}
     stats = None
+    # which inputs are non-leaves that require grad: the forward may write those in place (as plain torch allows)
+    non_leaves = [isinstance(t, torch.Tensor) and t.requires_grad and not t.is_leaf
+                  for t in pytree.tree_leaves((args, kwargs))]
+    input_leaves: list[torch.Tensor] = []
 
     with contextlib.ExitStack() as cleanup:  # unwinds in reverse: the mode exits first
         cleanup.enter_context(kept_random_state(model))
@@ -149,9 +153,8 @@ def observe(model: torch.nn.Module, args: tuple, kwargs: dict, *, backward: bool
             cleanup.enter_context(swapped_tensors(model, copies))
         else:
             cleanup.enter_context(_restored_tensors(slots, mode))
-            if backward:  # fresh leaves: backward stops at the inputs, the caller's tensors get no .grad
-                args, kwargs = pytree.tree_map_only(torch.Tensor, fresh_leaf, (args, kwargs))
-        if backward:
+        if backward:  # fresh leaves: backward stops at the inputs, the caller's tensors get no .grad
+            args, kwargs, input_leaves = _grad_inputs(args, kwargs, non_leaves)
             cleanup.enter_context(_preserved_grads(model))
         inputs = list(tensors_in((args, kwargs)))
         if memory:  # the inputs are live from the start; parameters, buffers and inputs are not activations
@@ -176,7 +179,7 @@ def observe(model: torch.nn.Module, args: tuple, kwargs: dict, *, backward: bool
             mode.set_phase("loss")
             loss = loss_of(output, loss_fn)
             mode.set_phase("backward")
-            _backward(loss, [] if is_fully_sharded(model) else _leaves(model, state, args, kwargs))
+            _backward(loss, [] if is_fully_sharded(model) else _leaves(model, state) + input_leaves)
         del output
 
     result = mode.finish()
@@ -220,10 +223,42 @@ def _backward(loss: torch.Tensor, leaves: list[torch.Tensor]) -> None:
     # reaches into a graph the caller built (e.g. a loss_fn target that requires grad).
     # An FSDP2 model gets none: its graph's leaves are the unsharded parameters it gathered,
     # not the sharded ones it holds between steps (``distributed/shards.is_fully_sharded``).
+    # Reentrant checkpointing refuses ``inputs=`` (it runs a backward of its own inside): then the
+    # whole graph runs, and the gradients it leaves on tensors not ours are put back as they were.
+    foreign: list[tuple[torch.Tensor, Any]] = []
     try:
+        if leaves and _has_reentrant_checkpoint(loss):
+            ours = {id(t) for t in leaves}
+            foreign = [(t, t.grad) for t in _graph_leaves(loss) if id(t) not in ours]
+            leaves = []
         torch.autograd.backward(loss, inputs=leaves or None)
     except Exception as exc:
         raise BackwardError(f"the backward pass failed: {type(exc).__name__}: {exc}") from exc
+    finally:
+        for tensor, grad in foreign:
+            tensor.grad = grad
+
+
+def _graph_nodes(loss: torch.Tensor) -> Iterator[Any]:
+    """Every autograd node ``loss`` depends on (each once)."""
+    seen: set[int] = set()
+    stack = [loss.grad_fn]
+    while stack:
+        node = stack.pop()
+        if node is None or id(node) in seen:
+            continue
+        seen.add(id(node))
+        yield node
+        stack.extend(next_node for next_node, _ in node.next_functions)
+
+
+def _has_reentrant_checkpoint(loss: torch.Tensor) -> bool:
+    return any(node.name() == "CheckpointFunctionBackward" for node in _graph_nodes(loss))
+
+
+def _graph_leaves(loss: torch.Tensor) -> list[torch.Tensor]:
+    """The leaf tensors whose ``.grad`` a full backward of ``loss`` writes."""
+    return [node.variable for node in _graph_nodes(loss) if hasattr(node, "variable")]
 
 
 # -- preparing the run ----------------------------------------------------------------------
@@ -280,11 +315,29 @@ def to_meta(model: torch.nn.Module, args: tuple, kwargs: dict,
     return state, copies, args, kwargs
 
 
-def _leaves(model: torch.nn.Module, state: dict, args: tuple, kwargs: dict) -> list[torch.Tensor]:
-    """What backward differentiates: the run's trainable parameters and the inputs that require grad."""
+def _leaves(model: torch.nn.Module, state: dict) -> list[torch.Tensor]:
+    """What backward differentiates in the model: the run's trainable parameters."""
     params = [state.get(name, p) for name, p in model.named_parameters()]
-    inputs = [t for t in tensors_in((args, kwargs)) if t.requires_grad and t.is_leaf]
-    return [p for p in params if p.requires_grad] + inputs
+    return [p for p in params if p.requires_grad]
+
+
+def _grad_inputs(args: tuple, kwargs: dict, non_leaves: list[bool]) -> tuple[tuple, dict, list[torch.Tensor]]:
+    """The inputs that require grad as fresh autograd leaves of ours (backward stops there, the
+    caller's tensors get no ``.grad``), and those leaves.
+
+    An input the caller gave as a non-leaf (``x.clone()`` of a tensor that requires grad) is passed
+    as a non-leaf again, a copy of the fresh leaf: the forward may write it in place, as plain torch
+    allows, where an in-place write to a leaf that requires grad raises.
+    """
+    flat, spec = pytree.tree_flatten((args, kwargs))
+    leaves: list[torch.Tensor] = []
+    for i, value in enumerate(flat):
+        if isinstance(value, torch.Tensor) and value.requires_grad:
+            leaf = value.detach().requires_grad_(True)
+            leaves.append(leaf)
+            flat[i] = leaf.clone() if non_leaves[i] else leaf
+    args, kwargs = pytree.tree_unflatten(flat, spec)
+    return args, kwargs, leaves
 
 
 # -- leaving the model as found -------------------------------------------------------------
