@@ -292,3 +292,96 @@ def test_transformer_encoder_nested_fast_path_prices_each_sequence():
     # + norms 2*(128L + 4L) + biases 48L + ReLU 32L = 2*MACs + 472L + 20L^2 -> per layer
     # 34944 + 472*8 + 20*34 = 34944 + 3776 + 680 = 39400; 2 layers 78800
     assert result.flops == 78800
+
+
+# -- FlexAttention (a higher-order operator) --------------------------------------------------------
+FLEX_Q = torch.randn(2, 3, 128, 16)
+
+
+class _Flex(nn.Module):
+    def __init__(self, block_mask=None, compiled=False):
+        super().__init__()
+        self.block_mask = block_mask
+        from torch.nn.attention.flex_attention import flex_attention
+
+        self.attend = torch.compile(flex_attention) if compiled else flex_attention
+
+    def forward(self, q, k, v):
+        return self.attend(q, k, v, block_mask=self.block_mask)
+
+
+def _causal_block_mask():
+    from torch.nn.attention.flex_attention import create_block_mask
+
+    def causal(b, h, q_idx, kv_idx):
+        return q_idx >= kv_idx
+
+    return create_block_mask(causal, None, None, 128, 128, device="cpu", BLOCK_SIZE=32)
+
+
+@pytest.mark.parametrize("compiled", [False, True])
+def test_flex_attention_counts_as_dense_attention(compiled):
+    # B=2, H=3, L=128, E=Ev=16: MACs 6 * 128*128 * (16 + 16) = 3,145,728;
+    # FLOPs 2 * MACs + scale q and k 6*(128+128)*16 = 24,576 + softmax 5 * 98,304 = 491,520 -> 6,807,552
+    from deeplite_like.backends.torch import count_ops
+    import torch.nn.attention.flex_attention as flex
+
+    before = flex._FLEX_ATTENTION_DISABLE_COMPILE_DEBUG
+    with torch.no_grad():  # (FlexAttention has no CPU backward)
+        counted = count_ops(_Flex(compiled=compiled), FLEX_Q, FLEX_Q, FLEX_Q)
+    assert (counted.macs, counted.flops) == (3_145_728, 6_807_552)
+    assert counted.untracked == {} and counted.by_operator["higher_order.flex_attention"].calls == 1
+    assert flex._FLEX_ATTENTION_DISABLE_COMPILE_DEBUG == before  # the switch counting needs is put back
+    # the same as SDPA's dense count on the same shapes
+    sdpa = run_counted(lambda: F.scaled_dot_product_attention(FLEX_Q, FLEX_Q, FLEX_Q))
+    assert (sdpa.macs, sdpa.flops) == (counted.macs, counted.flops)
+
+
+def test_flex_attention_block_mask_dense_by_default_block_sparse_as_an_option():
+    # A causal mask_mod is an add per score (6 * 16,384 = 98,304 FLOPs), dense by default.
+    # causal_half=True counts the pairs of the blocks the mask keeps: 32x32 blocks, 4 query blocks
+    # keeping 1, 2, 3, 4 key blocks = 10 of 16 blocks, 10 * 1024 = 10,240 pairs per (batch, head):
+    # MACs 6 * 10,240 * 32 = 1,966,080 (SDPA's causal_half is exactly half: 1,572,864).
+    from deeplite_like.backends.torch import count_ops
+
+    mask = _causal_block_mask()
+    with torch.no_grad():
+        dense = count_ops(_Flex(mask), FLEX_Q, FLEX_Q, FLEX_Q)
+        sparse = count_ops(_Flex(mask), FLEX_Q, FLEX_Q, FLEX_Q, causal_half=True)
+    assert (dense.macs, dense.flops) == (3_145_728, 6_807_552 + 98_304)
+    # FLOPs: 2 * MACs + scale 24,576 + (softmax 5 + mask 1) * 61,440 scores
+    assert (sparse.macs, sparse.flops) == (1_966_080, 2 * 1_966_080 + 24_576 + 6 * 61_440)
+
+
+def test_flex_attention_backward_is_the_fused_backward():
+    # flex_attention_backward (CUDA only) priced from its arguments: as the fused SDPA backward,
+    # 2.5x the forward's MACs: 2*(QK + PV) + QK = 5 * 6 * 16,384 * 16 = 7,864,320;
+    # FLOPs 2 * MACs + softmax backward 4/score 393,216 + scale grads 24,576 + recompute 3/score 294,912
+    from deeplite_like.backends.torch.counting.formulas.attention import flex_attention_cost
+
+    mask = _causal_block_mask().as_tuple()
+    noop = (*mask[:-1], type("noop", (), {"__name__": "noop_mask"})())
+    q = torch.empty(2, 3, 128, 16, device="meta")
+    args = (q, q, q, q, torch.empty(2, 3, 128, device="meta"), q, None, None, None, noop, 0.25, {}, (), ())
+    cost = flex_attention_cost(args, CountOptions(), backward=True)
+    assert cost == (7_864_320, 2 * 7_864_320 + 393_216 + 24_576 + 294_912)
+
+
+def test_transformers_flex_attention_counts_as_eager_and_sdpa():
+    # the tiny Llama of test_model_code_sees_its_model.py: forward 181,248 MACs whatever the kernel
+    transformers = pytest.importorskip("transformers")
+    from deeplite_like.backends.torch import count_ops
+
+    counts = {}
+    for impl in ("eager", "sdpa", "flex_attention"):
+        config = transformers.LlamaConfig(hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                                          num_attention_heads=4, num_key_value_heads=2, vocab_size=100,
+                                          max_position_embeddings=64, attn_implementation=impl)
+        torch.manual_seed(0)
+        model = transformers.LlamaForCausalLM(config).eval()
+        with torch.no_grad(), warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            counted = count_ops(model, torch.randint(0, 100, (1, 8)))
+        assert counted.untracked == {}
+        counts[impl] = counted.macs
+    assert counts == {"eager": 181_248, "sdpa": 181_248, "flex_attention": 181_248}

@@ -9,12 +9,13 @@ share it: the first to enter turns it off, the last to leave puts back what it w
 from __future__ import annotations
 
 import contextlib
+import sys
 import threading
 from typing import Iterator
 
 import torch
 
-__all__ = ["unfused"]
+__all__ = ["eager_flex_attention", "unfused"]
 
 _lock = threading.Lock()
 _users = [0]
@@ -40,3 +41,36 @@ def unfused() -> Iterator[None]:
             _users[0] -= 1
             if _users[0] == 0:
                 mha.set_fastpath_enabled(_before[0])
+
+
+_flex_lock = threading.Lock()
+_flex_users = [0]
+_flex_before: list[bool] = []
+
+
+@contextlib.contextmanager
+def eager_flex_attention() -> Iterator[None]:
+    """Run ``flex_attention`` without its internal ``torch.compile`` inside the block (restored by the last user).
+
+    Eager ``flex_attention`` wraps its higher-order operator in ``torch.compile(fullgraph=True)``,
+    which TorchDynamo refuses under a dispatch mode such as counting's: the operator is then called
+    directly (torch's own ``_FLEX_ATTENTION_DISABLE_COMPILE_DEBUG`` switch), and reaches the counting
+    mode. The switch is global, like the fast path's: concurrent counts share it. Only touched when
+    torch's FlexAttention module is already imported (a model that uses it imported it).
+    """
+    flex = sys.modules.get("torch.nn.attention.flex_attention")
+    if flex is None or not hasattr(flex, "_FLEX_ATTENTION_DISABLE_COMPILE_DEBUG"):
+        yield
+        return
+    with _flex_lock:
+        if _flex_users[0] == 0:
+            _flex_before[:] = [flex._FLEX_ATTENTION_DISABLE_COMPILE_DEBUG]
+            flex._FLEX_ATTENTION_DISABLE_COMPILE_DEBUG = True
+        _flex_users[0] += 1
+    try:
+        yield
+    finally:
+        with _flex_lock:
+            _flex_users[0] -= 1
+            if _flex_users[0] == 0:
+                flex._FLEX_ATTENTION_DISABLE_COMPILE_DEBUG = _flex_before[0]

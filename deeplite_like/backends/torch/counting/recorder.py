@@ -79,6 +79,8 @@ import threading
 from typing import Any, Callable
 
 import torch
+from torch._C import DispatchKey
+from torch._ops import HigherOrderOperator
 
 from deeplite_like.opcount import OpCount, OpStats
 
@@ -88,13 +90,14 @@ from ..dispatch_mode import LightDispatchMode, make
 from ..errors import FormulaError
 from .describe import describe_args
 from .meta_replay import MetaOutputs
-from ..fastpath import unfused
+from ..fastpath import eager_flex_attention, unfused
 from ..shapes import LayerFacts, layer_facts
 from ..state import add_global_module_hooks, remove_global_module_hooks
 from .meta_values import MetaValues
 from .modules import lookup_module_formula, module_op_name
 from .nested import any_nested, price_per_component
 from .op_facts import op_info
+from .formulas.attention import HIGHER_ORDER_FORMULAS
 from .registry import CountOptions, OpCall, is_free, lookup
 
 # Modules that skip their children's forwards (one fused kernel) unless the fused fast path is
@@ -149,6 +152,8 @@ class CountingMode(LightDispatchMode):
 
     # (LightDispatchMode: no TorchDynamo wrapper nor import unless torch._dynamo is loaded; this holds
     # for subclasses of CountingMode too)
+
+    supports_higher_order_operators = True  # FlexAttention & co. reach ``__torch_dispatch__`` (``_higher_order``)
 
     def __init__(self, options: CountOptions, track_backward: bool = False, meta: bool = False):
         super().__init__()
@@ -221,9 +226,10 @@ class CountingMode(LightDispatchMode):
                 continue
             self._names[id(module)] = name
             fused = fused or isinstance(module, FUSED_UNLESS_HOOKED)
+        self._unfused = contextlib.ExitStack()
         if fused and unfuse:
-            self._unfused = contextlib.ExitStack()
             self._unfused.enter_context(unfused())
+        self._unfused.enter_context(eager_flex_attention())
         self._previous_mode = getattr(_local, "mode", None)
         self._attached = True
         _local.mode = self
@@ -445,6 +451,8 @@ class CountingMode(LightDispatchMode):
             self.switch_if_dynamo_loaded()
         entry = self._op_cache.get(id(func))  # (the op outlives the count: its id is not reused)
         if entry is None:
+            if isinstance(func, HigherOrderOperator):
+                return self._higher_order(func, args, kwargs or {})
             entry = self._classify(func)
         name, formula, written, run, replay = entry
         if kwargs is None:
@@ -485,6 +493,43 @@ class CountingMode(LightDispatchMode):
             acc[0] += macs
             acc[1] += flops
             acc[2] += 1
+        return out
+
+    def _higher_order(self, func: HigherOrderOperator, args: tuple, kwargs: dict) -> Any:
+        """A higher-order operator (FlexAttention, ``cond``, ...) that reached the mode.
+
+        Its eager implementation (``CompositeExplicitAutograd``) runs under this mode, so every
+        operator inside is seen (memory, module attribution). One priced whole
+        (``HIGHER_ORDER_FORMULAS``: ``flex_attention`` and its backward) runs with its inner
+        operators unpriced, as a module with a module formula does; any other is priced by its
+        inner operators. One with no eager implementation is refused by name.
+        """
+        name = f"higher_order.{func.name()}"
+        kernel = func.py_kernels.get(DispatchKey.CompositeExplicitAutograd)
+        if kernel is None:
+            raise NotImplementedError(f"counting cannot run the higher-order operator {name} (it has no eager "
+                                      "implementation); count the model without torch.compile around it")
+        formula = HIGHER_ORDER_FORMULAS.get(func.name())
+        cost = None
+        if formula is not None and not self._opaque:
+            try:
+                cost = formula(args, self.options)
+            except Exception as exc:
+                raise FormulaError(f"the formula for {name} failed on {describe_args(args, kwargs)}: "
+                                   f"{type(exc).__name__}: {exc}") from exc
+        with self:  # (the dispatcher popped this mode to call us)
+            if cost is not None:
+                self._opaque += 1
+            try:
+                out = kernel(*args, **kwargs)
+            finally:
+                if cost is not None:
+                    self._opaque -= 1
+        if cost is not None:
+            ctx = self._ctx
+            if self._in_backward and ctx is self._root:
+                ctx = self._backward_context()
+            self._add(name, int(cost.macs), int(cost.flops), ctx)
         return out
 
     def _price_nested(self, func: Any, formula: Callable, name: str, args: tuple, kwargs: dict,

@@ -35,6 +35,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import torch
+
 from ..registry import Cost, CountOptions, Formula, OpCall, register_formula
 from ._common import aten, bind, ops, prod, shape
 from .activation import GELU, RELU
@@ -281,3 +283,63 @@ def transformer_encoder_layer(call: OpCall) -> Cost:
         return total
     batch, length, _ = shape(src)
     return encoder_layer_cost(batch, length, embed, heads, ffn, **common)
+
+
+# -- FlexAttention (a higher-order operator: ``recorder.CountingMode`` routes it here) ------------
+def _kept_pairs(block_mask: tuple, lq: int, lk: int) -> int | None:
+    """(query, key) pairs per (batch, head) summed over the blocks a ``BlockMask`` keeps, over B x H.
+
+    ``block_mask`` is ``BlockMask.as_tuple()``: (q length, kv length, kv_num_blocks, kv_indices,
+    full_kv_num_blocks, full_kv_indices, ..., block sizes, mask_mod). A kept block counts every
+    (query, key) pair in it, the last, partial block its real size. None: the block counts have no
+    values here (meta tensors).
+    """
+    kv_num, kv_indices, full_num, full_indices = block_mask[2:6]  # (batch, heads, q blocks[, slots])
+    q_block, kv_block = int(block_mask[-3]), int(block_mask[-2])
+    if any(t is not None and (t.is_meta or type(t) is not torch.Tensor) for t in (kv_num, kv_indices, full_num,
+                                                                                      full_indices)):
+        return None
+    rows = (lq - torch.arange(kv_num.shape[-1]) * q_block).clamp(0, q_block)  # queries per q block
+    cols_of = (lk - torch.arange(max(kv_indices.shape[-1], 1)) * kv_block).clamp(0, kv_block)  # keys per kv block
+    pairs = 0
+    for num, indices in ((kv_num, kv_indices), (full_num, full_indices)):
+        if num is None or indices is None:
+            continue
+        kept = torch.arange(indices.shape[-1]) < num.unsqueeze(-1)  # (..., q blocks, slots)
+        cols = (cols_of[indices.long().clamp(0, cols_of.numel() - 1)] * kept).sum(-1)  # keys kept per q block
+        pairs += int((cols * rows).sum())
+    return pairs
+
+
+def flex_attention_cost(args: tuple, options: CountOptions | None, backward: bool) -> Cost:
+    """``flex_attention`` / ``flex_attention_backward``: as SDPA over the (query, key) pairs.
+
+    Dense by default, as every attention here: B x Hq x Lq x Lk pairs, a ``mask_mod`` an add per
+    score like any mask. With ``causal_half`` (``CountOptions``: count masked-out attention as not
+    run) the pairs are those of the blocks the block mask keeps, as the fused kernel skips the others.
+    A ``score_mod``'s own arithmetic is not priced (it is a traced function, not an operator).
+    Backward: the fused kernel's (recomputed scores included, 2.5x the forward's MACs).
+    """
+    query, key, value = args[:3]
+    block_mask = args[9] if backward else args[4]
+    (batch, heads, lq, e), (_, kv_heads, lk, _), ev = shape(query), shape(key), shape(value)[-1]
+    bh = batch * heads
+    pairs = bh * lq * lk  # over the whole batch and every query head
+    if options is not None and options.causal_half:
+        kept = _kept_pairs(block_mask, lq, lk)
+        if kept is not None:  # the block mask's batch and head dimensions may be broadcast (size 1)
+            kv_num = block_mask[2]
+            pairs = kept * (batch // max(kv_num.shape[0], 1)) * (heads // max(kv_num.shape[1], 1))
+    masked = getattr(block_mask[-1], "__name__", "") != "noop_mask"
+    # one "head" holding every pair: the per-pair terms scale with ``pairs``, the per-token ones with BH * L
+    if backward:
+        return _backward_cost(1, pairs, bh * lq, bh * lk, e, ev, gqa=heads != kv_heads, causal=False,
+                              dropout=False, options=None, recompute=True, masked=masked)
+    return _forward_cost(1, pairs, bh * lq, bh * lk, e, ev, masked=masked, causal=False, dropout=False, options=None)
+
+
+#: Higher-order operators priced whole, by name (their inner operators are not priced again).
+HIGHER_ORDER_FORMULAS = {
+    "flex_attention": lambda args, options: flex_attention_cost(args, options, backward=False),
+    "flex_attention_backward": lambda args, options: flex_attention_cost(args, options, backward=True),
+}
