@@ -171,3 +171,49 @@ def test_tensors_made_in_the_forward_land_on_meta_with_their_values():
     # fc on the kept rows: 2 * 3 rows * 8 * 8 = 384 MACs; (* ones, + zeros) 2*3*8 FLOPs each
     assert real.macs == meta.macs == 384 and real.flops == meta.flops
     assert model.modes == 0  # no function mode (torch.device("meta")) taxes every torch call of the forward
+
+
+# -- float tensors built from constants keep their values on meta (issue 22) -----------------------
+class _PixelMask(nn.Module):
+    """DETR-style: a float mask made with torch.ones, zeroed where padded, then checked with .any()."""
+
+    def forward(self, x):
+        mask = torch.ones(x.shape[0], x.shape[2], x.shape[3])
+        mask[:, :2, :] = 0
+        if (mask == 0).any():  # a value read: needs the mask's values
+            return x * mask.unsqueeze(1)
+        return x
+
+
+def test_a_float_mask_built_from_constants_counts_on_meta():
+    # x (2, 3, 4, 4) * mask: one multiply per element, 96 FLOPs; the comparison and .any() are free
+    x = torch.randn(2, 3, 4, 4)
+    real, meta = count_ops(_PixelMask(), x), count_ops(_PixelMask(), x, meta=True)
+    assert (meta.macs, meta.flops) == (real.macs, real.flops) == (0, 96)
+
+
+def test_float_inputs_and_weights_still_have_no_values_on_meta():
+    class ReadsTheInput(nn.Module):
+        def forward(self, x):
+            return x * 2 if (x > 0).any() else x
+
+    with pytest.raises(ForwardError, match="meta"):
+        count_ops(ReadsTheInput(), torch.randn(3), meta=True)
+
+
+def test_bart_with_sdpa_and_no_decoder_mask_counts_on_meta():
+    # d_model 32, 4 heads of 8, FFN 64, 8 tokens on each side, one layer each (MACs = tokens x in x out):
+    # encoder: q, k, v, o 4 * 8*32*32 = 32,768; Q.K^T and P.V 2 * 4*8*8*8 = 4096; FFN 2 * 8*32*64 =
+    #   32,768 -> 69,632;
+    # decoder: self-attention 32,768 + 4096; cross-attention (k, v of the 8 encoder states) 32,768 +
+    #   4096; FFN 32,768 -> 106,496;  total 176,128
+    transformers = pytest.importorskip("transformers")
+    config = transformers.BartConfig(vocab_size=100, d_model=32, encoder_layers=1, decoder_layers=1,
+                                     encoder_attention_heads=4, decoder_attention_heads=4, encoder_ffn_dim=64,
+                                     decoder_ffn_dim=64, max_position_embeddings=64, attn_implementation="sdpa")
+    torch.manual_seed(0)
+    model = transformers.BartModel(config).eval()
+    ids = torch.randint(3, 100, (1, 8))
+    real, meta = count_ops(model, ids), count_ops(model, ids, meta=True)
+    assert meta.macs == real.macs == 176_128
+    assert meta.flops == real.flops

@@ -11,8 +11,11 @@ for padding or build indices with ``nonzero``.
 model's own integer inputs and buffers seed it, and every op whose outputs are integer or
 boolean and whose tensor arguments all have values (factory ops such as ``arange`` have none to
 need) is run a second time on the twins. Views of twins are views and in-place ops write the
-twins, so aliasing behaves as in a real run. Floating-point tensors never get a twin (that would
-be the real computation meta avoids), nor do tensors over ``MAX_ELEMENTS`` elements. When a read
+twins, so aliasing behaves as in a real run. A floating-point tensor gets a twin only when it is
+built from constants (``torch.ones``/``full``/``zeros`` then masked with integer or boolean
+tensors that have twins: BART's default causal mask, DETR's pixel mask); the model's float
+inputs, buffers and weights never have one, so nothing computed from them does (that would be the
+real computation meta avoids). Tensors over ``MAX_ELEMENTS`` elements get none. When a read
 needs a value that no twin holds (it depends on the weights or on float data), the error names
 the op and the module, and says to count with real tensors.
 """
@@ -51,9 +54,15 @@ def _is_factory(func: Any) -> bool:
     return any(arg.name == "device" for arg in arguments) and not any(holds_tensors(arg) for arg in arguments)
 
 
-def _has_values(tensor: torch.Tensor) -> bool:
-    """Whether ``tensor``'s dtype and size are ones a twin is kept for."""
+def _seeds_values(tensor: torch.Tensor) -> bool:
+    """Whether a real input or buffer gives its meta copy a twin: small integer and boolean ones only."""
     return not (tensor.dtype.is_floating_point or tensor.dtype.is_complex) and tensor.numel() <= MAX_ELEMENTS
+
+
+def _has_values(tensor: torch.Tensor) -> bool:
+    """Whether a twin is kept for an op's output: any small tensor (a float one only gets one when every
+    tensor it was computed from has one, i.e. it was built from constants: never from weights or inputs)."""
+    return tensor.numel() <= MAX_ELEMENTS
 
 
 class MetaValues:
@@ -77,7 +86,7 @@ class MetaValues:
 
     def seed(self, meta: torch.Tensor, real: torch.Tensor) -> None:
         """Give the meta tensor ``meta`` the values of ``real`` (only for a small integer/boolean one)."""
-        if meta.is_meta and not real.is_meta and _has_values(real) and real.shape == meta.shape:
+        if meta.is_meta and not real.is_meta and _seeds_values(real) and real.shape == meta.shape:
             self._twins[meta] = real.detach().to(_CPU, copy=True)  # a copy: in-place ops write the twin
 
     def wrap(self, func: Any, name: str, written: tuple, run: Callable) -> Callable:
