@@ -152,6 +152,8 @@ def estimate_training_memory(
 
         mode = counting_mode(CountOptions(), track_backward=True, meta=meta)
         tracker = StepTracker(params_full + buffers_bytes + input_bytes, external, mode)
+        # An optimizer that makes its state in __init__ (Adagrad's sums) holds it from the start.
+        tracker.adopt([t for t in _state_storages(opt) if not _host_scalar(t)])
         if meta:
             mode.values.made_on_meta = False  # (tensors made from nothing stay where torch puts them)
             for real, moved in zip(originals, tensor_leaves((inputs, kwargs, target))):
@@ -174,11 +176,11 @@ def estimate_training_memory(
                 _run_step(model, state, inputs, kwargs, target, loss_fn, opt, tracker, policy)
             grads = tensor_storages([t.grad for t in trainable if t.grad is not None])
             grad_serials = {tracker.serial_of(t): t for t in grads}
-            states = tensor_storages([v for s in opt.state.values() for v in s.values()
-                                      if isinstance(v, torch.Tensor)])
-            host = [t for t in states if t.dim() == 0 and t.device.type == "cpu"]
-            device_states = [t for t in states if not (t.dim() == 0 and t.device.type == "cpu")]
+            states = _state_storages(opt)
+            host = [t for t in states if _host_scalar(t)]
+            device_states = [t for t in states if not _host_scalar(t)]
             state_serials = {tracker.serial_of(t): t for t in device_states}
+            host_serials = {tracker.serial_of(t) for t in host} - {None}
         except (RuntimeError, NotImplementedError) as error:
             if meta:
                 _add_note(error, f"while running a training step of {type(model).__name__} on the meta device: an "
@@ -192,7 +194,7 @@ def estimate_training_memory(
         grads_full = sum(t.untyped_storage().nbytes() for t in grads)
         params_rank = sum(_rank_bytes(t, plan, plan.params) for t in tensor_storages(
             [t for n, t in state.items() if n in param_names]))
-        weights = _rank_weights(tracker.record, grad_serials, state_serials, plan)
+        weights = _rank_weights(tracker.record, grad_serials, state_serials, host_serials, plan)
         extras = _strategy_extras(model, state, param_names, unit_names, plan, grads_full)
         base_rank = params_rank + buffers_bytes + input_bytes
         base_blocks = [_rank_bytes(t, plan, plan.params) for t in tensor_storages(
@@ -210,6 +212,16 @@ def estimate_training_memory(
             world_size=plan.world_size, sharding=plan.strategy, checkpointed=tuple(checkpoint_names),
             steady_state=steady_state, meta=meta,
         )
+
+
+def _state_storages(opt: torch.optim.Optimizer) -> list[torch.Tensor]:
+    """The optimizer's state tensors, one per storage."""
+    return tensor_storages([v for s in opt.state.values() for v in s.values() if isinstance(v, torch.Tensor)])
+
+
+def _host_scalar(tensor: torch.Tensor) -> bool:
+    """A host scalar of the optimizer (torch's non-capturable ``step`` counters): 0-d, on the CPU."""
+    return tensor.dim() == 0 and tensor.device.type == "cpu"
 
 
 def _moved(tree: Any, device: torch.device, dtype: torch.dtype | None) -> Any:
@@ -295,9 +307,13 @@ def _rank_bytes(tensor: torch.Tensor, plan: ShardPlan, divided: bool) -> int:
     return tensor.untyped_storage().nbytes()
 
 
-def _rank_weights(record: StepRecord, grad_serials: dict, state_serials: dict, plan: ShardPlan) -> list[int]:
-    """Per-rank bytes of every allocation: gradients and states divided where the strategy divides them."""
+def _rank_weights(record: StepRecord, grad_serials: dict, state_serials: dict, host_serials: set[int],
+                  plan: ShardPlan) -> list[int]:
+    """Per-rank device bytes of every allocation: gradients and states divided where the strategy
+    divides them; the optimizer's host scalars (``optimizer_host_bytes``) weigh nothing."""
     weights = list(record.sizes)
+    for serial in host_serials:  # (RMSprop makes its `step` counters with torch.zeros: the dispatcher sees them)
+        weights[serial] = 0
     if plan.states:  # the update runs on each rank's shard: its temporaries are divided too
         for serial, (phase, _) in enumerate(record.origin):
             if phase in ("warm-up", "optimizer"):

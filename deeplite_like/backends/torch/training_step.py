@@ -88,6 +88,12 @@ class StepTracker(StorageLedger):
         super()._freed(key)
         self.record.events.append((self._serial.pop(key), -1))
 
+    def adopt(self, tensors: list[torch.Tensor]) -> None:
+        """Record storages made before the step that belong to it (an optimizer's state made in its
+        ``__init__``, as Adagrad's sums): allocations of phase ``setup``, freed like any other."""
+        for tensor in tensors:
+            self._allocated(tensor)
+
     def serial_of(self, tensor: torch.Tensor) -> int | None:
         """Allocation serial of the storage holding ``tensor`` (None if not allocated in the step)."""
         key = storage_key(tensor)
