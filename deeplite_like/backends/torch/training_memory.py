@@ -86,6 +86,10 @@ def estimate_training_memory(
     meta: bool = True,
     steady_state: bool = True,
     batch_size: int | None = None,
+    foreach: bool = True,
+    fused: bool = False,
+    set_to_none: bool = True,
+    accumulation_steps: int = 1,
     **kwargs: Any,
 ) -> TrainingMemory:
     """Measure the memory of one training step of ``model(*inputs, **kwargs)``, per rank, in bytes.
@@ -105,10 +109,24 @@ def estimate_training_memory(
     ``"auto"`` is ``"cuda"`` (flash / memory-efficient) on meta and torch's own choice otherwise.
     ``meta=False`` runs the same step on real copies on the model's device (to
     check the meta figures). ``steady_state``: see the module docstring.
+
+    The training loop: ``foreach`` / ``fused`` choose the implementation of an optimizer given by
+    name or class (``foreach=True``, torch's CUDA default; ``foreach=False``, the per-tensor loop
+    torch picks on CPU; ``fused=True``, the fused kernel, measured with ``meta=False`` only: torch
+    refuses it on meta). ``set_to_none=False``: the step starts with ``optimizer.zero_grad(
+    set_to_none=False)``, so the gradients are zeros held from the step before, accumulated into
+    in place. ``accumulation_steps=k``: k forward / loss / backward passes of ``loss / k`` on
+    ``inputs`` (one micro-batch), then one ``optimizer.step()``.
     """
     if not isinstance(model, nn.Module):
         raise TypeError(f"estimate_training_memory expects a torch.nn.Module, got {type(model).__name__}")
     plan = resolve_sharding(sharding, world_size)
+    if not isinstance(accumulation_steps, int) or isinstance(accumulation_steps, bool) or accumulation_steps < 1:
+        raise ValueError(f"accumulation_steps must be an int >= 1 (micro-batches per optimizer step), got "
+                         f"{accumulation_steps!r}")
+    if fused and meta:
+        raise ValueError("fused=True: torch runs fused optimizers on real devices only (its step refuses meta "
+                         "parameters); pass meta=False to measure the fused step on the model's device")
     autocast_dtype = resolve_autocast_dtype(autocast)
     if batch_size is None:
         batch_size = required_batch_size(inputs, kwargs)
@@ -139,7 +157,7 @@ def estimate_training_memory(
         if not trainable:
             raise ValueError(f"{type(model).__name__} has no parameter that requires grad: there is no training "
                              "step to measure")
-        opt, opt_name = build_optimizer(optimizer, trainable)
+        opt, opt_name, implementation = build_optimizer(optimizer, trainable, foreach=foreach, fused=fused)
 
         leaves = tensor_leaves((inputs, kwargs, target))
         input_bytes = spanned_bytes(leaves)
@@ -171,9 +189,8 @@ def estimate_training_memory(
                         for t in trainable:
                             t.grad = torch.zeros_like(t)
                         opt.step()
-                        for t in trainable:
-                            t.grad = None
-                _run_step(model, state, inputs, kwargs, target, loss_fn, opt, tracker, policy)
+                        opt.zero_grad(set_to_none=set_to_none)
+                _run_step(model, inputs, kwargs, target, loss_fn, opt, tracker, policy, accumulation_steps)
             grads = tensor_storages([t.grad for t in trainable if t.grad is not None])
             grad_serials = {tracker.serial_of(t): t for t in grads}
             states = _state_storages(opt)
@@ -210,7 +227,8 @@ def estimate_training_memory(
             buffers_bytes=buffers_bytes, input_bytes=input_bytes, batch_size=batch_size, optimizer=opt_name,
             autocast=str(autocast_dtype).removeprefix("torch.") if autocast_dtype else None,
             world_size=plan.world_size, sharding=plan.strategy, checkpointed=tuple(checkpoint_names),
-            steady_state=steady_state, meta=meta,
+            steady_state=steady_state, meta=meta, implementation=implementation, set_to_none=set_to_none,
+            accumulation_steps=accumulation_steps,
         )
 
 
@@ -275,28 +293,33 @@ def _copied_state(model: nn.Module, device: torch.device, dtype: torch.dtype | N
     return state
 
 
-def _run_step(model: nn.Module, state: dict[str, torch.Tensor], inputs: tuple, kwargs: dict, target: Any,
-              loss_fn: Callable | None, opt: torch.optim.Optimizer, tracker: StepTracker, policy: Any) -> None:
-    """Forward, loss, backward, optimizer step, each in its phase."""
-    with policy or contextlib.nullcontext():
-        with tracker.in_phase("forward"):
-            output = model(*inputs, **kwargs)
-        tracker.record.forward_end_events = len(tracker.record.events)
-        with tracker.in_phase("loss"):
-            if loss_fn is None:
-                loss = _default_loss(output)
-            else:
-                loss = loss_fn(output) if target is None else loss_fn(output, target)
-            del output
-    if not isinstance(loss, torch.Tensor) or loss.numel() != 1:
-        raise ValueError("the loss must be a tensor with one element; loss_fn returned "
-                         f"{type(loss).__name__}{tuple(loss.shape) if isinstance(loss, torch.Tensor) else ''}")
-    with tracker.in_phase("backward"):
-        # torch.autograd.backward, not loss.backward(): a Tensor method is a torch function, and the
-        # function modes (autocast policy, attention kernel) would be off during the whole backward,
-        # checkpoint recomputations included.
-        torch.autograd.backward(loss)
-        del loss
+def _run_step(model: nn.Module, inputs: tuple, kwargs: dict, target: Any, loss_fn: Callable | None,
+              opt: torch.optim.Optimizer, tracker: StepTracker, policy: Any, accumulation_steps: int) -> None:
+    """Forward, loss, backward (``accumulation_steps`` times, the loss divided by it), optimizer step,
+    each in its phase; the activations are those of the first micro-batch's forward."""
+    for micro in range(accumulation_steps):
+        with policy or contextlib.nullcontext():
+            with tracker.in_phase("forward"):
+                output = model(*inputs, **kwargs)
+            if micro == 0:
+                tracker.record.forward_end_events = len(tracker.record.events)
+            with tracker.in_phase("loss"):
+                if loss_fn is None:
+                    loss = _default_loss(output)
+                else:
+                    loss = loss_fn(output) if target is None else loss_fn(output, target)
+                del output
+                if isinstance(loss, torch.Tensor) and accumulation_steps > 1:
+                    loss = loss / accumulation_steps
+        if not isinstance(loss, torch.Tensor) or loss.numel() != 1:
+            raise ValueError("the loss must be a tensor with one element; loss_fn returned "
+                             f"{type(loss).__name__}{tuple(loss.shape) if isinstance(loss, torch.Tensor) else ''}")
+        with tracker.in_phase("backward"):
+            # torch.autograd.backward, not loss.backward(): a Tensor method is a torch function, and the
+            # function modes (autocast policy, attention kernel) would be off during the whole backward,
+            # checkpoint recomputations included.
+            torch.autograd.backward(loss)
+            del loss
     with tracker.in_phase("optimizer"):
         opt.step()
 

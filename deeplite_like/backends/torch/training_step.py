@@ -101,12 +101,13 @@ class StepTracker(StorageLedger):
 
     @contextlib.contextmanager
     def in_phase(self, name: str) -> Iterator[None]:
-        """Label the operators run in the body with phase ``name``; remember where its events start."""
+        """Label the operators run in the body with phase ``name``; remember where its events first start
+        (a phase repeated, as forward and backward are under gradient accumulation, keeps its first start)."""
         self.phase = name
         self.mode.set_phase(name)
         if self.mode.values is not None:
             self.mode.values.placeholder_reads = name in _SCALAR_READ_PHASES
-        self.record.phase_start_events[name] = len(self.record.events)
+        self.record.phase_start_events.setdefault(name, len(self.record.events))
         yield
 
 
