@@ -57,7 +57,8 @@ def _storages_bytes(tensors: list[torch.Tensor]) -> int:
 
 def allocator_step(model: nn.Module, inputs: tuple, *, optimizer: Callable[[Any], torch.optim.Optimizer],
                    loss_fn: Callable[..., torch.Tensor] | None = None, target: Any = None,
-                   steady_state: bool = True, set_to_none: bool = True, accumulation_steps: int = 1) -> AllocatorStep:
+                   steady_state: bool = True, set_to_none: bool = True, accumulation_steps: int = 1,
+                   **kwargs: Any) -> AllocatorStep:
     """Live bytes of the CPU allocator during one real training step of a copy of ``model``.
 
     ``steady_state``: a first step runs before the one measured (the optimizer's states exist and
@@ -69,13 +70,13 @@ def allocator_step(model: nn.Module, inputs: tuple, *, optimizer: Callable[[Any]
 
     def loss_of(output: Any) -> torch.Tensor:
         if loss_fn is None:
-            return output.sum()
+            return output.loss if hasattr(output, "loss") else output.sum()
         return loss_fn(output) if target is None else loss_fn(output, target)
 
     def step() -> None:
         opt.zero_grad(set_to_none=set_to_none)
         for _ in range(accumulation_steps):
-            loss = loss_of(model(*inputs))
+            loss = loss_of(model(*inputs, **kwargs))
             if accumulation_steps > 1:
                 loss = loss / accumulation_steps
             loss.backward()
@@ -85,7 +86,7 @@ def allocator_step(model: nn.Module, inputs: tuple, *, optimizer: Callable[[Any]
     if steady_state:
         step()
     opt.zero_grad(set_to_none=set_to_none)
-    held = [*model.parameters(), *model.buffers(), *inputs,
+    held = [*model.parameters(), *model.buffers(), *inputs, *(v for v in kwargs.values() if isinstance(v, torch.Tensor)),
             *((target,) if isinstance(target, torch.Tensor) else ()),
             *(p.grad for p in model.parameters() if p.grad is not None),
             *(v for s in opt.state.values() for v in s.values() if isinstance(v, torch.Tensor))]

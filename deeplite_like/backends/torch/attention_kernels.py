@@ -9,7 +9,12 @@ meta kernel and a derivative, so the step, backward included, is the one that de
 
 * ``"cuda"``: ``_scaled_dot_product_flash_attention`` without a mask,
   ``_scaled_dot_product_efficient_attention`` with one (CUDA's choice for fp16/bf16 inputs);
-* ``"cpu"``: ``_scaled_dot_product_flash_attention_for_cpu`` (the CPU's choice);
+* ``"cpu"``: the CPU's choice (``select_sdp_backend_cpp`` in ATen's ``sdp_utils_cpp``):
+  ``_scaled_dot_product_flash_attention_for_cpu`` where its constraints hold (no dropout, 4-d
+  inputs of one batch size, equal heads or valid grouped-query heads, a 2-d / 4-d broadcastable
+  mask that needs no grad, equal head dims, no empty sequence, unit last stride, a float dtype,
+  flash not disabled), otherwise torch's own math path, which the meta device takes as well
+  (attention dropout in training - GPT-2, BERT - always falls back to it);
 * ``"math"``: ``_scaled_dot_product_attention_math`` (the attention matrix is materialised);
 * ``None``: whatever torch picks for the tensors' device (math on meta).
 
@@ -54,7 +59,9 @@ class AttentionKernel(TorchFunctionMode):
         if self.kind == "math":
             return aten._scaled_dot_product_attention_math(q, k, v, mask, dropout, causal, scale=scale,
                                                            enable_gqa=gqa)[0]
-        if self.kind == "cpu":  # takes fewer key/value heads as they are
+        if self.kind == "cpu":
+            if not _cpu_flash_eligible(q, k, v, mask, dropout, gqa):
+                return func(*args, **kwargs)  # torch's math fallback (the meta device's choice too)
             return aten._scaled_dot_product_flash_attention_for_cpu(q, k, v, dropout, causal, attn_mask=mask,
                                                                      scale=scale)[0]
         if mask is None:  # CUDA's flash kernel takes fewer key/value heads as they are
@@ -64,6 +71,36 @@ class AttentionKernel(TorchFunctionMode):
             k, v = k.repeat_interleave(groups, dim=-3), v.repeat_interleave(groups, dim=-3)
         bias = mask if mask.dtype != torch.bool else _bool_mask_to_bias(mask, q.dtype)
         return aten._scaled_dot_product_efficient_attention(q, k, v, bias, True, dropout, causal, scale=scale)[0]
+
+
+_CPU_FLASH_DTYPES = (torch.float32, torch.float64, torch.bfloat16, torch.float16)
+
+
+def _cpu_flash_eligible(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: Any, dropout: float,
+                        gqa: bool) -> bool:
+    """Whether the CPU runs its flash kernel for these inputs: ``use_flash_attention_cpp``'s constraints, in order."""
+    if not torch.backends.cuda.flash_sdp_enabled() or dropout > 0.0:  # (the flag is global, not CUDA's alone)
+        return False
+    if not q.dim() == k.dim() == v.dim() == 4 or not q.shape[0] == k.shape[0] == v.shape[0]:
+        return False
+    heads = (q.shape[-3], k.shape[-3], v.shape[-3])
+    if gqa:
+        if heads[0] % heads[1] or heads[1] != heads[2]:
+            return False
+    elif len(set(heads)) != 1:
+        return False
+    if mask is not None:
+        def fits(mask_dim: int, dim: int) -> bool:
+            return mask_dim in (dim, 1)
+        if (mask.requires_grad or mask.dim() not in (2, 4) or not fits(mask.shape[-2], q.shape[2])
+                or not fits(mask.shape[-1], k.shape[2])
+                or mask.dim() == 4 and not (fits(mask.shape[0], q.shape[0]) and fits(mask.shape[1], q.shape[1]))):
+            return False
+    if not q.shape[-1] == k.shape[-1] == v.shape[-1] or 0 in (q.shape[-2], k.shape[-2], v.shape[-2]):
+        return False
+    if not q.stride(-1) == k.stride(-1) == v.stride(-1) == 1:
+        return False
+    return q.dtype in _CPU_FLASH_DTYPES
 
 
 def _bool_mask_to_bias(mask: torch.Tensor, dtype: torch.dtype) -> Any:
