@@ -33,7 +33,7 @@ import torch
 from torch import nn
 
 from deeplite_like.backends.torch.activation_checkpointing import checkpointed
-from deeplite_like.backends.torch.attention_kernels import AttentionKernel
+from deeplite_like.backends.torch.device_kernels import AttentionKernel, RecurrentKernel
 from deeplite_like.backends.torch.autocast_policy import AutocastPolicy, resolve_autocast_dtype
 from deeplite_like.backends.torch.counting.recorder import counting_mode
 from deeplite_like.backends.torch.counting.registry import CountOptions
@@ -83,6 +83,7 @@ def estimate_training_memory(
     sharding: str | None = None,
     units: Any = None,
     attention: str | None = "auto",
+    rnn: str | None = "auto",
     meta: bool = True,
     steady_state: bool = True,
     batch_size: int | None = None,
@@ -105,8 +106,11 @@ def estimate_training_memory(
     names). ``world_size`` / ``sharding`` / ``units``: per-rank figures under ``'ddp'``,
     ``'zero1'``, ``'zero2'``, ``'zero3'`` / ``'fsdp'`` (model in ``sharding.py``; ``units``
     chooses the FSDP units like ``activation_checkpointing``); ``inputs`` are one rank's
-    micro-batch. ``attention``: the ``scaled_dot_product_attention`` kernel (``attention_kernels.py``):
+    micro-batch. ``attention``: the ``scaled_dot_product_attention`` kernel (``device_kernels.py``):
     ``"auto"`` is ``"cuda"`` (flash / memory-efficient) on meta and torch's own choice otherwise.
+    ``rnn``: the LSTM kernel path (``device_kernels.py``): ``"auto"`` is ``"cpu"`` (oneDNN's
+    ``mkldnn_rnn_layer``, the path a CPU runs) on meta and torch's own choice otherwise; ``None``
+    keeps the generic path torch takes on meta.
     ``meta=False`` runs the same step on real copies on the model's device (to
     check the meta figures). ``steady_state``: see the module docstring.
 
@@ -136,12 +140,16 @@ def estimate_training_memory(
 
     if attention == "auto":
         attention = "cuda" if meta else None
+    if rnn == "auto":
+        rnn = "cpu" if meta else None
 
     def modes() -> list[Any]:
-        """The step's function modes, innermost last: attention kernel, then the autocast policy."""
+        """The step's function modes, innermost last: device kernels, then the autocast policy."""
         made: list[Any] = []
         if attention is not None:
             made.append(AttentionKernel(attention))
+        if rnn is not None:
+            made.append(RecurrentKernel(rnn))
         if autocast_dtype is not None:
             made.append(AutocastPolicy(autocast_dtype))
         return made
@@ -179,11 +187,14 @@ def estimate_training_memory(
             for name, buffer in real_buffers.items():
                 mode.values.seed(state[name], buffer)
         made = modes()
-        kernel = next((m for m in made if isinstance(m, AttentionKernel)), None)
+        kernels = [m for m in made if isinstance(m, (AttentionKernel, RecurrentKernel))]
         policy = next((m for m in made if isinstance(m, AutocastPolicy)), None)
         try:
             mode.attach(list(model.named_modules()), unfuse=False)  # (the step runs unfused already)
-            with kernel or contextlib.nullcontext(), mode:
+            with contextlib.ExitStack() as stack:
+                for kernel in kernels:
+                    stack.enter_context(kernel)
+                stack.enter_context(mode)
                 if steady_state:
                     with tracker.in_phase("warm-up"):
                         for t in trainable:
