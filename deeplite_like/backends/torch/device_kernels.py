@@ -56,6 +56,7 @@ from typing import Any
 
 import torch
 from torch.overrides import TorchFunctionMode
+from torch.utils._python_dispatch import _disable_current_modes  # (torch's own helper; no public twin)
 
 __all__ = ["AttentionKernel", "ATTENTION_KERNELS", "RecurrentKernel", "RNN_KERNELS"]
 
@@ -188,6 +189,7 @@ def lstm_mkldnn(input: torch.Tensor, hx: Any, params: Any, has_biases: bool, num
         for direction in range(directions):
             index = layer * directions + direction
             w = params[index * per_layer:(index + 1) * per_layer]
+            # (without biases ATen passes zeros shaped like the weights, as here)
             b_ih = w[2] if has_biases else torch.zeros(w[0].shape, dtype=w[0].dtype, device=w[0].device)
             b_hh = w[3] if has_biases else torch.zeros(w[1].shape, dtype=w[1].dtype, device=w[1].device)
             options = (direction > 0, [], _MKLDNN_LSTM, hidden, num_layers, has_biases, bidirectional, batch_first,
@@ -236,13 +238,14 @@ def _workspace_bytes(x: torch.Tensor, w0: torch.Tensor, w1: torch.Tensor, hx: to
     """oneDNN's workspace of one LSTM layer call with these shapes, read from a real CPU call (cached)."""
     key = (tuple(x.shape), tuple(w0.shape), tuple(w1.shape), tuple(hx.shape), x.dtype, *options[:1], *options[3:])
     if key not in _WORKSPACE_BYTES:
-        from torch.utils._python_dispatch import _disable_current_modes  # (torch's own helper, no public twin)
+        def like(t: torch.Tensor) -> torch.Tensor:
+            return torch.zeros(t.shape, dtype=t.dtype)
 
-        with _disable_current_modes(), torch.enable_grad():  # (oneDNN returns no workspace without grad)
-            def empty(t: torch.Tensor) -> torch.Tensor:
-                return torch.zeros(t.shape, dtype=t.dtype)
+        # Outside the step's modes (the counting pass must not see it); with grad on, as in the step:
+        # oneDNN makes no workspace without it.
+        with _disable_current_modes(), torch.enable_grad():
             bias = torch.zeros(w0.shape[0], dtype=w0.dtype)
-            workspace = torch.ops.aten.mkldnn_rnn_layer(empty(x), empty(w0), empty(w1), bias, bias, empty(hx),
-                                                        empty(hx), *options)[3]
+            workspace = torch.ops.aten.mkldnn_rnn_layer(like(x), like(w0), like(w1), bias, bias, like(hx), like(hx),
+                                                        *options)[3]
         _WORKSPACE_BYTES[key] = workspace.untyped_storage().nbytes()
     return _WORKSPACE_BYTES[key]

@@ -10,7 +10,11 @@ Choices that make the meta step the step a CUDA run would take:
 
 * optimizers built from a name or a class get ``foreach=True``, the implementation torch picks
   by default for CUDA parameters (its temporaries differ from the per-tensor loop that torch
-  picks for CPU / meta parameters). ``fused=True`` has no meta kernel and is refused by torch.
+  picks for CPU / meta parameters); ``foreach=False`` / ``fused=True`` choose the others (torch
+  refuses ``fused=True`` on meta: it is measured with ``meta=False``). An optimizer's state made
+  in its ``__init__`` (Adagrad's sums) is live from the start; its host scalars (the ``step``
+  counters) are ``optimizer_host_bytes``, outside every device figure.
+* ``nn.LSTM`` runs the CPU's oneDNN path (``rnn="auto"``, ``device_kernels.py``).
 * ``steady_state=True`` (default) measures a step after the first: the optimizer's states
   exist before the forward starts (a warm-up ``optimizer.step()`` on zero gradients creates
   them; it is not part of the figures) and the gradients are ``None`` at the start
