@@ -6,8 +6,9 @@ Linear(64 -> 256), ReLU, Linear(256 -> 64): (64*256 + 256) + (256*64 + 64) = 33,
 parameters = 132,352 B, which is also DDP's gradient bucket (one bucket: under 25 MiB), the
 estimate's ``comm_buffer_bytes``.
 
-AdamW peaks in its foreach step, after DDP has waited for the all-reduce, so gloo's own
-temporaries (alive on its worker thread while a bucket is reduced in backward) are gone. Rank 0
+AdamW peaks in its foreach step, after DDP has waited for the all-reduce (with SGD the peak is
+in backward while the bucket is being all-reduced, and one run showed rank 1 a bucket-sized
+buffer above the estimate, not traced further). Rank 0
 matches to the byte. The other ranks hold small host buffers of DDP's own bookkeeping that rank 0
 does not (found from the allocator's trace with stacks): the receive buffers of
 ``_verify_params_across_processes`` at construction (96 B here, allgathered parameter metadata)
