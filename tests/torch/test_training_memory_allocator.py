@@ -201,3 +201,19 @@ def test_lstm_mkldnn_computes_what_torch_lstm_computes():
     ours = lstm_mkldnn(x, (zeros, zeros), model._flat_weights, True, 2, 0.0, True, True, True)
     for theirs, mine in zip((out, h, c), ours):
         assert torch.allclose(theirs, mine, atol=1e-6)
+
+
+def test_deepspeed_engine_and_zero3_parameters_are_refused_with_what_to_pass():
+    # DeepSpeed does not install here: these stand-ins have the two traits the refusal reads - the
+    # engine class (deepspeed.runtime.engine.DeepSpeedEngine, with zero_optimization_stage() and
+    # dp_world_size) and ZeRO-3's per-parameter ds_status - so the check is exercised, not DeepSpeed.
+    engine_class = type("DeepSpeedEngine", (nn.Module,), {"__module__": "deepspeed.runtime.engine",
+                                                          "zero_optimization_stage": lambda self: 2})
+    engine = engine_class()
+    engine.module, engine.dp_world_size = mlp(), 8
+    with pytest.raises(TypeError, match=r"engine.module.*sharding='zero2', world_size=8"):
+        estimate_training_memory(engine, torch.randn(2, 8))
+    model = mlp()
+    model[0].weight.ds_status = "NOT_AVAILABLE"
+    with pytest.raises(TypeError, match=r"parameter '0.weight' .* partitioned by DeepSpeed ZeRO-3.*sharding='zero3'"):
+        estimate_training_memory(model, torch.randn(2, 8))

@@ -128,6 +128,7 @@ def estimate_training_memory(
     """
     if not isinstance(model, nn.Module):
         raise TypeError(f"estimate_training_memory expects a torch.nn.Module, got {type(model).__name__}")
+    _refuse_deepspeed(model)
     plan = resolve_sharding(sharding, world_size)
     if not isinstance(accumulation_steps, int) or isinstance(accumulation_steps, bool) or accumulation_steps < 1:
         raise ValueError(f"accumulation_steps must be an int >= 1 (micro-batches per optimizer step), got "
@@ -245,6 +246,31 @@ def estimate_training_memory(
             steady_state=steady_state, meta=meta, implementation=implementation, set_to_none=set_to_none,
             accumulation_steps=accumulation_steps,
         )
+
+
+def _refuse_deepspeed(model: nn.Module) -> None:
+    """A DeepSpeed engine, or a model whose parameters ZeRO-3 partitioned, is refused with what to pass.
+
+    The engine holds its own flat, partitioned copies of the parameters, gradients and optimizer
+    states (ZeRO-2 fails deep in the step with an IndexError, ZeRO-3 with "'Tensor' object has no
+    attribute 'ds_status'"); the sharding model of this function (``sharding='zero1'``, ``'zero2'``,
+    ``'zero3'``) measures the same step from the plain model.
+    """
+    engine = next((c for c in type(model).__mro__ if c.__name__ == "DeepSpeedEngine"
+                   and c.__module__.startswith("deepspeed.")), None)
+    if engine is not None:
+        stage = getattr(model, "zero_optimization_stage", lambda: None)()
+        world = getattr(model, "dp_world_size", None) or getattr(model, "world_size", None)
+        strategy = f"'zero{stage}'" if stage in (1, 2, 3) else "'zero1' / 'zero2' / 'zero3' (its ZeRO stage)"
+        raise TypeError(f"{type(model).__name__} is a DeepSpeed engine: it keeps its own partitioned copies of the "
+                        f"parameters, gradients and optimizer states. Pass the model it wraps instead (engine.module, "
+                        f"built without deepspeed.zero.Init, or on the meta device) with sharding={strategy}, "
+                        f"world_size={world if world else 'the data-parallel size'}")
+    partitioned = next((name for name, p in model.named_parameters() if hasattr(p, "ds_status")), None)
+    if partitioned is not None:
+        raise TypeError(f"parameter '{partitioned}' of {type(model).__name__} is partitioned by DeepSpeed ZeRO-3 "
+                        "(deepspeed.zero.Init): its shapes are gone from this process. Build the model on the meta "
+                        "device (with torch.device('meta'): ...) and pass sharding='zero3', world_size=N")
 
 
 def _state_storages(opt: torch.optim.Optimizer) -> list[torch.Tensor]:
