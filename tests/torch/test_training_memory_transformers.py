@@ -68,6 +68,7 @@ def tiny_bert():
     return transformers.BertForMaskedLM(config)
 
 
+@pytest.mark.slow  # (about 5 s for GPT-2 on the shared 2-core machine)
 @pytest.mark.parametrize("build, wrapped", [
     # GPT-2's NewGELU multiplies by three Python floats (0.5, sqrt(2/pi), 0.044715); torch wraps each
     # in a float64 CPU scalar before dispatch and autograd saves it: 3 * 8 B per layer, 2 layers = 48 B
