@@ -113,8 +113,9 @@ def estimate_training_memory(
     micro-batch. ``attention``: the ``scaled_dot_product_attention`` kernel (``device_kernels.py``):
     ``"auto"`` is ``"cuda"`` (flash / memory-efficient) on meta and torch's own choice otherwise.
     ``rnn``: the LSTM kernel path (``device_kernels.py``): ``"auto"`` is ``"cpu"`` (oneDNN's
-    ``mkldnn_rnn_layer``, the path a CPU runs) on meta and torch's own choice otherwise; ``None``
-    keeps the generic path torch takes on meta.
+    ``mkldnn_rnn_layer``, the path a CPU runs) on meta for a model with an ``nn.LSTM``, and torch's
+    own choice otherwise; ``"cpu"`` forces it (``torch.lstm`` called directly); ``None`` keeps the
+    generic path torch takes on meta.
     ``meta=False`` runs the same step on real copies on the model's device (to
     check the meta figures). ``steady_state``: see the module docstring.
 
@@ -145,8 +146,8 @@ def estimate_training_memory(
 
     if attention == "auto":
         attention = "cuda" if meta else None
-    if rnn == "auto":
-        rnn = "cpu" if meta else None
+    if rnn == "auto":  # (only where an nn.LSTM runs: a function mode costs a Python call per torch function)
+        rnn = "cpu" if meta and any(isinstance(m, nn.LSTM) for m in model.modules()) else None
 
     def modes() -> list[Any]:
         """The step's function modes, innermost last: device kernels, then the autocast policy."""
