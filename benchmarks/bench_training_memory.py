@@ -1,12 +1,20 @@
 """Time (wall and CPU) and peak RSS of ``estimate_training_memory`` on Llama-2-7B- and 70B-shaped decoders (meta).
 
 Each configuration runs in a fresh process (so its peak RSS is its own), and prints one row:
-the measured figures next to what ``accelerate estimate-memory`` and DeepSpeed's ZeRO
-estimators would say for the same parameter count (their formulas, restated in
-``docs/memory.rst``).
+the measured figures next to what DeepSpeed's ZeRO estimators say for the same parameter count.
+
+``--peers`` runs the peers themselves for Llama-2-7B where they install: ``accelerate
+estimate-memory``'s own functions (``accelerate.commands.estimate``: ``calculate_maximum_sizes`` of
+the model it builds - ``AutoModel.from_config`` under ``init_empty_weights``, which for Llama is
+``LlamaModel``, without the LM head - then ``estimate_training_usage``), and DeepSpeed's
+``estimate_zero2_model_states_mem_needs`` / ``estimate_zero3_model_states_mem_needs``. Where
+DeepSpeed does not import, its formulas are restated from its 0.19.8 source
+(``deepspeed/runtime/zero/stage_1_and_2.py`` and ``stage3.py``, no offload): ZeRO-2
+``2P + int(18P / gpus)``, ZeRO-3 ``4 * largest_layer + int(18P / gpus)``.
 
     python benchmarks/bench_training_memory.py                 # the table in docs/memory.rst
     python benchmarks/bench_training_memory.py --one 7b none 1  # one configuration, as JSON
+    python benchmarks/bench_training_memory.py --peers          # accelerate / DeepSpeed on the 7B
 """
 from __future__ import annotations
 
@@ -33,23 +41,42 @@ CONFIGS = [  # model, sharding, world size, activation checkpointing
 ]
 
 
-def accelerate_adam(params: int) -> dict[str, int]:
-    """``accelerate estimate-memory``'s "Training using Adam": the largest of its stages, batch 1.
-
-    float32 row: model 4P, gradients 4P, optimizer 8P, step 16P -> 16P. float16 row (mixed
-    precision): model 4P, gradients 6P, optimizer 8P, step 8P -> 8P. Activations are not counted.
-    """
-    return {"float32": 16 * params, "float16": 8 * params}
-
-
 def deepspeed_zero2(params: int, gpus: int) -> int:
-    """``estimate_zero2_model_states_mem_needs`` per GPU, no offload: 4P + 16P / gpus."""
-    return 4 * params + int(16 * params / gpus)
+    """``estimate_zero2_model_states_mem_needs`` per GPU, no offload (DeepSpeed 0.19.8): 2P + 18P / gpus."""
+    try:
+        from deepspeed.runtime.zero.stage_1_and_2 import estimate_zero2_model_states_mem_needs
+    except ImportError:
+        return 2 * params + int(18 * params / gpus)
+    return estimate_zero2_model_states_mem_needs(params, num_gpus_per_node=gpus, cpu_offload=False)[1]
 
 
 def deepspeed_zero3(params: int, largest_layer: int, gpus: int) -> int:
     """``estimate_zero3_model_states_mem_needs`` per GPU, no offload: 4 * largest layer + 18P / gpus."""
-    return 4 * largest_layer + int(18 * params / gpus)
+    try:
+        from deepspeed.runtime.zero.stage3 import estimate_zero3_model_states_mem_needs
+    except ImportError:
+        return 4 * largest_layer + int(18 * params / gpus)
+    return estimate_zero3_model_states_mem_needs(params, largest_layer, num_gpus_per_node=gpus, cpu_offload=False,
+                                                 cpu_offload_params=False)[1]
+
+
+def accelerate_peer() -> dict | None:
+    """``accelerate estimate-memory``'s "Training using Adam" for Llama-2-7B, by accelerate's own functions
+    on the model it builds (``AutoModel``: no LM head); None where accelerate or transformers is missing."""
+    try:
+        import transformers
+        from accelerate import init_empty_weights
+        from accelerate.commands.estimate import estimate_training_usage
+        from accelerate.utils import calculate_maximum_sizes
+    except ImportError:
+        return None
+    config = transformers.LlamaConfig(hidden_size=4096, intermediate_size=11008, num_hidden_layers=32,
+                                      num_attention_heads=32, num_key_value_heads=32, vocab_size=32000)
+    with init_empty_weights():
+        model = transformers.AutoModel.from_config(config)
+    total, _ = calculate_maximum_sizes(model)
+    rows = {dtype: max(estimate_training_usage(total, dtype).values()) for dtype in ("float32", "float16")}
+    return {"model": type(model).__name__, "params": sum(p.numel() for p in model.parameters()), **rows}
 
 
 def one(model_name: str, sharding: str, world_size: int, checkpointing: bool) -> dict:
@@ -73,7 +100,6 @@ def one(model_name: str, sharding: str, world_size: int, checkpointing: bool) ->
         "params": params, "params_bytes": result.params_bytes, "grads_bytes": result.grads_bytes,
         "optimizer_bytes": result.optimizer_bytes, "activations_bytes": result.activations_bytes,
         "peak_bytes": result.peak_bytes, "peak_at": result.peak_at,
-        "accelerate": accelerate_adam(params),
         "deepspeed_zero2": deepspeed_zero2(params, world_size),
         "deepspeed_zero3": deepspeed_zero3(params, largest, world_size),
     }
@@ -82,7 +108,17 @@ def one(model_name: str, sharding: str, world_size: int, checkpointing: bool) ->
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--one", nargs=4, metavar=("MODEL", "SHARDING", "WORLD", "CKPT"))
+    parser.add_argument("--peers", action="store_true")
     args = parser.parse_args()
+    if args.peers:
+        from benchmarks.llama import llama_7b
+
+        model = llama_7b()
+        params = sum(p.numel() for p in model.parameters())
+        largest = max(sum(p.numel() for p in m.parameters(recurse=False)) for m in model.modules())
+        print(json.dumps({"accelerate": accelerate_peer(), "deepspeed_zero2_x8": deepspeed_zero2(params, 8),
+                          "deepspeed_zero3_x8": deepspeed_zero3(params, largest, 8), "params": params}))
+        return
     if args.one:
         name, sharding, world, ckpt = args.one
         print(json.dumps(one(name, sharding, int(world), ckpt in ("1", "true", "True"))))
@@ -90,7 +126,7 @@ def main() -> None:
     from prettytable import PrettyTable
 
     table = PrettyTable(["model", "sharding", "ckpt", "params", "grads", "optimizer", "activations", "peak",
-                         "peak at", "time s", "CPU s", "RSS MiB", "accelerate fp16 / fp32", "DS zero2", "DS zero3"])
+                         "peak at", "time s", "CPU s", "RSS MiB", "DS zero2", "DS zero3"])
     for name, sharding, world, ckpt in CONFIGS:
         out = subprocess.run([sys.executable, __file__, "--one", name, sharding, str(world), str(int(ckpt))],
                              capture_output=True, text=True, check=True)
@@ -99,7 +135,6 @@ def main() -> None:
         table.add_row([name, f"{sharding} x{world}", "yes" if ckpt else "no", gib(row["params_bytes"]),
                        gib(row["grads_bytes"]), gib(row["optimizer_bytes"]), gib(row["activations_bytes"]),
                        gib(row["peak_bytes"]), row["peak_at"], row["seconds"], row["cpu_seconds"], row["max_rss_mib"],
-                       f"{gib(row['accelerate']['float16'])} / {gib(row['accelerate']['float32'])}",
                        gib(row["deepspeed_zero2"]), gib(row["deepspeed_zero3"])])
     print("figures in GiB (2**30 bytes), per rank; Llama-shaped, seq 2048, batch 1, AdamW, bf16 autocast")
     print(table)

@@ -50,3 +50,39 @@ def test_hf_llama_built_on_meta_runs():
     ids = torch.zeros(1, 16, dtype=torch.long, device="meta")
     result = estimate_training_memory(model, ids, labels=ids, use_cache=False, autocast="bf16")
     assert result.params_bytes == 78464 and result.peak_phase in ("forward", "loss", "backward", "optimizer")
+
+
+def tiny_gpt2():
+    """GPT-2 with attention dropout 0.1 (its default): vocab 64, 32 wide, 2 layers, 4 heads, sdpa attention."""
+    config = transformers.GPT2Config(n_layer=2, n_embd=32, n_head=4, vocab_size=64, n_positions=32,
+                                     bos_token_id=0, eos_token_id=0, attn_implementation="sdpa")
+    torch.manual_seed(0)
+    return transformers.GPT2LMHeadModel(config)
+
+
+def tiny_bert():
+    """BERT for masked LM with attention dropout 0.1 (its default): vocab 64, 32 wide, 2 layers, 4 heads."""
+    config = transformers.BertConfig(num_hidden_layers=2, hidden_size=32, num_attention_heads=4, intermediate_size=64,
+                                     vocab_size=64, max_position_embeddings=32, attn_implementation="sdpa")
+    torch.manual_seed(0)
+    return transformers.BertForMaskedLM(config)
+
+
+@pytest.mark.slow  # (about 5 s for GPT-2 on the shared 2-core machine)
+@pytest.mark.parametrize("build, wrapped", [
+    # GPT-2's NewGELU multiplies by three Python floats (0.5, sqrt(2/pi), 0.044715); torch wraps each
+    # in a float64 CPU scalar before dispatch and autograd saves it: 3 * 8 B per layer, 2 layers = 48 B
+    # of host scalars the dispatcher never sees, alive at the peak (in backward).
+    (tiny_gpt2, 2 * 3 * 8),
+    (tiny_bert, 0),  # BERT's exact GELU takes no Python number
+])
+def test_cpu_attention_with_dropout_matches_the_allocator(build, wrapped):
+    from tests.torch.allocator_steps import allocator_step
+
+    # In training, attention dropout 0.1 rules out the CPU flash kernel: torch runs the math path.
+    ids = torch.randint(0, 64, (2, 16))
+    meta = estimate_training_memory(build(), ids, labels=ids, attention="cpu")
+    real = estimate_training_memory(build(), ids, labels=ids, attention="cpu", meta=False)  # (raised before)
+    assert meta.peak_bytes == real.peak_bytes and meta.phases == real.phases
+    allocator = allocator_step(build(), (ids,), optimizer=lambda p: torch.optim.AdamW(p, foreach=True), labels=ids)
+    assert allocator.dispatcher_peak_bytes == meta.peak_bytes + meta.optimizer_host_bytes + wrapped

@@ -10,7 +10,11 @@ Choices that make the meta step the step a CUDA run would take:
 
 * optimizers built from a name or a class get ``foreach=True``, the implementation torch picks
   by default for CUDA parameters (its temporaries differ from the per-tensor loop that torch
-  picks for CPU / meta parameters). ``fused=True`` has no meta kernel and is refused by torch.
+  picks for CPU / meta parameters); ``foreach=False`` / ``fused=True`` choose the others (torch
+  refuses ``fused=True`` on meta: it is measured with ``meta=False``). An optimizer's state made
+  in its ``__init__`` (Adagrad's sums) is live from the start; its host scalars (the ``step``
+  counters) are ``optimizer_host_bytes``, outside every device figure.
+* ``nn.LSTM`` runs the CPU's oneDNN path (``rnn="auto"``, ``device_kernels.py``).
 * ``steady_state=True`` (default) measures a step after the first: the optimizer's states
   exist before the forward starts (a warm-up ``optimizer.step()`` on zero gradients creates
   them; it is not part of the figures) and the gradients are ``None`` at the start
@@ -33,7 +37,7 @@ import torch
 from torch import nn
 
 from deeplite_like.backends.torch.activation_checkpointing import checkpointed
-from deeplite_like.backends.torch.attention_kernels import AttentionKernel
+from deeplite_like.backends.torch.device_kernels import AttentionKernel, RecurrentKernel
 from deeplite_like.backends.torch.autocast_policy import AutocastPolicy, resolve_autocast_dtype
 from deeplite_like.backends.torch.counting.recorder import counting_mode
 from deeplite_like.backends.torch.counting.registry import CountOptions
@@ -83,9 +87,14 @@ def estimate_training_memory(
     sharding: str | None = None,
     units: Any = None,
     attention: str | None = "auto",
+    rnn: str | None = "auto",
     meta: bool = True,
     steady_state: bool = True,
     batch_size: int | None = None,
+    foreach: bool = True,
+    fused: bool = False,
+    set_to_none: bool = True,
+    accumulation_steps: int = 1,
     **kwargs: Any,
 ) -> TrainingMemory:
     """Measure the memory of one training step of ``model(*inputs, **kwargs)``, per rank, in bytes.
@@ -101,14 +110,33 @@ def estimate_training_memory(
     names). ``world_size`` / ``sharding`` / ``units``: per-rank figures under ``'ddp'``,
     ``'zero1'``, ``'zero2'``, ``'zero3'`` / ``'fsdp'`` (model in ``sharding.py``; ``units``
     chooses the FSDP units like ``activation_checkpointing``); ``inputs`` are one rank's
-    micro-batch. ``attention``: the ``scaled_dot_product_attention`` kernel (``attention_kernels.py``):
+    micro-batch. ``attention``: the ``scaled_dot_product_attention`` kernel (``device_kernels.py``):
     ``"auto"`` is ``"cuda"`` (flash / memory-efficient) on meta and torch's own choice otherwise.
+    ``rnn``: the LSTM kernel path (``device_kernels.py``): ``"auto"`` is ``"cpu"`` (oneDNN's
+    ``mkldnn_rnn_layer``, the path a CPU runs) on meta for a model with an ``nn.LSTM``, and torch's
+    own choice otherwise; ``"cpu"`` forces it (``torch.lstm`` called directly); ``None`` keeps the
+    generic path torch takes on meta.
     ``meta=False`` runs the same step on real copies on the model's device (to
     check the meta figures). ``steady_state``: see the module docstring.
+
+    The training loop: ``foreach`` / ``fused`` choose the implementation of an optimizer given by
+    name or class (``foreach=True``, torch's CUDA default; ``foreach=False``, the per-tensor loop
+    torch picks on CPU; ``fused=True``, the fused kernel, measured with ``meta=False`` only: torch
+    refuses it on meta). ``set_to_none=False``: the step starts with ``optimizer.zero_grad(
+    set_to_none=False)``, so the gradients are zeros held from the step before, accumulated into
+    in place. ``accumulation_steps=k``: k forward / loss / backward passes of ``loss / k`` on
+    ``inputs`` (one micro-batch), then one ``optimizer.step()``.
     """
     if not isinstance(model, nn.Module):
         raise TypeError(f"estimate_training_memory expects a torch.nn.Module, got {type(model).__name__}")
+    _refuse_deepspeed(model)
     plan = resolve_sharding(sharding, world_size)
+    if not isinstance(accumulation_steps, int) or isinstance(accumulation_steps, bool) or accumulation_steps < 1:
+        raise ValueError(f"accumulation_steps must be an int >= 1 (micro-batches per optimizer step), got "
+                         f"{accumulation_steps!r}")
+    if fused and meta:
+        raise ValueError("fused=True: torch runs fused optimizers on real devices only (its step refuses meta "
+                         "parameters); pass meta=False to measure the fused step on the model's device")
     autocast_dtype = resolve_autocast_dtype(autocast)
     if batch_size is None:
         batch_size = required_batch_size(inputs, kwargs)
@@ -118,12 +146,16 @@ def estimate_training_memory(
 
     if attention == "auto":
         attention = "cuda" if meta else None
+    if rnn == "auto":  # (only where an nn.LSTM runs: a function mode costs a Python call per torch function)
+        rnn = "cpu" if meta and any(isinstance(m, nn.LSTM) for m in model.modules()) else None
 
     def modes() -> list[Any]:
-        """The step's function modes, innermost last: attention kernel, then the autocast policy."""
+        """The step's function modes, innermost last: device kernels, then the autocast policy."""
         made: list[Any] = []
         if attention is not None:
             made.append(AttentionKernel(attention))
+        if rnn is not None:
+            made.append(RecurrentKernel(rnn))
         if autocast_dtype is not None:
             made.append(AutocastPolicy(autocast_dtype))
         return made
@@ -139,7 +171,7 @@ def estimate_training_memory(
         if not trainable:
             raise ValueError(f"{type(model).__name__} has no parameter that requires grad: there is no training "
                              "step to measure")
-        opt, opt_name = build_optimizer(optimizer, trainable)
+        opt, opt_name, implementation = build_optimizer(optimizer, trainable, foreach=foreach, fused=fused)
 
         leaves = tensor_leaves((inputs, kwargs, target))
         input_bytes = spanned_bytes(leaves)
@@ -152,6 +184,8 @@ def estimate_training_memory(
 
         mode = counting_mode(CountOptions(), track_backward=True, meta=meta)
         tracker = StepTracker(params_full + buffers_bytes + input_bytes, external, mode)
+        # An optimizer that makes its state in __init__ (Adagrad's sums) holds it from the start.
+        tracker.adopt([t for t in _state_storages(opt) if not _host_scalar(t)])
         if meta:
             mode.values.made_on_meta = False  # (tensors made from nothing stay where torch puts them)
             for real, moved in zip(originals, tensor_leaves((inputs, kwargs, target))):
@@ -159,26 +193,28 @@ def estimate_training_memory(
             for name, buffer in real_buffers.items():
                 mode.values.seed(state[name], buffer)
         made = modes()
-        kernel = next((m for m in made if isinstance(m, AttentionKernel)), None)
+        kernels = [m for m in made if isinstance(m, (AttentionKernel, RecurrentKernel))]
         policy = next((m for m in made if isinstance(m, AutocastPolicy)), None)
         try:
             mode.attach(list(model.named_modules()), unfuse=False)  # (the step runs unfused already)
-            with kernel or contextlib.nullcontext(), mode:
+            with contextlib.ExitStack() as stack:
+                for kernel in kernels:
+                    stack.enter_context(kernel)
+                stack.enter_context(mode)
                 if steady_state:
                     with tracker.in_phase("warm-up"):
                         for t in trainable:
                             t.grad = torch.zeros_like(t)
                         opt.step()
-                        for t in trainable:
-                            t.grad = None
-                _run_step(model, state, inputs, kwargs, target, loss_fn, opt, tracker, policy)
+                        opt.zero_grad(set_to_none=set_to_none)
+                _run_step(model, inputs, kwargs, target, loss_fn, opt, tracker, policy, accumulation_steps)
             grads = tensor_storages([t.grad for t in trainable if t.grad is not None])
             grad_serials = {tracker.serial_of(t): t for t in grads}
-            states = tensor_storages([v for s in opt.state.values() for v in s.values()
-                                      if isinstance(v, torch.Tensor)])
-            host = [t for t in states if t.dim() == 0 and t.device.type == "cpu"]
-            device_states = [t for t in states if not (t.dim() == 0 and t.device.type == "cpu")]
+            states = _state_storages(opt)
+            host = [t for t in states if _host_scalar(t)]
+            device_states = [t for t in states if not _host_scalar(t)]
             state_serials = {tracker.serial_of(t): t for t in device_states}
+            host_serials = {tracker.serial_of(t) for t in host} - {None}
         except (RuntimeError, NotImplementedError) as error:
             if meta:
                 _add_note(error, f"while running a training step of {type(model).__name__} on the meta device: an "
@@ -192,7 +228,7 @@ def estimate_training_memory(
         grads_full = sum(t.untyped_storage().nbytes() for t in grads)
         params_rank = sum(_rank_bytes(t, plan, plan.params) for t in tensor_storages(
             [t for n, t in state.items() if n in param_names]))
-        weights = _rank_weights(tracker.record, grad_serials, state_serials, plan)
+        weights = _rank_weights(tracker.record, grad_serials, state_serials, host_serials, plan)
         extras = _strategy_extras(model, state, param_names, unit_names, plan, grads_full)
         base_rank = params_rank + buffers_bytes + input_bytes
         base_blocks = [_rank_bytes(t, plan, plan.params) for t in tensor_storages(
@@ -208,8 +244,44 @@ def estimate_training_memory(
             buffers_bytes=buffers_bytes, input_bytes=input_bytes, batch_size=batch_size, optimizer=opt_name,
             autocast=str(autocast_dtype).removeprefix("torch.") if autocast_dtype else None,
             world_size=plan.world_size, sharding=plan.strategy, checkpointed=tuple(checkpoint_names),
-            steady_state=steady_state, meta=meta,
+            steady_state=steady_state, meta=meta, implementation=implementation, set_to_none=set_to_none,
+            accumulation_steps=accumulation_steps,
         )
+
+
+def _refuse_deepspeed(model: nn.Module) -> None:
+    """A DeepSpeed engine, or a model whose parameters ZeRO-3 partitioned, is refused with what to pass.
+
+    The engine holds its own flat, partitioned copies of the parameters, gradients and optimizer
+    states (ZeRO-2 fails deep in the step with an IndexError, ZeRO-3 with "'Tensor' object has no
+    attribute 'ds_status'"); the sharding model of this function (``sharding='zero1'``, ``'zero2'``,
+    ``'zero3'``) measures the same step from the plain model.
+    """
+    engine = next((c for c in type(model).__mro__ if c.__name__ == "DeepSpeedEngine"
+                   and c.__module__.startswith("deepspeed.")), None)
+    if engine is not None:
+        stage = getattr(model, "zero_optimization_stage", lambda: None)()
+        world = getattr(model, "dp_world_size", None) or getattr(model, "world_size", None)
+        strategy = f"'zero{stage}'" if stage in (1, 2, 3) else "'zero1' / 'zero2' / 'zero3' (its ZeRO stage)"
+        raise TypeError(f"{type(model).__name__} is a DeepSpeed engine: it keeps its own partitioned copies of the "
+                        f"parameters, gradients and optimizer states. Pass the model it wraps instead (engine.module, "
+                        f"built without deepspeed.zero.Init, or on the meta device) with sharding={strategy}, "
+                        f"world_size={world if world else 'the data-parallel size'}")
+    partitioned = next((name for name, p in model.named_parameters() if hasattr(p, "ds_status")), None)
+    if partitioned is not None:
+        raise TypeError(f"parameter '{partitioned}' of {type(model).__name__} is partitioned by DeepSpeed ZeRO-3 "
+                        "(deepspeed.zero.Init): its shapes are gone from this process. Build the model on the meta "
+                        "device (with torch.device('meta'): ...) and pass sharding='zero3', world_size=N")
+
+
+def _state_storages(opt: torch.optim.Optimizer) -> list[torch.Tensor]:
+    """The optimizer's state tensors, one per storage."""
+    return tensor_storages([v for s in opt.state.values() for v in s.values() if isinstance(v, torch.Tensor)])
+
+
+def _host_scalar(tensor: torch.Tensor) -> bool:
+    """A host scalar of the optimizer (torch's non-capturable ``step`` counters): 0-d, on the CPU."""
+    return tensor.dim() == 0 and tensor.device.type == "cpu"
 
 
 def _moved(tree: Any, device: torch.device, dtype: torch.dtype | None) -> Any:
@@ -263,28 +335,33 @@ def _copied_state(model: nn.Module, device: torch.device, dtype: torch.dtype | N
     return state
 
 
-def _run_step(model: nn.Module, state: dict[str, torch.Tensor], inputs: tuple, kwargs: dict, target: Any,
-              loss_fn: Callable | None, opt: torch.optim.Optimizer, tracker: StepTracker, policy: Any) -> None:
-    """Forward, loss, backward, optimizer step, each in its phase."""
-    with policy or contextlib.nullcontext():
-        with tracker.in_phase("forward"):
-            output = model(*inputs, **kwargs)
-        tracker.record.forward_end_events = len(tracker.record.events)
-        with tracker.in_phase("loss"):
-            if loss_fn is None:
-                loss = _default_loss(output)
-            else:
-                loss = loss_fn(output) if target is None else loss_fn(output, target)
-            del output
-    if not isinstance(loss, torch.Tensor) or loss.numel() != 1:
-        raise ValueError("the loss must be a tensor with one element; loss_fn returned "
-                         f"{type(loss).__name__}{tuple(loss.shape) if isinstance(loss, torch.Tensor) else ''}")
-    with tracker.in_phase("backward"):
-        # torch.autograd.backward, not loss.backward(): a Tensor method is a torch function, and the
-        # function modes (autocast policy, attention kernel) would be off during the whole backward,
-        # checkpoint recomputations included.
-        torch.autograd.backward(loss)
-        del loss
+def _run_step(model: nn.Module, inputs: tuple, kwargs: dict, target: Any, loss_fn: Callable | None,
+              opt: torch.optim.Optimizer, tracker: StepTracker, policy: Any, accumulation_steps: int) -> None:
+    """Forward, loss, backward (``accumulation_steps`` times, the loss divided by it), optimizer step,
+    each in its phase; the activations are those of the first micro-batch's forward."""
+    for micro in range(accumulation_steps):
+        with policy or contextlib.nullcontext():
+            with tracker.in_phase("forward"):
+                output = model(*inputs, **kwargs)
+            if micro == 0:
+                tracker.record.forward_end_events = len(tracker.record.events)
+            with tracker.in_phase("loss"):
+                if loss_fn is None:
+                    loss = _default_loss(output)
+                else:
+                    loss = loss_fn(output) if target is None else loss_fn(output, target)
+                del output
+                if isinstance(loss, torch.Tensor) and accumulation_steps > 1:
+                    loss = loss / accumulation_steps
+        if not isinstance(loss, torch.Tensor) or loss.numel() != 1:
+            raise ValueError("the loss must be a tensor with one element; loss_fn returned "
+                             f"{type(loss).__name__}{tuple(loss.shape) if isinstance(loss, torch.Tensor) else ''}")
+        with tracker.in_phase("backward"):
+            # torch.autograd.backward, not loss.backward(): a Tensor method is a torch function, and the
+            # function modes (autocast policy, attention kernel) would be off during the whole backward,
+            # checkpoint recomputations included.
+            torch.autograd.backward(loss)
+            del loss
     with tracker.in_phase("optimizer"):
         opt.step()
 
@@ -295,9 +372,13 @@ def _rank_bytes(tensor: torch.Tensor, plan: ShardPlan, divided: bool) -> int:
     return tensor.untyped_storage().nbytes()
 
 
-def _rank_weights(record: StepRecord, grad_serials: dict, state_serials: dict, plan: ShardPlan) -> list[int]:
-    """Per-rank bytes of every allocation: gradients and states divided where the strategy divides them."""
+def _rank_weights(record: StepRecord, grad_serials: dict, state_serials: dict, host_serials: set[int],
+                  plan: ShardPlan) -> list[int]:
+    """Per-rank device bytes of every allocation: gradients and states divided where the strategy
+    divides them; the optimizer's host scalars (``optimizer_host_bytes``) weigh nothing."""
     weights = list(record.sizes)
+    for serial in host_serials:  # (RMSprop makes its `step` counters with torch.zeros: the dispatcher sees them)
+        weights[serial] = 0
     if plan.states:  # the update runs on each rank's shard: its temporaries are divided too
         for serial, (phase, _) in enumerate(record.origin):
             if phase in ("warm-up", "optimizer"):

@@ -56,7 +56,9 @@ class TrainingMemory:
     peak / end per phase. ``timeline``: (phase, live bytes) after every operator.
     ``activations_by_module``: the bytes of ``activations_bytes`` each module allocated.
     ``comm_buffer_bytes`` / ``gather_bytes``: what the sharding strategy adds (already inside
-    ``peak_bytes``). ``allowance``: what is not seen, apart (``Allowance``).
+    ``peak_bytes``). ``allowance``: what is not seen, apart (``Allowance``). The loop measured:
+    ``implementation`` of the optimizer step (``"foreach"``, ``"for-loop"``, ``"fused"``, ...),
+    ``set_to_none`` of its ``zero_grad``, ``accumulation_steps`` micro-batches per optimizer step.
     """
 
     params_bytes: int
@@ -84,6 +86,9 @@ class TrainingMemory:
     checkpointed: tuple[str, ...]
     steady_state: bool
     meta: bool
+    implementation: str = "foreach"
+    set_to_none: bool = True
+    accumulation_steps: int = 1
 
     @property
     def peak_at(self) -> str:
@@ -101,7 +106,9 @@ class TrainingMemory:
 
     def summary(self) -> str:
         """A few lines in words (for a terminal); reports render the fields themselves."""
-        lines = [f"training step, batch {self.batch_size}, optimizer {self.optimizer}"
+        lines = [f"training step, batch {self.batch_size}, optimizer {self.optimizer} ({self.implementation})"
+                 + ("" if self.set_to_none else ", zero_grad(set_to_none=False)")
+                 + (f", {self.accumulation_steps} micro-batches" if self.accumulation_steps > 1 else "")
                  + (f", autocast {self.autocast}" if self.autocast else "")
                  + (f", {self.sharding} x{self.world_size} (per rank)" if self.sharding else "")]
         for label, value in (("parameters", self.params_bytes), ("gradients", self.grads_bytes),

@@ -88,6 +88,12 @@ class StepTracker(StorageLedger):
         super()._freed(key)
         self.record.events.append((self._serial.pop(key), -1))
 
+    def adopt(self, tensors: list[torch.Tensor]) -> None:
+        """Record storages made before the step that belong to it (an optimizer's state made in its
+        ``__init__``, as Adagrad's sums): allocations of phase ``setup``, freed like any other."""
+        for tensor in tensors:
+            self._allocated(tensor)
+
     def serial_of(self, tensor: torch.Tensor) -> int | None:
         """Allocation serial of the storage holding ``tensor`` (None if not allocated in the step)."""
         key = storage_key(tensor)
@@ -95,12 +101,13 @@ class StepTracker(StorageLedger):
 
     @contextlib.contextmanager
     def in_phase(self, name: str) -> Iterator[None]:
-        """Label the operators run in the body with phase ``name``; remember where its events start."""
+        """Label the operators run in the body with phase ``name``; remember where its events first start
+        (a phase repeated, as forward and backward are under gradient accumulation, keeps its first start)."""
         self.phase = name
         self.mode.set_phase(name)
         if self.mode.values is not None:
             self.mode.values.placeholder_reads = name in _SCALAR_READ_PHASES
-        self.record.phase_start_events[name] = len(self.record.events)
+        self.record.phase_start_events.setdefault(name, len(self.record.events))
         yield
 
 

@@ -1,0 +1,251 @@
+"""Which kernels a measured step runs: those the target device runs, where torch picks by device.
+
+Two operators take a different kernel path per device, with different memory: attention and the
+LSTM. On the meta device torch takes its generic path for both; ``AttentionKernel`` and
+``RecurrentKernel`` (``TorchFunctionMode``s) call the target device's ATen kernels instead, each
+with a meta kernel and a derivative, so the step, backward included, is the one that device runs.
+
+Attention
+---------
+
+``F.scaled_dot_product_attention`` picks its kernel by device. On meta it takes the math path,
+which materialises the attention matrix and saves it for backward; a CUDA GPU takes flash
+attention (or memory-efficient attention when there is a mask), which saves only the output
+and a log-sum-exp per row. The memory of an attention model depends on that choice, so
+``AttentionKernel`` (a ``TorchFunctionMode``) calls the chosen ATen kernel directly; each has a
+meta kernel and a derivative, so the step, backward included, is the one that device runs:
+
+* ``"cuda"``: ``_scaled_dot_product_flash_attention`` without a mask,
+  ``_scaled_dot_product_efficient_attention`` with one (CUDA's choice for fp16/bf16 inputs);
+* ``"cpu"``: the CPU's choice (``select_sdp_backend_cpp`` in ATen's ``sdp_utils_cpp``):
+  ``_scaled_dot_product_flash_attention_for_cpu`` where its constraints hold (no dropout, 4-d
+  inputs of one batch size, equal heads or valid grouped-query heads, a 2-d / 4-d broadcastable
+  mask that needs no grad, equal head dims, no empty sequence, unit last stride, a float dtype,
+  flash not disabled), otherwise torch's own math path, which the meta device takes as well
+  (attention dropout in training - GPT-2, BERT - always falls back to it);
+* ``"math"``: ``_scaled_dot_product_attention_math`` (the attention matrix is materialised);
+* ``None``: whatever torch picks for the tensors' device (math on meta).
+
+Grouped-query attention (``enable_gqa=True``): the flash kernels take fewer key/value heads as
+they are; for the efficient kernel (a mask on CUDA) they are repeated first.
+
+LSTM
+----
+
+``nn.LSTM`` calls ``torch.lstm``. On a CPU with oneDNN (``use_mkldnn`` in ATen's ``RNN.cpp``:
+oneDNN enabled, float32 input - bfloat16 where this CPU's oneDNN takes it -, no projections, no
+packed sequence, not empty) that runs ``mkldnn_rnn``: one ``mkldnn_rnn_layer`` per layer and
+direction, whose backward is ``mkldnn_rnn_layer_backward`` and which saves a oneDNN workspace for
+it. On meta torch takes the generic path instead (a cell per time step, each saving its gates),
+whose memory differs. ``RecurrentKernel("cpu")`` runs ``mkldnn_rnn``'s sequence of ATen calls
+(input made time-major and contiguous, a layer call per direction, ``cat`` of the directions,
+dropout between layers, ``stack`` of the final states), so a meta step is the CPU's step. Two
+gaps of torch's meta kernels are closed there: ``mkldnn_rnn_layer``'s meta kernel returns an empty
+workspace, and its backward returns the bias gradient twice as one tensor where the CPU kernel
+returns a clone. On meta each layer therefore runs as an ``autograd.Function`` that saves what the
+CPU's autograd node saves (inputs, weights, states, outputs) with a workspace of oneDNN's size, and
+clones the bias gradient. oneDNN's workspace size (its own layout, padded leading dimensions and
+page-aligned parts) has no query in PyTorch: it is read from one real CPU call of the layer on
+uninitialised tensors of the same shapes, once per shape (cached), outside the measured step.
+CUDA's cuDNN path (``_cudnn_rnn``, with its reserve buffer) is not modelled; GRU and plain RNN
+take the generic path on every device but cuDNN, so meta is the CPU already.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch.overrides import TorchFunctionMode
+from torch.utils._python_dispatch import _disable_current_modes  # (torch's own helper; no public twin)
+
+__all__ = ["AttentionKernel", "ATTENTION_KERNELS", "RecurrentKernel", "RNN_KERNELS"]
+
+ATTENTION_KERNELS = ("cuda", "cpu", "math", None)
+RNN_KERNELS = ("cpu", None)
+
+
+def _arguments(args: tuple, kwargs: dict) -> tuple:
+    names = ("query", "key", "value", "attn_mask", "dropout_p", "is_causal", "scale", "enable_gqa")
+    defaults = {"attn_mask": None, "dropout_p": 0.0, "is_causal": False, "scale": None, "enable_gqa": False}
+    values = dict(zip(names, args))
+    values.update(kwargs)
+    return tuple(values.get(n, defaults.get(n)) for n in names)
+
+
+class AttentionKernel(TorchFunctionMode):
+    """Runs ``scaled_dot_product_attention`` with the kernel of ``kind`` (see the module docstring)."""
+
+    def __init__(self, kind: str) -> None:
+        if kind not in ATTENTION_KERNELS[:-1]:
+            raise ValueError(f"attention={kind!r} is not known; use one of {list(ATTENTION_KERNELS)}")
+        super().__init__()
+        self.kind = kind
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):  # noqa: ANN001 - torch's protocol
+        kwargs = kwargs or {}
+        if getattr(func, "__name__", "") != "scaled_dot_product_attention":
+            return func(*args, **kwargs)
+        q, k, v, mask, dropout, causal, scale, gqa = _arguments(args, kwargs)
+        aten = torch.ops.aten
+        if self.kind == "math":
+            return aten._scaled_dot_product_attention_math(q, k, v, mask, dropout, causal, scale=scale,
+                                                           enable_gqa=gqa)[0]
+        if self.kind == "cpu":
+            if not _cpu_flash_eligible(q, k, v, mask, dropout, gqa):
+                return func(*args, **kwargs)  # torch's math fallback (the meta device's choice too)
+            return aten._scaled_dot_product_flash_attention_for_cpu(q, k, v, dropout, causal, attn_mask=mask,
+                                                                     scale=scale)[0]
+        if mask is None:  # CUDA's flash kernel takes fewer key/value heads as they are
+            return aten._scaled_dot_product_flash_attention(q, k, v, dropout, causal, scale=scale)[0]
+        if gqa and k.shape[-3] != q.shape[-3]:  # the efficient kernel takes equal head counts
+            groups = q.shape[-3] // k.shape[-3]
+            k, v = k.repeat_interleave(groups, dim=-3), v.repeat_interleave(groups, dim=-3)
+        bias = mask if mask.dtype != torch.bool else _bool_mask_to_bias(mask, q.dtype)
+        return aten._scaled_dot_product_efficient_attention(q, k, v, bias, True, dropout, causal, scale=scale)[0]
+
+
+_CPU_FLASH_DTYPES = (torch.float32, torch.float64, torch.bfloat16, torch.float16)
+
+
+def _cpu_flash_eligible(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: Any, dropout: float,
+                        gqa: bool) -> bool:
+    """Whether the CPU runs its flash kernel for these inputs: ``use_flash_attention_cpp``'s constraints, in order."""
+    if not torch.backends.cuda.flash_sdp_enabled() or dropout > 0.0:  # (the flag is global, not CUDA's alone)
+        return False
+    if not q.dim() == k.dim() == v.dim() == 4 or not q.shape[0] == k.shape[0] == v.shape[0]:
+        return False
+    heads = (q.shape[-3], k.shape[-3], v.shape[-3])
+    if gqa:
+        if heads[0] % heads[1] or heads[1] != heads[2]:
+            return False
+    elif len(set(heads)) != 1:
+        return False
+    if mask is not None:
+        def fits(mask_dim: int, dim: int) -> bool:
+            return mask_dim in (dim, 1)
+        if (mask.requires_grad or mask.dim() not in (2, 4) or not fits(mask.shape[-2], q.shape[2])
+                or not fits(mask.shape[-1], k.shape[2])
+                or mask.dim() == 4 and not (fits(mask.shape[0], q.shape[0]) and fits(mask.shape[1], q.shape[1]))):
+            return False
+    if not q.shape[-1] == k.shape[-1] == v.shape[-1] or 0 in (q.shape[-2], k.shape[-2], v.shape[-2]):
+        return False
+    if not q.stride(-1) == k.stride(-1) == v.stride(-1) == 1:
+        return False
+    return q.dtype in _CPU_FLASH_DTYPES
+
+
+def _bool_mask_to_bias(mask: torch.Tensor, dtype: torch.dtype) -> Any:
+    """A boolean mask (True = attend) as the additive bias the efficient kernel takes, as torch converts it."""
+    return torch.zeros(mask.shape, dtype=dtype, device=mask.device).masked_fill(~mask, float("-inf"))
+
+
+# ideep's rnn_kind: RNN_RELU 0, RNN_TANH 1, LSTM 2, GRU 3 (the ``mode`` argument of mkldnn_rnn_layer).
+_MKLDNN_LSTM = 2
+
+
+class RecurrentKernel(TorchFunctionMode):
+    """Runs ``torch.lstm`` as the CPU runs it with oneDNN (see the module docstring)."""
+
+    def __init__(self, kind: str) -> None:
+        if kind not in RNN_KERNELS[:-1]:
+            raise ValueError(f"rnn={kind!r} is not known; use one of {list(RNN_KERNELS)}")
+        super().__init__()
+        self.kind = kind
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):  # noqa: ANN001 - torch's protocol
+        kwargs = kwargs or {}
+        if getattr(func, "__name__", "") != "lstm" or kwargs or len(args) != 9 or not _cpu_takes_mkldnn(*args[:3]):
+            return func(*args, **kwargs)
+        return lstm_mkldnn(*args)
+
+
+def _cpu_takes_mkldnn(input: Any, hx: Any, params: Any) -> bool:
+    """``at::lstm``'s test for oneDNN (``use_mkldnn``, no projections), for the data (not packed) overload."""
+    if not isinstance(input, torch.Tensor) or not isinstance(hx, (tuple, list)) or len(hx) != 2:
+        return False
+    if not (torch.backends.mkldnn.is_available() and torch.backends.mkldnn.enabled) or input.numel() == 0:
+        return False
+    if hx[0].shape[2] != hx[1].shape[2]:  # projections (proj_size > 0): the generic path
+        return False
+    if input.dtype == torch.float32:
+        return True
+    if input.dtype == torch.bfloat16:
+        return torch.ops.mkldnn._is_mkldnn_bf16_supported()
+    return input.dtype == torch.float16 and not torch.is_grad_enabled() and torch.ops.mkldnn._is_mkldnn_fp16_supported()
+
+
+def lstm_mkldnn(input: torch.Tensor, hx: Any, params: Any, has_biases: bool, num_layers: int, dropout: float,
+                train: bool, bidirectional: bool, batch_first: bool) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """``torch.lstm`` (data overload) as ATen's ``mkldnn_rnn`` runs it: the same calls, in the same order."""
+    x = (input.transpose(0, 1) if batch_first else input).contiguous()
+    h0, c0 = hx[0].contiguous(), hx[1].contiguous()
+    per_layer = 4 if has_biases else 2
+    directions = 2 if bidirectional else 1
+    hidden = h0.shape[2]
+    hys, cys = [], []
+    layer_input = x
+    for layer in range(num_layers):
+        outputs = []
+        for direction in range(directions):
+            index = layer * directions + direction
+            w = params[index * per_layer:(index + 1) * per_layer]
+            # (without biases ATen passes zeros shaped like the weights, as here)
+            b_ih = w[2] if has_biases else torch.zeros(w[0].shape, dtype=w[0].dtype, device=w[0].device)
+            b_hh = w[3] if has_biases else torch.zeros(w[1].shape, dtype=w[1].dtype, device=w[1].device)
+            options = (direction > 0, [], _MKLDNN_LSTM, hidden, num_layers, has_biases, bidirectional, batch_first,
+                       train)
+            if layer_input.device.type == "meta":
+                out, hy, cy = _MetaMkldnnLayer.apply(layer_input, w[0], w[1], b_ih, b_hh, h0[index], c0[index], options)
+            else:
+                out, hy, cy, _ = torch.ops.aten.mkldnn_rnn_layer(layer_input, w[0], w[1], b_ih, b_hh, h0[index],
+                                                                 c0[index], *options)
+            outputs.append(out)
+            hys.append(hy)
+            cys.append(cy)
+        layer_input = outputs[0] if directions == 1 else torch.cat(outputs, -1)
+        if dropout != 0 and train and layer < num_layers - 1:
+            layer_input = torch.dropout(layer_input, dropout, True)
+    output = layer_input.transpose(0, 1) if batch_first else layer_input
+    return output, torch.stack(hys, 0), torch.stack(cys, 0)
+
+
+class _MetaMkldnnLayer(torch.autograd.Function):
+    """``mkldnn_rnn_layer`` on meta with the CPU's workspace and saved tensors (module docstring)."""
+
+    @staticmethod
+    def forward(ctx, x, w0, w1, b0, b1, hx, cx, options):  # noqa: ANN001, ANN205 - autograd's protocol
+        out, hy, cy, _ = torch.ops.aten.mkldnn_rnn_layer(x, w0, w1, b0, b1, hx, cx, *options)
+        workspace = torch.empty(_workspace_bytes(x, w0, w1, hx, options), dtype=torch.uint8, device=x.device)
+        ctx.save_for_backward(x, w0, w1, b0, b1, hx, cx, out, hy, cy, workspace)
+        ctx.options = options
+        ctx.set_materialize_grads(False)  # (the CPU node passes undefined gradients as they are)
+        return out, hy, cy
+
+    @staticmethod
+    def backward(ctx, grad_out, grad_hy, grad_cy):  # noqa: ANN001, ANN205 - autograd's protocol
+        x, w0, w1, b0, b1, hx, cx, out, hy, cy, workspace = ctx.saved_tensors
+        reverse, batch_sizes, mode, hidden, layers, biases, bidirectional, batch_first, train = ctx.options
+        dx, dw0, dw1, db, _, dhx, dcx = torch.ops.aten.mkldnn_rnn_layer_backward(
+            x, w0, w1, b0, b1, hx, cx, out, hy, cy, grad_out, grad_hy, grad_cy, reverse, mode, hidden, layers, biases,
+            train, bidirectional, batch_sizes, batch_first, workspace)
+        return dx, dw0, dw1, db, db.clone(), dhx, dcx, None
+
+
+_WORKSPACE_BYTES: dict[tuple, int] = {}
+
+
+def _workspace_bytes(x: torch.Tensor, w0: torch.Tensor, w1: torch.Tensor, hx: torch.Tensor, options: tuple) -> int:
+    """oneDNN's workspace of one LSTM layer call with these shapes, read from a real CPU call (cached)."""
+    key = (tuple(x.shape), tuple(w0.shape), tuple(w1.shape), tuple(hx.shape), x.dtype, *options[:1], *options[3:])
+    if key not in _WORKSPACE_BYTES:
+        def like(t: torch.Tensor) -> torch.Tensor:
+            return torch.zeros(t.shape, dtype=t.dtype)
+
+        # Outside the step's modes (the counting pass must not see it); with grad on, as in the step:
+        # oneDNN makes no workspace without it.
+        with _disable_current_modes(), torch.enable_grad():
+            bias = torch.zeros(w0.shape[0], dtype=w0.dtype)
+            workspace = torch.ops.aten.mkldnn_rnn_layer(like(x), like(w0), like(w1), bias, bias, like(hx), like(hx),
+                                                        *options)[3]
+        _WORKSPACE_BYTES[key] = workspace.untyped_storage().nbytes()
+    return _WORKSPACE_BYTES[key]
