@@ -241,3 +241,86 @@ def test_count_ops_leaves_every_global_generator_as_found(meta, backward):
     counted = count_ops(model, x, meta=meta, backward=backward)
     assert counted.macs >= 2 * 4 * 4  # the forward ran its Linear (32 MACs)
     assert draws() == expected
+
+
+# -- issue 29: models our code used to change or refuse ----------------------------------------------
+def _mlp() -> nn.Module:
+    torch.manual_seed(0)
+    return nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 2))
+
+
+def _state(model) -> dict:
+    return {k: v.detach().clone() for k, v in model.state_dict().items()}
+
+
+@pytest.mark.parametrize("kind", ["script", "trace", "export"])
+@pytest.mark.parametrize("meta", [True, False])
+def test_training_memory_of_a_torchscript_or_exported_module_leaves_it_working(kind, meta):
+    from deeplite_like.backends.torch.training_memory import estimate_training_memory
+
+    x = torch.randn(3, 4)
+    plain = estimate_training_memory(_mlp(), x, meta=meta)
+    eager = _mlp()
+    if kind == "script":
+        model = torch.jit.script(eager)
+    elif kind == "trace":
+        model = torch.jit.trace(eager, x)
+    else:
+        model = torch.export.export(eager, (x,)).module()
+    before, expected = _state(model), model(x).detach()
+    ours = estimate_training_memory(model, x, meta=meta)
+    assert ours.peak_bytes == plain.peak_bytes  # the same step as the eager module's
+    after = model.state_dict()
+    assert {v.device.type for v in after.values()} == {"cpu"}  # nothing left on meta
+    assert all(torch.equal(before[k], after[k]) for k in before)  # and never stepped
+    assert torch.equal(model(x), expected)
+
+
+@pytest.mark.parametrize("guard", [torch.no_grad, torch.inference_mode])
+def test_training_figures_under_the_callers_no_grad_or_inference_mode(guard):
+    # Linear(4, 8) -> ReLU -> Linear(8, 2) on 3 rows, backward with the input needing no grad:
+    # forward 3*4*8 + 3*8*2 = 144 MACs; backward dW of both (144) and dX of the second (48) -> 336
+    from deeplite_like.backends.torch import count_ops
+    from deeplite_like.backends.torch.training_memory import estimate_training_memory
+
+    model = _mlp()
+    plain = estimate_training_memory(model, torch.randn(3, 4))
+    with guard():
+        x = torch.randn(3, 4)
+        assert estimate_training_memory(model, x) == plain
+        assert count_ops(model, x, backward=True).macs == 336
+        assert count_ops(model, x, backward=True, meta=True).macs == 336
+        built_inside = _mlp()
+    if guard is torch.inference_mode:  # its parameters are inference tensors: named, with what to do
+        with pytest.raises(ValueError, match="parameter '0.weight' .* made under torch.inference_mode"):
+            count_ops(built_inside, torch.randn(3, 4), backward=True)
+
+
+class _RunningStat(nn.Module):
+    """Keeps a running statistic as a parameter and writes it in place in every forward."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(4, 4)
+        self.running = nn.Parameter(torch.zeros(4), requires_grad=False)
+
+    def forward(self, x):
+        with torch.no_grad():
+            self.running.add_(1)
+        return self.fc(x) + self.running
+
+
+@pytest.mark.parametrize("how", ["network_status", "model_profile", "count"])
+def test_a_parameter_written_in_place_by_the_forward_is_put_back(how):
+    from deeplite_like.backends.torch import TorchProfiler, count_ops
+    from deeplite_like.profiling import get_model_profile
+
+    model, x = _RunningStat(), torch.randn(2, 4)
+    if how == "network_status":  # about a hundred forwards (timing included)
+        profiler = TorchProfiler(model, {"test": [(x, torch.zeros(2, dtype=torch.long))]})
+        profiler.compute_network_status(batch_size=2, short_print=True)
+    elif how == "model_profile":
+        get_model_profile(model, args=[x], print_profile=False)
+    else:
+        count_ops(model, x)
+    assert torch.equal(model.running, torch.zeros(4))

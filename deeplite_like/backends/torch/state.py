@@ -34,6 +34,7 @@ from __future__ import annotations
 import contextlib
 import random
 import sys
+import warnings
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -73,6 +74,10 @@ _GLOBAL_HOOK_DICTS = (
     "_global_parameter_registration_hooks",
 )
 
+#: Parameters with at most this many elements are copied on entry and written back when the body wrote
+#: them in place (a forward that keeps a running statistic as a parameter): 256 KiB of fp32 each.
+SMALL_PARAMETER = 1 << 16
+
 # Hook dicts that live on a tensor (``Tensor.register_hook`` / ``register_post_accumulate_grad_hook``).
 _TENSOR_HOOK_ATTRS = ("_backward_hooks", "_post_accumulate_grad_hooks")
 
@@ -111,6 +116,7 @@ class _TensorSnapshot:
     grad: torch.Tensor | None
     hooks: dict[str, dict | None]
     values: torch.Tensor | None = None
+    version: int = 0  # the tensor's version counter: an in-place write bumps it
 
 
 def _snapshot_hook_dicts(owner: Any, names: tuple[str, ...]) -> list[tuple[dict, dict]]:
@@ -126,6 +132,17 @@ def _restore_dict(current: dict, saved: dict) -> None:
         current.update(saved)
 
 
+def _restore_table(current: Any, saved: dict) -> None:
+    """Put back a module's parameter/buffer/submodule table: a dict in place; a ScriptModule's
+    C++-backed view entry by entry (it writes through to the C++ module; entries cannot be removed)."""
+    if isinstance(current, dict):
+        _restore_dict(current, saved)
+        return
+    for name, value in saved.items():
+        if name in current and current[name] is not value:
+            current[name] = value
+
+
 def _snapshot_module(module: nn.Module) -> _ModuleSnapshot:
     tables = {attr: dict(getattr(module, attr)) for attr in ("_parameters", "_buffers", "_modules")}
     return _ModuleSnapshot(module, module.training, tables, _snapshot_hook_dicts(module, _MODULE_HOOK_DICTS))
@@ -137,6 +154,8 @@ def _snapshot_tensor(tensor: torch.Tensor, is_parameter: bool, copy_values: bool
         value = getattr(tensor, name, None)
         hooks[name] = dict(value) if isinstance(value, dict) else None
     values = None
+    if is_parameter:  # small ones (running statistics kept as parameters, biases, norms) are copied
+        copy_values = tensor.numel() <= SMALL_PARAMETER
     if copy_values and tensor.device.type != "meta" and not tensor.is_inference():
         values = tensor.detach().clone()
     return _TensorSnapshot(
@@ -146,16 +165,22 @@ def _snapshot_tensor(tensor: torch.Tensor, is_parameter: bool, copy_values: bool
         grad=tensor.grad if is_parameter else None,
         hooks=hooks,
         values=values,
+        version=tensor._version,
     )
 
 
 def _restore_tensor(snap: _TensorSnapshot, is_parameter: bool) -> None:
     tensor = snap.tensor
+    written = tensor._version != snap.version
     # Re-point the tensor at the storage, device and dtype it had (undoes .to()/.half()).
     tensor.data = snap.data
-    if snap.values is not None:
+    if snap.values is not None and (written or not is_parameter):
         with torch.no_grad():
             tensor.data.copy_(snap.values)
+    elif written and is_parameter and snap.values is None:
+        warnings.warn(f"a parameter of shape {tuple(tensor.shape)} was written in place while the model was "
+                      "measured (by its forward) and is too large to have been copied: its value changed",
+                      RuntimeWarning, stacklevel=4)
     if tensor.requires_grad != snap.requires_grad:
         tensor.requires_grad_(snap.requires_grad)
     if is_parameter:
@@ -283,8 +308,10 @@ def preserved_model_state(model: nn.Module, restore_buffer_values: bool = True) 
     (``kept_tensor_attributes``); the random generators (``kept_random_state``). Parameter
     ``.grad``s are set to ``None`` for the duration of the body and put back on exit.
 
-    Not restored: parameter values changed in place (an optimizer step) - a measurement must
-    not do that.
+    Parameter values written in place (a forward that keeps a running statistic as a parameter):
+    parameters of up to ``SMALL_PARAMETER`` elements are copied on entry and written back if their
+    version counter moved; a larger one written in place is warned about (an optimizer step on the
+    model itself - a measurement must not do that).
     """
     if not isinstance(model, nn.Module):
         raise TypeError(f"preserved_model_state expects a torch.nn.Module, got {type(model).__name__}")
@@ -302,9 +329,7 @@ def preserved_model_state(model: nn.Module, restore_buffer_values: bool = True) 
         # Module tree first, so that parameters and buffers below are found where they were.
         for snap in module_snaps:
             for attr, saved in snap.tables.items():
-                current = getattr(snap.module, attr)
-                if isinstance(current, dict):  # (a ScriptModule's C++-backed view is not: Python cannot rebind it)
-                    _restore_dict(current, saved)
+                _restore_table(getattr(snap.module, attr), saved)
             snap.module.training = snap.training
             for hooks, saved in snap.hooks:
                 _restore_dict(hooks, saved)

@@ -160,8 +160,10 @@ def estimate_training_memory(
             made.append(AutocastPolicy(autocast_dtype))
         return made
 
-    with preserved_model_state(model), checkpointed(model, checkpoint_names, modes), unfused():
-        model.train(True)
+    # (a training step: grad on, also under the caller's no_grad() or inference_mode())
+    with preserved_model_state(model), checkpointed(model, checkpoint_names, modes), unfused(), \
+            torch.inference_mode(False), torch.enable_grad():
+        _train_mode(model)
         device = torch.device("meta") if meta else model_device(model)
         real_buffers = dict(model.named_buffers())
         state = _copied_state(model, device, dtype)
@@ -274,6 +276,15 @@ def _refuse_deepspeed(model: nn.Module) -> None:
                         "device (with torch.device('meta'): ...) and pass sharding='zero3', world_size=N")
 
 
+def _train_mode(model: nn.Module) -> None:
+    """``model.train(True)``; an exported program (``torch.export``), whose graph was fixed in one mode
+    at export time and refuses ``train()``, runs as exported."""
+    try:
+        model.train(True)
+    except NotImplementedError:
+        pass
+
+
 def _state_storages(opt: torch.optim.Optimizer) -> list[torch.Tensor]:
     """The optimizer's state tensors, one per storage."""
     return tensor_storages([v for s in opt.state.values() for v in s.values() if isinstance(v, torch.Tensor)])
@@ -294,7 +305,9 @@ def _moved(tree: Any, device: torch.device, dtype: torch.dtype | None) -> Any:
             return x
         if id(x) not in copies:
             cast = dtype if dtype is not None and x.is_floating_point() else x.dtype
-            copies[id(x)] = x.to(device=device, dtype=cast)
+            moved = x.to(device=device, dtype=cast)
+            # an inference tensor (made under the caller's inference_mode) cannot be saved for backward
+            copies[id(x)] = moved.clone() if moved.is_inference() else moved
         return copies[id(x)]
     return torch.utils._pytree.tree_map(move, tree)
 

@@ -132,7 +132,7 @@ def observe(model: torch.nn.Module, args: tuple, kwargs: dict, *, backward: bool
                          "(tensor parallel or FSDP2), whose meta copies would lose their sharding and count the "
                          "unsharded model; count with meta=False inside each rank (docs/distributed.rst)")
     if backward:
-        _check_differentiable(model, args, kwargs)
+        _check_differentiable(model, args, kwargs, on_meta)
     mode = counting_mode(options or CountOptions(), track_backward=backward, meta=on_meta)
     mode.result.batch_size = first_tensor_batch(args, kwargs)
     if layers:
@@ -144,6 +144,8 @@ def observe(model: torch.nn.Module, args: tuple, kwargs: dict, *, backward: bool
     input_leaves: list[torch.Tensor] = []
 
     with contextlib.ExitStack() as cleanup:  # unwinds in reverse: the mode exits first
+        if backward:  # a backward pass needs autograd (and tensors made for it), also under inference_mode()
+            cleanup.enter_context(torch.inference_mode(False))
         cleanup.enter_context(kept_random_state(model))
         cleanup.enter_context(kept_tensor_attributes([module for _, module in modules]))
         state: dict[str, torch.Tensor] = {}
@@ -262,7 +264,13 @@ def _graph_leaves(loss: torch.Tensor) -> list[torch.Tensor]:
 
 
 # -- preparing the run ----------------------------------------------------------------------
-def _check_differentiable(model: torch.nn.Module, args: tuple, kwargs: dict) -> None:
+def _check_differentiable(model: torch.nn.Module, args: tuple, kwargs: dict, on_meta: bool = False) -> None:
+    if not on_meta:  # (meta runs use fresh copies)
+        made = next((name for name, p in model.named_parameters() if p.is_inference()), None)
+        if made is not None:
+            raise ValueError(f"backward=True: parameter '{made}' of {type(model).__name__} was made under "
+                             "torch.inference_mode(), and autograd cannot differentiate through such tensors. Build "
+                             "the model outside inference_mode (torch.no_grad() is fine), or count with meta=True")
     if any(p.requires_grad for p in model.parameters()):
         return
     if any(t.requires_grad for t in tensors_in((args, kwargs))):
@@ -332,6 +340,9 @@ def _grad_inputs(args: tuple, kwargs: dict, non_leaves: list[bool]) -> tuple[tup
     flat, spec = pytree.tree_flatten((args, kwargs))
     leaves: list[torch.Tensor] = []
     for i, value in enumerate(flat):
+        if isinstance(value, torch.Tensor) and value.is_inference():  # (made under inference_mode: cannot
+            with torch.inference_mode(False):                          # be saved for backward)
+                flat[i] = value = value.clone()
         if isinstance(value, torch.Tensor) and value.requires_grad:
             leaf = value.detach().requires_grad_(True)
             leaves.append(leaf)
