@@ -776,17 +776,21 @@ class ForwardPass:
         return _map_leaves(take, tuple(args)), _map_leaves(take, dict(kwargs))
 
     def inputs_for(
-        self, data_splits: Mapping[str, Any], split: str, batch_size: int | None = None
+        self, data_splits: Mapping[str, Any], split: str, batch_size: int | None = None,
+        adjust: Callable[[tuple, dict], tuple[tuple, dict]] | None = None,
     ) -> tuple[tuple, dict]:
         """The model inputs of the first batch of ``split``, as ``(args, kwargs)``.
 
         With ``batch_size`` they are resized to that many samples by taking real samples:
         the first ``batch_size`` when smaller, cyclic repeats when larger (see ``resize``).
+        ``adjust(args, kwargs)`` is applied before resizing (a backend adds a missing batch axis).
         """
         if batch_size is not None and _overrides(self, "create_random_model_inputs"):
             return self._hook_inputs(self.create_random_model_inputs, batch_size, split, "create_random_model_inputs")
         batch = first_batch(data_splits, split)
         args, kwargs = self(batch, split)
+        if adjust is not None:
+            args, kwargs = adjust(args, kwargs)
         if batch_size is None:
             return args, kwargs
         return self.resize(args, kwargs, batch_size, split)

@@ -26,7 +26,8 @@ from typing import Any, Callable
 from deeplite_like.data import ForwardPass
 from deeplite_like.device import Device
 
-__all__ = ["AverageAggregator", "DataLoader", "TensorInfo", "TensorSampler", "getLogger", "setLogger", "timer"]
+__all__ = ["AverageAggregator", "DataLoader", "TensorInfo", "TensorSampler", "carried_forward_pass", "getLogger", "setLogger",
+           "timer"]
 
 
 # -- the logger holder ------------------------------------------------------------------------
@@ -286,3 +287,20 @@ class TensorSampler(ABC):
             else:
                 shapes.append(info.shp)
         return tuple(shapes)
+
+
+def carried_forward_pass(data_splits: Any) -> ForwardPass | None:
+    """The ``ForwardPass`` the data splits carry, for a profiler given none: that of splits made by
+    ``enable_forward_pass_data_splits``, else the one bound to the splits' ``DataLoader`` wrappers
+    (deeplite's way: ``{'train': TorchDataLoader(loader, fp=...), 'test': TorchDataLoader(loader)}``).
+    Two different ones are refused: one forward pass serves every split here."""
+    carried = getattr(data_splits, "forward_pass", None)
+    if carried is not None or not isinstance(data_splits, dict):
+        return carried
+    bound = {id(split.forward_pass): (name, split.forward_pass) for name, split in data_splits.items()
+             if isinstance(split, DataLoader) and split.forward_pass is not None}
+    if len(bound) > 1:
+        names = sorted(str(name) for name, _ in bound.values())
+        raise ValueError(f"the DataLoader splits {names} are bound to {len(bound)} different ForwardPass objects; one "
+                         "ForwardPass serves every split here: bind the same one, or pass forward_pass= to the profiler")
+    return next(iter(bound.values()))[1] if bound else None

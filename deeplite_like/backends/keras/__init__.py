@@ -32,6 +32,11 @@ _EXPORTS = {
     "EvalLossFunction": "deeplite_like.backends.keras.deeplite_eval",
     "EvaluationFunction": "deeplite_like.evaluation",
     "TFProfiler": "deeplite_like.backends.keras.profiler",
+    "TFDataLoader": "deeplite_like.backends.keras.inputs",
+    "TFForwardPass": "deeplite_like.backends.keras.inputs",
+    "TFTensorSampler": "deeplite_like.backends.keras.inputs",
+    "Device": "deeplite_like.device",
+    "ComputeEvalMetric": "deeplite_like.eval_metric",
 }
 
 __all__ = sorted(_EXPORTS)

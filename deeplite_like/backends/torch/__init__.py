@@ -33,6 +33,11 @@ _EXPORTS = {
     "get_topk": "deeplite_like.backends.torch.deeplite_eval",
     "EvalLossFunction": "deeplite_like.backends.torch.deeplite_eval",
     "EvaluationFunction": "deeplite_like.evaluation",
+    "TorchDataLoader": "deeplite_like.backends.torch.data",
+    "TorchForwardPass": "deeplite_like.backends.torch.data",
+    "TorchTensorSampler": "deeplite_like.backends.torch.data",
+    "Device": "deeplite_like.device",
+    "ComputeEvalMetric": "deeplite_like.eval_metric",
 }
 
 __all__ = sorted(_EXPORTS)

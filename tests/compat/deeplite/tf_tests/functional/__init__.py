@@ -9,6 +9,9 @@ except (ImportError, NameError, AttributeError, OSError):
 TENSORFLOW_SUPPORTED = False
 if sys.version_info < (3,8):
     TENSORFLOW_SUPPORTED = True
+# port (not deeplite's line): deeplite's TF1 code needed Python < 3.8; deeplite_like's Keras 3 backend runs on any
+# Python it supports, so this reason to skip is not true here
+TENSORFLOW_SUPPORTED = True
 
 MODEL, DATA = None, None
 get_profiler, make_model = None, None
