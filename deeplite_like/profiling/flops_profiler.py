@@ -82,6 +82,7 @@ class FlopsProfiler:
         self.ignore_modules = list(ignore_modules or ())
         self._state = _IDLE
         self._cached: dict[Any, ModelProfile] = {}
+        self._ignoring: list[Any] = []
 
     # -- backend hooks ----------------------------------------------------------------------
     def _start(self, ignore: list[Any]) -> None:
@@ -119,8 +120,20 @@ class FlopsProfiler:
             raise RuntimeError(f"{type(self).__name__}.start_profile(): already profiling; call stop_profile() first")
         self._discard()
         self._cached.clear()
-        self._start(self.ignore_modules + list(ignore_list or ()))
+        self._ignoring = self.ignore_modules + list(ignore_list or ())
+        self._start(self._ignoring)
         self._state = _RUNNING
+
+    def reset_profile(self) -> None:
+        """Drop the figures counted so far (DeepSpeed's method): a running profile counts on from now,
+        a stopped one is dropped (as ``end_profile()``)."""
+        if self._state == _RUNNING:
+            self._stop()
+            self._discard()
+            self._cached.clear()
+            self._start(self._ignoring)
+        else:
+            self.end_profile()
 
     def stop_profile(self) -> None:
         """Stop counting and remove every hook; the figures stay readable until ``end_profile()``."""
@@ -201,6 +214,12 @@ class FlopsProfiler:
                 path.write_text(engine + path.read_text(encoding="utf-8"), encoding="utf-8")
         else:
             print(engine + profile.to_text(module_depth, top_modules, detailed, as_string))
+
+
+    def print_model_aggregated_profile(self, module_depth: int = -1, top_modules: int = 1) -> None:
+        """Print the aggregated view alone: the top ``top_modules`` module types per depth (DeepSpeed's method)."""
+        check_view_options(module_depth, top_modules)
+        print(self.get_profile().aggregated_table(module_depth, top_modules))
 
 
 class NotProfiledError(RuntimeError, AttributeError):
