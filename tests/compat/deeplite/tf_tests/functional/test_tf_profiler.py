@@ -1,3 +1,9 @@
+# Ported from Deeplite/deeplite-profiler 1.2.3 (tag 1.2.3-release), tests/tf_tests/functional/test_tf_profiler.py
+# By Deeplite (support@deeplite.ai), Apache License 2.0 (https://github.com/Deeplite/deeplite-profiler/blob/master/LICENSE).
+# Only the import lines (and mock.patch targets, which name modules) changed: deeplite.profiler.* -> deeplite_like
+# (deeplite.profiler.metrics -> deeplite_like.metrics), deeplite.torch_profiler.* -> deeplite_like.backends.torch,
+# deeplite.tf_profiler.* -> deeplite_like.backends.keras, tests.* -> tests.compat.deeplite.*.
+# The unused `from pytest_mock import mocker` is commented out (pytest-mock is not a test dependency here).
 import pytest
 # (deeplite: from pytest_mock import mocker -- unused by these tests, and pytest-mock is not a test dependency here)
 from unittest import mock
