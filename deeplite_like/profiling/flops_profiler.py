@@ -20,6 +20,7 @@ from __future__ import annotations
 import os
 from typing import Any, Iterable
 
+from deeplite_like.lazy import NotProvidedError
 from deeplite_like.profiling import formatting as fmt
 from deeplite_like.profiling.arguments import check_view_options
 from deeplite_like.profiling.backends import profile_module
@@ -269,3 +270,32 @@ def _engine_seconds(engine: Any) -> tuple[float, float, float] | None:
         except (KeyError, AttributeError):
             continue
     return None
+
+
+# DeepSpeed's / cli99's module-level names deliberately not provided, and what to use instead
+# (docs/migration.rst). ``deepspeed.profiling.flops_profiler`` maps to ``deeplite_like.profiling``,
+# its ``.profiler`` module to this one: both answer these names with the advice.
+NOT_PROVIDED = {
+    **dict.fromkeys(("flops_to_string", "macs_to_string", "params_to_string", "duration_to_string",
+                     "number_to_string", "DEFAULT_PRECISION"),
+                    "figures are raw numbers here; ModelProfile.to_text() / summary_text() render them, and "
+                    "deeplite_like.profiling.formatting.count(value, unit) / seconds(value) format one"),
+    **dict.fromkeys(("get_module_flops", "get_module_macs", "get_module_duration"),
+                    "nothing is stored on the modules; read a module's figures from the profile tree: "
+                    "profile.root (ModuleNode .flops, .macs, .latency_s, .children) or profile.to_dict()"),
+    **dict.fromkeys(("MODULE_HOOK_MAPPING", "wrapFunc", "old_functions"),
+                    "nothing is patched or hooked per module type: operators are counted by a dispatch mode "
+                    "from a formula registry (deeplite_like.backends.torch.register_formula)"),
+}
+
+
+def not_provided(module: str, name: str) -> Any:
+    """A module ``__getattr__``'s answer: ``NotProvidedError`` with the advice for a peer's name, else ``AttributeError``."""
+    if name in NOT_PROVIDED:
+        raise NotProvidedError(f"{module}.{name} (DeepSpeed / cli99 name) is not provided: {NOT_PROVIDED[name]} "
+                               "(see docs/migration.rst)", name=name)
+    raise AttributeError(f"module {module!r} has no attribute {name!r}")
+
+
+def __getattr__(name: str) -> Any:
+    return not_provided(__name__, name)
