@@ -126,9 +126,17 @@ __all__ = [
 ]
 
 
+# deeplite-profiler's ``deeplite.profiler.metrics`` names deliberately not provided (docs/migration.rst).
+NOT_PROVIDED = {
+    "DynamicEvalMetric": "a secondary evaluation metric is made by ComputeEvalMetric.add_secondary_metric(key, ...) "
+                         "or make_eval_metric",
+    "compare_status_values": "two metrics are compared in words by deeplite_like.changes.describe_change(reference, "
+                             "other), which compare() and CompareReport use",
+}
+
+
 def __getattr__(name: str) -> object:
-    if name == "DynamicEvalMetric":
-        raise NotProvidedError("deeplite_like.metrics.DynamicEvalMetric (deeplite-profiler's name) is not provided: a "
-                               "secondary evaluation metric is made by ComputeEvalMetric.add_secondary_metric(key, ...) "
-                               "or make_eval_metric (see docs/migration.rst)", name=name)
+    if name in NOT_PROVIDED:
+        raise NotProvidedError(f"deeplite_like.metrics.{name} (deeplite-profiler's name) is not provided: "
+                               f"{NOT_PROVIDED[name]} (see docs/migration.rst)", name=name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
