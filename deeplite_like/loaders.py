@@ -26,8 +26,8 @@ from typing import Any, Callable
 from deeplite_like.data import ForwardPass
 from deeplite_like.device import Device
 
-__all__ = ["AverageAggregator", "DataLoader", "TensorInfo", "TensorSampler", "carried_forward_pass", "getLogger", "setLogger",
-           "timer"]
+__all__ = ["AverageAggregator", "DataLoader", "TensorInfo", "TensorSampler", "carried_forward_pass", "getLogger",
+           "setLogger", "timer"]
 
 
 # -- the logger holder ------------------------------------------------------------------------
@@ -301,6 +301,7 @@ def carried_forward_pass(data_splits: Any) -> ForwardPass | None:
              if isinstance(split, DataLoader) and split.forward_pass is not None}
     if len(bound) > 1:
         names = sorted(str(name) for name, _ in bound.values())
-        raise ValueError(f"the DataLoader splits {names} are bound to {len(bound)} different ForwardPass objects; one "
-                         "ForwardPass serves every split here: bind the same one, or pass forward_pass= to the profiler")
+        raise ValueError(f"the DataLoader splits {names} are bound to {len(bound)} different ForwardPass objects; "
+                         "one ForwardPass serves every split here: bind the same one, or pass forward_pass= to the "
+                         "profiler")
     return next(iter(bound.values()))[1] if bound else None

@@ -120,7 +120,8 @@ BUILTIN_KEYS = {cls.NAME: cls for cls in (
     ExecutionTime, Throughput, EvalMetricDefault, InferenceTime, LayerwiseSummary)}
 
 __all__ = [
-    "BUILTIN_KEYS", "Comparative", "Metric", "StatusKey", "EvalMetric", "EvalMetricAlias", "EvalMetricDefault", "ExecutionTime", "Flops", "InferenceTime",
+    "BUILTIN_KEYS", "Comparative", "Metric", "StatusKey",
+    "EvalMetric", "EvalMetricAlias", "EvalMetricDefault", "ExecutionTime", "Flops", "InferenceTime",
     "LayerwiseSummary", "Macs", "MemoryFootprint", "ModelSize", "PeakActivationMemory", "Throughput",
     "TotalParams", "TrainableParams", "make_eval_metric",
 ]

@@ -290,7 +290,8 @@ NOT_PROVIDED = {
 
 
 def not_provided(module: str, name: str) -> Any:
-    """A module ``__getattr__``'s answer: ``NotProvidedError`` with the advice for a peer's name, else ``AttributeError``."""
+    """A module ``__getattr__``'s answer: ``NotProvidedError`` with the advice for a peer's name, else
+    ``AttributeError``."""
     if name in NOT_PROVIDED:
         raise NotProvidedError(f"{module}.{name} (DeepSpeed / cli99 name) is not provided: {NOT_PROVIDED[name]} "
                                "(see docs/migration.rst)", name=name)

@@ -47,7 +47,8 @@ def _observed(model: Any, data_splits: Mapping[str, Any], forward_pass: ForwardP
     from deeplite_like.backends.keras.counting.inputs import prepare_inputs
 
     def make() -> Any:
-        inputs, batch = prepare_inputs(model, model_inputs(data_splits, forward_pass, split, batch_size, model), None, keras)
+        given = model_inputs(data_splits, forward_pass, split, batch_size, model)
+        inputs, batch = prepare_inputs(model, given, None, keras)
         return observe(model, inputs, batch, training=training, causal_half=causal_half,
                        memory=(memory or sharing()) and keras.config.backend() == "torch")
 

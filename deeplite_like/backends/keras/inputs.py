@@ -34,8 +34,11 @@ from deeplite_like.loaders import DataLoader as LoaderBase, TensorInfo, TensorSa
 
 keras = import_keras()
 
-__all__ = ["TFDataLoader", "TFForwardPass", "TFTensorSampler", "add_batch_axis", "add_failure_note", "as_model_input", "call_model", "check_mode", "model_inputs", "naming_failures",
-           "require_batch_size", "resolve_split", "to_backend", "without_contents"]
+__all__ = [
+    "TFDataLoader", "TFForwardPass", "TFTensorSampler", "add_batch_axis", "add_failure_note", "as_model_input",
+    "call_model", "check_mode", "model_inputs", "naming_failures", "require_batch_size", "resolve_split",
+    "to_backend", "without_contents"
+]
 
 
 def _shapes(tree: Any) -> str:

@@ -6,8 +6,8 @@ from typing import Any, Mapping
 from deeplite_like.backends.keras import data as _keras_data
 from deeplite_like.backends.keras._tf import import_keras
 from deeplite_like.backends.keras.functions import DEFAULT_FUNCTIONS
-from deeplite_like.loaders import carried_forward_pass
 from deeplite_like.data import ForwardPass, Inputs, as_forward_pass
+from deeplite_like.loaders import carried_forward_pass
 from deeplite_like.profiler import Profiler
 from deeplite_like.threads import check_num_threads
 

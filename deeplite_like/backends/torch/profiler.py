@@ -9,8 +9,8 @@ from deeplite_like.backends.torch import data as _torch_data  # noqa: F401  (reg
 from deeplite_like.backends.torch.functions import DEFAULT_FUNCTIONS
 from deeplite_like.backends.torch.layers import SCRIPT_NO_LAYERS
 from deeplite_like.backends.torch.placement import checked_device
-from deeplite_like.loaders import carried_forward_pass
 from deeplite_like.data import ForwardPass, as_forward_pass
+from deeplite_like.loaders import carried_forward_pass
 from deeplite_like.profiler import Profiler
 from deeplite_like.threads import check_num_threads
 

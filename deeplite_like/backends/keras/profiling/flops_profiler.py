@@ -48,7 +48,8 @@ class KerasFlopsProfiler(FlopsProfiler):
         if process_group is not None:
             raise TypeError("process_group is a torch.distributed group; for a Keras model pass "
                             "model_parallel_size=<devices one copy of the model is split over>")
-        super().__init__(model, ds_engine, recompute_fwd_factor, model_parallel_size=model_parallel_size, module_latency=module_latency,
+        super().__init__(model, ds_engine, recompute_fwd_factor, model_parallel_size=model_parallel_size,
+                         module_latency=module_latency,
                          ignore_modules=ignore_modules)
         self._session: Session | None = None
         self._ignore: list[Any] = []

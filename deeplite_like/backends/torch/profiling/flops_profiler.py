@@ -54,7 +54,8 @@ class TorchFlopsProfiler(FlopsProfiler):
                  module_latency: bool = True, ignore_modules: Iterable[Any] | None = None) -> None:
         if not isinstance(model, nn.Module):
             raise TypeError(f"TorchFlopsProfiler expects a torch.nn.Module, got {type(model).__name__}")
-        super().__init__(model, ds_engine, recompute_fwd_factor, model_parallel_size=model_parallel_size, process_group=process_group,
+        super().__init__(model, ds_engine, recompute_fwd_factor, model_parallel_size=model_parallel_size,
+                         process_group=process_group,
                          module_latency=module_latency, ignore_modules=ignore_modules)
         self._window: _Window | None = None
 
