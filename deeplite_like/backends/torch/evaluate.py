@@ -20,8 +20,8 @@ import torch
 from torch import nn
 from torch.utils import _pytree as pytree
 
-from deeplite_like.data import ForwardPass
 from deeplite_like.backends.torch.state import model_device, preserved_model_state
+from deeplite_like.data import ForwardPass
 from deeplite_like.metrics.eval import parse_topk_names
 
 __all__ = ["EvalForwardPass", "accuracy", "topk_accuracy", "evaluate"]
