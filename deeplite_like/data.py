@@ -40,6 +40,7 @@ __all__ = [
     "ForwardPass",
     "ForwardPassSplits",
     "Inputs",
+    "ModelInputPattern",
     "NumpyAdapter",
     "TensorAdapter",
     "adapter_for",
@@ -288,7 +289,7 @@ def _open_split(data_splits: Mapping[str, Any], split: str) -> Iterable[Any]:
     for check in _SPLIT_CHECKS:
         check(split, obj)
     _refuse_non_batches(split, obj, made_by_factory=False)
-    if isinstance(obj, Iterator):
+    if isinstance(obj, Iterator) and iter(obj) is obj:  # (an iterator whose __iter__ starts afresh is re-iterable)
         raise DataError(
             f"split {split!r}: it is a one-shot iterator ({type(obj).__name__}); reading a batch "
             f"would consume it. Pass a re-iterable (a list, the DataLoader itself) or a function "
@@ -398,6 +399,7 @@ class Inputs:
 
 
 Key = Union[int, str]
+_NOT_GIVEN: Any = object()  # (tells deeplite's explicit ``model_input_pattern=None`` from the default)
 InputSpec = Union[Key, Sequence[Key], Mapping[Key, str], None]
 TargetSpec = Union[Key, Sequence[Key], Callable[[Any], Any], None]
 
@@ -430,21 +432,28 @@ class ForwardPass:
         extract: instead of ``inputs``, a function ``fn(batch)`` returning the inputs: a tensor
             (the one input), a tuple or list (positional inputs), or ``Inputs(args, kwargs)``.
             Returning a dict is refused as ambiguous: wrap it in ``Inputs``.
-        model_input_pattern: deeplite-profiler's spelling of ``inputs``: one entry per element
-            of a tuple batch, ``'_'`` to skip it or the position it takes among the model's
-            positional inputs. ``(0, '_')`` is ``x`` of ``(x, y)``; ``('_', 1, 0)`` calls
-            ``model(batch[2], batch[1])``. A batch that is not a tuple counts as a 1-tuple.
-        expecting_common_inputs: deeplite-profiler's flag, accepted and kept; inputs of any
-            structure are handled either way.
+        model_input_pattern: deeplite-profiler's spelling of ``inputs`` (a ``ModelInputPattern``):
+            one entry per element of a tuple batch, ``'_'`` to skip it or the position it takes
+            among the model's positional inputs. ``(0, '_')`` is ``x`` of ``(x, y)``;
+            ``('_', 1, 0)`` calls ``model(batch[2], batch[1])``.
+        expecting_common_inputs: deeplite-profiler's flag: the inputs are tensors, or tuples,
+            lists and dicts of tensors, so ``infer_sampler(batch)`` can describe them and
+            ``create_random_model_inputs`` make random ones. Inputs of any structure are
+            profiled either way.
 
     ``forward_pass(batch)`` returns ``(args, kwargs)`` for ``model(*args, **kwargs)``.
 
-    deeplite-profiler's subclass hooks are honoured: an overridden ``extract_model_inputs(batch)``
-    gives the inputs (a tuple: positional; a dict: keyword inputs; ``Inputs``; anything else: the
-    one input), and an overridden ``create_random_model_inputs(batch_size)`` gives the inputs
-    of a run at that batch size instead of samples taken from the data. ``model_call(model, x,
-    device)`` is what ``perform`` / ``random_perform`` call; the profiler's own measurements call
-    ``model(*args, **kwargs)`` on the extracted inputs.
+    deeplite-profiler's calling convention keeps deeplite's checks: a ``ForwardPass`` (or
+    subclass) given ``model_input_pattern=None`` explicitly must override
+    ``extract_model_inputs``, and one given ``expecting_common_inputs=False`` must override
+    ``create_random_model_inputs``; otherwise it is a ``TypeError``, as in deeplite. Its subclass
+    hooks are honoured: an overridden ``extract_model_inputs(batch)`` gives the inputs (a tuple:
+    positional; a dict: keyword inputs; ``Inputs``; anything else: the one input), and an
+    overridden ``create_random_model_inputs(batch_size)`` gives the inputs of a run at that
+    batch size instead of samples taken from the data. ``model_call(model, x, device)`` is what
+    ``perform`` / ``random_perform`` call; the profiler's own measurements call
+    ``model(*args, **kwargs)`` on the extracted inputs, and never use random inputs unless
+    ``create_random_model_inputs`` is overridden.
     """
 
     def __init__(
@@ -453,12 +462,18 @@ class ForwardPass:
         *,
         targets: TargetSpec = None,
         extract: Callable[[Any], Any] | None = None,
-        model_input_pattern: Sequence[Key] | None = None,
-        expecting_common_inputs: bool = True,
+        model_input_pattern: Sequence[Key] | None = _NOT_GIVEN,
+        expecting_common_inputs: bool = _NOT_GIVEN,
     ) -> None:
-        self._pattern = _pattern_order(model_input_pattern) if model_input_pattern is not None else None
-        self._pattern_size = len(model_input_pattern) if model_input_pattern is not None else 0
+        deeplite_style = model_input_pattern is not _NOT_GIVEN or expecting_common_inputs is not _NOT_GIVEN
+        model_input_pattern = None if model_input_pattern is _NOT_GIVEN else model_input_pattern
+        expecting_common_inputs = True if expecting_common_inputs is _NOT_GIVEN else bool(expecting_common_inputs)
+        if deeplite_style and inputs is None and extract is None:
+            self._check_deeplite_hooks(model_input_pattern, expecting_common_inputs)
+        self.mip = ModelInputPattern(model_input_pattern) if model_input_pattern is not None else None
+        self._pattern = self.mip
         self.expecting_common_inputs = expecting_common_inputs
+        self._tensor_sampler: Any = None
         if self._pattern is not None and (inputs is not None or extract is not None):
             raise TypeError("ForwardPass takes one of inputs=, extract= or model_input_pattern=")
         if extract is not None and inputs is not None:
@@ -468,6 +483,18 @@ class ForwardPass:
         self._inputs = self._validate_inputs(inputs)
         self._targets = self._validate_targets(targets)
         self._extract = extract
+
+    def _check_deeplite_hooks(self, model_input_pattern: Any, expecting_common_inputs: bool) -> None:
+        """deeplite's rule: what the pattern and the flag do not provide, a subclass method must."""
+        name = type(self).__name__
+        if model_input_pattern is None and not _overrides(self, "extract_model_inputs"):
+            raise TypeError(f"{name}(model_input_pattern=None): without a pattern, {name} must define "
+                            "extract_model_inputs(batch); give model_input_pattern=(0, '_') (or inputs=) or "
+                            "define the method")
+        if not expecting_common_inputs and not _overrides(self, "create_random_model_inputs"):
+            raise TypeError(f"{name}(expecting_common_inputs=False): inputs that are not tensors (or tuples, lists, "
+                            f"dicts of tensors) cannot be made up, so {name} must define "
+                            "create_random_model_inputs(batch_size)")
 
     @staticmethod
     def _validate_inputs(inputs: InputSpec) -> InputSpec:
@@ -527,7 +554,7 @@ class ForwardPass:
     def __repr__(self) -> str:
         parts = []
         if self._pattern is not None:
-            parts.append(f"inputs={self._pattern!r}")
+            parts.append(f"model_input_pattern={tuple(self._pattern)!r}")
         if self._inputs is not None:
             parts.append(f"inputs={self._inputs!r}")
         if self._extract is not None:
@@ -594,11 +621,7 @@ class ForwardPass:
         return (), {k: self._take(batch, k, split, "input") for k in spec}
 
     def _take_pattern(self, batch: Any, split: str | None) -> tuple:
-        elements = batch if isinstance(batch, (tuple, list)) else (batch,)
-        if len(elements) < self._pattern_size:
-            raise DataError(f"{_where(split)}batch {describe(batch)} has {len(elements)} element(s); "
-                            f"model_input_pattern expects {self._pattern_size}")
-        return tuple(elements[position] for position in self._pattern)
+        return self._pattern.rearrange_from_pattern(batch, split)
 
     def _hook_inputs(self, hook: Callable[..., Any], argument: Any, split: str | None,
                      name: str) -> tuple[tuple, dict]:
@@ -613,18 +636,48 @@ class ForwardPass:
 
     # -- deeplite-profiler's hooks ---------------------------------------------------------
 
-    def extract_model_inputs(self, batch: Any) -> tuple[tuple, dict]:
-        """The model inputs of ``batch`` as ``(args, kwargs)``; deeplite-profiler's hook, which a
-        subclass may override (returning a tuple of positional inputs, a dict of keyword inputs,
-        ``Inputs`` or the one input)."""
-        return self(batch)
+    def extract_model_inputs(self, batch: Any) -> Any:
+        """The model inputs of ``batch`` in deeplite-profiler's shape: a tuple of positional inputs
+        (``Inputs`` when there are keyword inputs). A subclass may override it, returning a tuple
+        of positional inputs, a dict of keyword inputs, ``Inputs`` or the one input."""
+        args, kwargs = self(batch)
+        return Inputs(args, kwargs) if kwargs else args
+
+    @property
+    def _tensor_sampler_cls(self) -> Any:
+        """The framework's ``TensorSampler`` class (deeplite's hook): ``TorchForwardPass`` and
+        ``TFForwardPass`` (in the backends) have one; a plain ``ForwardPass`` has none."""
+        raise TypeError(f"{type(self).__name__} has no tensor sampler: use the backend's forward pass "
+                        "(deeplite_like.backends.torch.TorchForwardPass, deeplite_like.backends.keras.TFForwardPass) "
+                        "or define the _tensor_sampler_cls property")
+
+    def infer_sampler(self, batch: Any) -> None:
+        """Describe the inputs of ``batch`` (shapes, dtypes) for ``create_random_model_inputs`` and
+        ``get_model_input_shapes`` (deeplite's method; nothing to do when not expecting common inputs)."""
+        if not self.expecting_common_inputs:
+            return
+        x = self.extract_model_inputs(batch)
+        self._tensor_sampler = self._tensor_sampler_cls(x if isinstance(x, tuple) else (x,))
+
+    def _sampler(self, method: str) -> Any:
+        if not self.expecting_common_inputs:
+            raise NotImplementedError(f"{type(self).__name__}.{method}: expecting_common_inputs is False; "
+                                      f"define {method} in the subclass")
+        if self._tensor_sampler is None:
+            raise TypeError(f"{type(self).__name__}.{method}: no inputs described yet; call infer_sampler(batch) "
+                            "with a batch of the data first")
+        return self._tensor_sampler
 
     def create_random_model_inputs(self, batch_size: int) -> Any:
-        """deeplite-profiler's hook for inputs made up at ``batch_size``: a subclass may override it.
+        """Random inputs at ``batch_size`` shaped as the batch given to ``infer_sampler`` (deeplite's hook).
 
-        The base class never makes inputs up: it takes real samples (``inputs_for``)."""
-        raise TypeError(f"{type(self).__name__} makes no inputs up; override create_random_model_inputs in a "
-                        "subclass, or let the profiler take samples from the data (inputs_for)")
+        Used only by ``random_perform``: the profiler's measurements take real samples
+        (``inputs_for``) unless a subclass overrides this method."""
+        return self._sampler("create_random_model_inputs").create_random_tensors(batch_size)
+
+    def get_model_input_shapes(self) -> tuple:
+        """The shape of every input tensor (per sample), flattened (deeplite's method)."""
+        return self._sampler("get_model_input_shapes").get_flat_shapes_tuple()
 
     def model_call(self, model: Any, x: Any, device: Any = None) -> Any:
         """Call ``model`` on inputs ``x`` (an ``Inputs``, a tuple of positional inputs, or one input)."""
@@ -635,9 +688,7 @@ class ForwardPass:
 
     def perform(self, model: Any, batch: Any, device: Any = None) -> Any:
         """``model_call`` on the inputs of ``batch`` (deeplite-profiler's method)."""
-        if _overrides(self, "extract_model_inputs"):
-            return self.model_call(model, self.extract_model_inputs(batch), device)
-        return self.model_call(model, Inputs(*self(batch)), device)
+        return self.model_call(model, self.extract_model_inputs(batch), device)
 
     def random_perform(self, model: Any, batch_size: int, device: Any = None) -> Any:
         """``model_call`` on ``create_random_model_inputs(batch_size)`` (deeplite-profiler's method)."""
@@ -725,17 +776,21 @@ class ForwardPass:
         return _map_leaves(take, tuple(args)), _map_leaves(take, dict(kwargs))
 
     def inputs_for(
-        self, data_splits: Mapping[str, Any], split: str, batch_size: int | None = None
+        self, data_splits: Mapping[str, Any], split: str, batch_size: int | None = None,
+        adjust: Callable[[tuple, dict], tuple[tuple, dict]] | None = None,
     ) -> tuple[tuple, dict]:
         """The model inputs of the first batch of ``split``, as ``(args, kwargs)``.
 
         With ``batch_size`` they are resized to that many samples by taking real samples:
         the first ``batch_size`` when smaller, cyclic repeats when larger (see ``resize``).
+        ``adjust(args, kwargs)`` is applied before resizing (a backend adds a missing batch axis).
         """
         if batch_size is not None and _overrides(self, "create_random_model_inputs"):
             return self._hook_inputs(self.create_random_model_inputs, batch_size, split, "create_random_model_inputs")
         batch = first_batch(data_splits, split)
         args, kwargs = self(batch, split)
+        if adjust is not None:
+            args, kwargs = adjust(args, kwargs)
         if batch_size is None:
             return args, kwargs
         return self.resize(args, kwargs, batch_size, split)
@@ -776,27 +831,47 @@ def _overrides(forward_pass: ForwardPass, name: str) -> bool:
     return getattr(type(forward_pass), name) is not getattr(ForwardPass, name)
 
 
-def _pattern_order(pattern: Sequence[Key]) -> tuple[int, ...]:
-    """deeplite's ``model_input_pattern`` -> the batch positions of the model's inputs, in order.
+class ModelInputPattern(tuple):
+    """deeplite-profiler's ``model_input_pattern``: one entry per element of a tuple batch.
 
-    ``('_', 1, 2, '_', 0)`` -> ``(4, 1, 2)``. Entries are ``'_'`` or ints forming ``0..n-1``.
+    ``'_'`` skips an element; an int is the position the element takes among the model's
+    positional inputs. ``(0, '_')`` is ``x`` of ``(x, y)``; ``('_', 1, 2, '_', 0)`` calls
+    ``model(batch[4], batch[1], batch[2])``. The ints must be distinct and form ``0..n-1``.
     """
-    if isinstance(pattern, (str, bytes)) or not isinstance(pattern, Sequence):
-        raise TypeError(f"model_input_pattern must be a tuple such as (0, '_'), got {pattern!r}")
-    positions = {}
-    for index, entry in enumerate(pattern):
-        if entry == "_":
-            continue
-        if isinstance(entry, bool) or not isinstance(entry, int):
-            raise TypeError(f"model_input_pattern {tuple(pattern)!r}: entry {entry!r} is neither '_' nor an input "
-                            "position")
-        if entry in positions:
-            raise TypeError(f"model_input_pattern {tuple(pattern)!r} gives input position {entry} twice")
-        positions[entry] = index
-    if sorted(positions) != list(range(len(positions))):
-        raise TypeError(f"model_input_pattern {tuple(pattern)!r}: the input positions must be 0..n-1, got "
-                        f"{sorted(positions)}")
-    return tuple(positions[i] for i in range(len(positions)))
+
+    def __new__(cls, pattern: Sequence[Key]) -> "ModelInputPattern":
+        if isinstance(pattern, (str, bytes)) or not isinstance(pattern, Sequence):
+            raise TypeError(f"model_input_pattern must be a tuple such as (0, '_'), got {pattern!r}")
+        positions: dict[int, int] = {}
+        for index, entry in enumerate(pattern):
+            if entry == "_":
+                continue
+            if isinstance(entry, bool) or not isinstance(entry, int):
+                raise TypeError(f"model_input_pattern {tuple(pattern)!r}: entry {entry!r} is neither '_' nor an "
+                                "input position")
+            if entry in positions:
+                raise TypeError(f"model_input_pattern {tuple(pattern)!r} gives input position {entry} twice")
+            positions[entry] = index
+        if sorted(positions) != list(range(len(positions))):
+            raise TypeError(f"model_input_pattern {tuple(pattern)!r}: the input positions must be 0..n-1, got "
+                            f"{sorted(positions)}")
+        self = super().__new__(cls, tuple(pattern))
+        self.order = tuple(positions[i] for i in range(len(positions)))
+        return self
+
+    def rearrange_from_pattern(self, batch: Any, split: str | None = None) -> tuple:
+        """The model's positional inputs taken from ``batch``, in order (deeplite's method).
+
+        A pattern of one entry takes the whole batch as that element (``(0,)``: the batch is
+        the input; ``('_',)``: no input); a longer one needs a tuple / list batch of its length.
+        """
+        if len(self) == 1:
+            return (batch,) if self.order else ()
+        if not isinstance(batch, (tuple, list)) or len(batch) != len(self):
+            count = len(batch) if isinstance(batch, (tuple, list)) else 1
+            raise DataError(f"{_where(split)}batch {describe(batch)} has {count} element(s); "
+                            f"model_input_pattern {tuple(self)!r} expects {len(self)}")
+        return tuple(batch[position] for position in self.order)
 
 
 class ForwardPassSplits(dict):

@@ -11,11 +11,12 @@ from typing import Any, Iterable, Mapping
 
 from deeplite_like.caller import called_as
 from deeplite_like.functions import ProfilerFunction, bounded_keys, call_signature, positional_bindings
+from deeplite_like.loaders import getLogger
 from deeplite_like.observations import shared_observations
 from deeplite_like.options import measured_with
 from deeplite_like.status import Detailed, StatusKey
 
-logger = logging.getLogger("deeplite_like")
+logger = getLogger()  # (deeplite's holder: setLogger swaps the logger behind it)
 
 _UNSET = object()
 

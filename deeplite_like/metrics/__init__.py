@@ -5,6 +5,7 @@ Values are raw: counts as ints, bytes as ints, seconds as floats.
 """
 from __future__ import annotations
 
+from deeplite_like.lazy import NotProvidedError
 from deeplite_like.status import Comparative, Metric, StatusKey
 from deeplite_like.metrics.eval import EvalMetric, EvalMetricAlias, make_eval_metric
 
@@ -119,7 +120,24 @@ BUILTIN_KEYS = {cls.NAME: cls for cls in (
     ExecutionTime, Throughput, EvalMetricDefault, InferenceTime, LayerwiseSummary)}
 
 __all__ = [
-    "BUILTIN_KEYS", "EvalMetric", "EvalMetricAlias", "EvalMetricDefault", "ExecutionTime", "Flops", "InferenceTime",
+    "BUILTIN_KEYS", "Comparative", "Metric", "StatusKey",
+    "EvalMetric", "EvalMetricAlias", "EvalMetricDefault", "ExecutionTime", "Flops", "InferenceTime",
     "LayerwiseSummary", "Macs", "MemoryFootprint", "ModelSize", "PeakActivationMemory", "Throughput",
     "TotalParams", "TrainableParams", "make_eval_metric",
 ]
+
+
+# deeplite-profiler's ``deeplite.profiler.metrics`` names deliberately not provided (docs/migration.rst).
+NOT_PROVIDED = {
+    "DynamicEvalMetric": "a secondary evaluation metric is made by ComputeEvalMetric.add_secondary_metric(key, ...) "
+                         "or make_eval_metric",
+    "compare_status_values": "two metrics are compared in words by deeplite_like.changes.describe_change(reference, "
+                             "other), which compare() and CompareReport use",
+}
+
+
+def __getattr__(name: str) -> object:
+    if name in NOT_PROVIDED:
+        raise NotProvidedError(f"deeplite_like.metrics.{name} (deeplite-profiler's name) is not provided: "
+                               f"{NOT_PROVIDED[name]} (see docs/migration.rst)", name=name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

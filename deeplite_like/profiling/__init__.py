@@ -11,10 +11,14 @@ measure (``deeplite_like.backends.torch.profile``, ``deeplite_like.backends.kera
 from deeplite_like.profiling.aggregate import aggregate, aggregated_report
 from deeplite_like.profiling.api import get_model_profile
 from deeplite_like.profiling.build import ModuleRecord, build_profile
-from deeplite_like.profiling.flops_profiler import FlopsProfiler
+from deeplite_like.profiling.flops_profiler import FlopsProfiler, not_provided
 from deeplite_like.profiling.result import PHASES, ModelProfile, ModuleNode, PhaseStats
 
 __all__ = [
     "PHASES", "FlopsProfiler", "ModelProfile", "ModuleNode", "ModuleRecord", "PhaseStats", "aggregate",
     "aggregated_report", "build_profile", "get_model_profile",
 ]
+
+
+def __getattr__(name: str) -> object:
+    return not_provided(__name__, name)

@@ -20,6 +20,7 @@ from __future__ import annotations
 import os
 from typing import Any, Iterable
 
+from deeplite_like.lazy import NotProvidedError
 from deeplite_like.profiling import formatting as fmt
 from deeplite_like.profiling.arguments import check_view_options
 from deeplite_like.profiling.backends import profile_module
@@ -27,12 +28,29 @@ from deeplite_like.profiling.result import PHASES, ModelProfile
 
 _IDLE, _RUNNING, _STOPPED = "idle", "running", "stopped"
 
+# DeepSpeed's module-level stacks of per-module counts (``module_flop_count``, ``module_mac_count``),
+# which its profiler pushes and pops during a forward and which its tests check are left as
+# found. Counting here keeps no global state, so they are always empty: code that reads or
+# trims them (DeepSpeed's test_profile_cleanup) finds depth 0.
+module_flop_count: list[list[Any]] = []
+module_mac_count: list[list[Any]] = []
+
 
 class FlopsProfiler:
     """Count and time what runs between ``start_profile()`` and ``stop_profile()``.
 
     Args:
         model: a ``torch.nn.Module`` or a Keras model; ``FlopsProfiler(model)`` picks the backend.
+        ds_engine: DeepSpeed's (and cli99's) second argument: the engine that runs the model, or
+            any object with its attributes. When given, ``print_model_profile`` starts with its
+            world size, data parallel size (``seq_dp_world_size`` when ``dp_world_size`` is
+            None), model parallel size and batch size per GPU, and, when its
+            ``wall_clock_breakdown()`` is true, its forward / backward / step timers; its
+            ``mp_world_size`` is the model parallel size unless ``model_parallel_size`` is given.
+        recompute_fwd_factor: DeepSpeed's third argument: the share of the forward recomputed in
+            the backward (activation checkpointing). As in DeepSpeed it enters the engine-timed
+            lines only, where the backward is estimated as ``(2 + factor) x`` the forward FLOPs;
+            a backward run inside the profile window is measured instead.
         model_parallel_size: how many devices one copy of the model is split over (tensor or
             pipeline parallel). Figures are per device; the whole model's params and FLOPs are
             multiplied by it. ``None``: read from ``process_group`` if given, else 1.
@@ -47,17 +65,25 @@ class FlopsProfiler:
             cls = profile_module(model).FLOPS_PROFILER
         return super().__new__(cls)
 
-    def __init__(self, model: Any, *, model_parallel_size: int | None = None, process_group: Any = None,
+    def __init__(self, model: Any, ds_engine: Any = None, recompute_fwd_factor: float = 0.0, *,
+                 model_parallel_size: int | None = None, process_group: Any = None,
                  module_latency: bool = True, ignore_modules: Iterable[Any] | None = None) -> None:
+        if isinstance(recompute_fwd_factor, bool) or not isinstance(recompute_fwd_factor, (int, float)) \
+                or not recompute_fwd_factor >= 0:
+            raise ValueError(f"recompute_fwd_factor must be a number >= 0 (the share of the forward recomputed in "
+                             f"the backward), got {recompute_fwd_factor!r}")
         if model_parallel_size is not None and (not isinstance(model_parallel_size, int) or model_parallel_size < 1):
             raise ValueError(f"model_parallel_size must be a positive int, got {model_parallel_size!r}")
         self.model = model
+        self.ds_engine = ds_engine
+        self.recompute_fwd_factor = float(recompute_fwd_factor)
         self.model_parallel_size = model_parallel_size
         self.process_group = process_group
         self.module_latency = bool(module_latency)
         self.ignore_modules = list(ignore_modules or ())
         self._state = _IDLE
         self._cached: dict[Any, ModelProfile] = {}
+        self._ignoring: list[Any] = []
 
     # -- backend hooks ----------------------------------------------------------------------
     def _start(self, ignore: list[Any]) -> None:
@@ -71,6 +97,13 @@ class FlopsProfiler:
 
     def _build(self, step: int | None) -> ModelProfile:
         raise NotImplementedError
+
+    def _model_parallel_size(self) -> int | None:
+        """``model_parallel_size``, else the engine's ``mp_world_size`` (DeepSpeed's), else None."""
+        if self.model_parallel_size is not None:
+            return self.model_parallel_size
+        mp = getattr(self.ds_engine, "mp_world_size", None) if self.ds_engine is not None else None
+        return mp if isinstance(mp, int) and not isinstance(mp, bool) and mp >= 1 else None
 
     # -- life cycle -------------------------------------------------------------------------
     @property
@@ -88,8 +121,20 @@ class FlopsProfiler:
             raise RuntimeError(f"{type(self).__name__}.start_profile(): already profiling; call stop_profile() first")
         self._discard()
         self._cached.clear()
-        self._start(self.ignore_modules + list(ignore_list or ()))
+        self._ignoring = self.ignore_modules + list(ignore_list or ())
+        self._start(self._ignoring)
         self._state = _RUNNING
+
+    def reset_profile(self) -> None:
+        """Drop the figures counted so far (DeepSpeed's method): a running profile counts on from now,
+        a stopped one is dropped (as ``end_profile()``)."""
+        if self._state == _RUNNING:
+            self._stop()
+            self._discard()
+            self._cached.clear()
+            self._start(self._ignoring)
+        else:
+            self.end_profile()
 
     def stop_profile(self) -> None:
         """Stop counting and remove every hook; the figures stay readable until ``end_profile()``."""
@@ -118,7 +163,7 @@ class FlopsProfiler:
     def get_profile(self, profile_step: int | None = None) -> ModelProfile:
         """The ``ModelProfile`` of what ran since ``start_profile()`` (so far, while still running)."""
         if self._state == _IDLE:
-            raise RuntimeError(f"{type(self).__name__}: nothing profiled; call start_profile() before the step "
+            raise NotProfiledError(f"{type(self).__name__}: nothing profiled; call start_profile() before the step "
                                "(and read the figures before end_profile())")
         if self._state == _RUNNING:
             return self._build(profile_step)
@@ -159,7 +204,99 @@ class FlopsProfiler:
         """Print the report (summary, aggregated top-k per depth, tree), or write it to ``output_file``."""
         check_view_options(module_depth, top_modules)
         profile = self.get_profile(profile_step)
+        # DeepSpeed's attributes: the forward figures DeepSpeed prints, kept after end_profile()
+        self.flops = profile.phase("forward").flops if "forward" in profile.phases else profile.flops
+        self.macs = profile.phase("forward").macs if "forward" in profile.phases else profile.macs
+        self.params = profile.params
+        engine = _engine_lines(self.ds_engine, self.flops, self.recompute_fwd_factor)
         if output_file is not None:
-            profile.save(output_file, module_depth, top_modules, detailed, as_string)
+            path = profile.save(output_file, module_depth, top_modules, detailed, as_string)
+            if engine and path.suffix.lower() not in (".json", ".html", ".htm"):
+                path.write_text(engine + path.read_text(encoding="utf-8"), encoding="utf-8")
         else:
-            print(profile.to_text(module_depth, top_modules, detailed, as_string))
+            print(engine + profile.to_text(module_depth, top_modules, detailed, as_string))
+
+
+    def print_model_aggregated_profile(self, module_depth: int = -1, top_modules: int = 1) -> None:
+        """Print the aggregated view alone: the top ``top_modules`` module types per depth (DeepSpeed's method)."""
+        check_view_options(module_depth, top_modules)
+        print(self.get_profile().aggregated_table(module_depth, top_modules))
+
+
+class NotProfiledError(RuntimeError, AttributeError):
+    """Figures asked of a ``FlopsProfiler`` with no profile (before ``start_profile()`` or after
+    ``end_profile()``). An ``AttributeError`` too: DeepSpeed's profiler raises that there."""
+
+
+# DeepSpeed's global timer names (deepspeed.utils.timer); cli99's engine names them in full.
+_ENGINE_TIMERS = (("fwd", "bwd", "step"), ("forward", "backward", "step"))
+
+
+def _engine_lines(engine: Any, forward_flops: int, recompute_fwd_factor: float) -> str:
+    """DeepSpeed's engine block of ``print_model_profile`` (empty without an engine)."""
+    if engine is None:
+        return ""
+    line = "{:<70}  {}".format
+    dp = getattr(engine, "dp_world_size", None)
+    if dp is None:  # (Ulysses sequence parallelism: the data-parallel group is the sequence-data-parallel one)
+        dp = getattr(engine, "seq_dp_world_size", None)
+    rows = [line("world size:", getattr(engine, "world_size", 1)), line("data parallel size:", dp),
+            line("model parallel size:", getattr(engine, "mp_world_size", 1))]
+    micro_batch = getattr(engine, "train_micro_batch_size_per_gpu", None)
+    if callable(micro_batch):
+        rows.append(line("batch size per GPU:", micro_batch()))
+    breakdown = getattr(engine, "wall_clock_breakdown", None)
+    if callable(breakdown) and breakdown() and callable(getattr(engine, "timers", None)):
+        seconds = _engine_seconds(engine)
+        if seconds is not None:
+            fwd, bwd, step = seconds
+            factor = 2 + recompute_fwd_factor
+            rows += [line("fwd latency (engine timer):", fmt.seconds(fwd)),
+                     line("bwd latency (engine timer):", fmt.seconds(bwd)),
+                     line(f"bwd FLOPS per GPU = {factor:g} * fwd flops per GPU / bwd latency:",
+                          fmt.count(factor * forward_flops / bwd, "FLOPS") if bwd else "-"),
+                     line("step latency (engine timer):", fmt.seconds(step)),
+                     line(f"FLOPS per GPU = {factor + 1:g} * fwd flops per GPU / iter latency:",
+                          fmt.count((factor + 1) * forward_flops / (fwd + bwd + step), "FLOPS")
+                          if fwd + bwd + step else "-")]
+    return "\n".join(["DeepSpeed engine:", *rows]) + "\n\n"
+
+
+def _engine_seconds(engine: Any) -> tuple[float, float, float] | None:
+    """The engine's forward, backward and step timers in seconds (their ``elapsed(False)`` is in ms)."""
+    for names in _ENGINE_TIMERS:
+        try:
+            return tuple(engine.timers(name).elapsed(False) / 1000.0 for name in names)
+        except (KeyError, AttributeError):
+            continue
+    return None
+
+
+# DeepSpeed's / cli99's module-level names deliberately not provided, and what to use instead
+# (docs/migration.rst). ``deepspeed.profiling.flops_profiler`` maps to ``deeplite_like.profiling``,
+# its ``.profiler`` module to this one: both answer these names with the advice.
+NOT_PROVIDED = {
+    **dict.fromkeys(("flops_to_string", "macs_to_string", "params_to_string", "duration_to_string",
+                     "number_to_string", "DEFAULT_PRECISION"),
+                    "figures are raw numbers here; ModelProfile.to_text() / summary_text() render them, and "
+                    "deeplite_like.profiling.formatting.count(value, unit) / seconds(value) format one"),
+    **dict.fromkeys(("get_module_flops", "get_module_macs", "get_module_duration"),
+                    "nothing is stored on the modules; read a module's figures from the profile tree: "
+                    "profile.root (ModuleNode .flops, .macs, .latency_s, .children) or profile.to_dict()"),
+    **dict.fromkeys(("MODULE_HOOK_MAPPING", "wrapFunc", "old_functions"),
+                    "nothing is patched or hooked per module type: operators are counted by a dispatch mode "
+                    "from a formula registry (deeplite_like.backends.torch.register_formula)"),
+}
+
+
+def not_provided(module: str, name: str) -> Any:
+    """A module ``__getattr__``'s answer: ``NotProvidedError`` with the advice for a peer's name, else
+    ``AttributeError``."""
+    if name in NOT_PROVIDED:
+        raise NotProvidedError(f"{module}.{name} (DeepSpeed / cli99 name) is not provided: {NOT_PROVIDED[name]} "
+                               "(see docs/migration.rst)", name=name)
+    raise AttributeError(f"module {module!r} has no attribute {name!r}")
+
+
+def __getattr__(name: str) -> Any:
+    return not_provided(__name__, name)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Iterator
 
@@ -190,6 +190,16 @@ class ModelProfile:
 
     def __len__(self) -> int:
         return 3
+
+    def __eq__(self, other: object) -> bool:
+        """Equal to DeepSpeed's tuple ``(flops, macs, params)`` when the figures are; else as a dataclass."""
+        if isinstance(other, tuple):
+            return tuple(self) == other
+        if type(other) is not type(self):
+            return NotImplemented
+        return all(getattr(self, f.name) == getattr(other, f.name) for f in fields(self))
+
+    __hash__ = None  # (mutable, compared by value)
 
     def __getitem__(self, index: int | slice) -> int | tuple:
         """``profile[0]`` is the FLOPs, ``[1]`` the MACs, ``[2]`` the params (DeepSpeed's tuple order)."""

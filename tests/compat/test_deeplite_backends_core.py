@@ -162,7 +162,7 @@ def test_base_forward_pass_model_call_and_refusals():
     assert fp.perform(lambda x: x * 2, (3, 'label'), Device.CPU) == 6
     with pytest.raises(TypeError, match="not callable"):
         fp.model_call(None, 1, Device.CPU)
-    with pytest.raises(TypeError, match="makes no inputs up"):
+    with pytest.raises(TypeError, match="call infer_sampler"):  # random inputs need a described batch first
         fp.random_perform(lambda x: x, 2, Device.CPU)
 
 

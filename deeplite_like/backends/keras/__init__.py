@@ -32,8 +32,21 @@ _EXPORTS = {
     "EvalLossFunction": "deeplite_like.backends.keras.deeplite_eval",
     "EvaluationFunction": "deeplite_like.evaluation",
     "TFProfiler": "deeplite_like.backends.keras.profiler",
+    "TFDataLoader": "deeplite_like.backends.keras.inputs",
+    "TFForwardPass": "deeplite_like.backends.keras.inputs",
+    "TFTensorSampler": "deeplite_like.backends.keras.inputs",
+    "Device": "deeplite_like.device",
+    "ComputeEvalMetric": "deeplite_like.eval_metric",
+}
+
+# deeplite-profiler's TensorFlow names deliberately not provided, and what to use instead (docs/migration.rst).
+NOT_PROVIDED = {
+    "get_temp_model": "deeplite saved and reloaded a copy of the model to count it; the counting here reads the "
+                      "model itself, unchanged, so no temporary copy exists (ComputeFlops counts directly)",
+    "set_device": "Keras places the computation; pass device= (a Device or its name) to the profiler or the "
+                  "evaluation helpers",
 }
 
 __all__ = sorted(_EXPORTS)
 
-__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS, globals())
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS, globals(), NOT_PROVIDED)

@@ -6,7 +6,9 @@ batches are ``(inputs, targets)`` pairs, as Keras' ``fit`` takes them. Outputs a
 scores with the class on the **last** axis (``(N, C)`` or ``(N, ..., C)``, the Keras
 convention of ``sparse_categorical_accuracy``); targets are class indices shaped like the
 scores without that axis (a trailing axis of size 1, ``(N, 1)``, is accepted too), or one-hot /
-probability rows shaped like the scores.
+probability rows (their argmax is the class, as in Keras' ``categorical_accuracy``). A batch that
+is one sample without its batch axis (an ``(8, 8, 3)`` image for a model of input
+``(None, 8, 8, 3)``) gets one, as deeplite-profiler's TensorFlow helpers did; so do its targets.
 
 The model runs with ``training=False``; scores and targets are compared in NumPy.
 """
@@ -18,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from deeplite_like.backends.keras._tf import import_keras
-from deeplite_like.backends.keras.inputs import as_model_input, call_model, to_backend
+from deeplite_like.backends.keras.inputs import add_batch_axis, as_model_input, call_model, to_backend
 from deeplite_like.backends.keras.state import preserved_model_state
 from deeplite_like.metrics.eval import parse_topk_names
 
@@ -63,8 +65,11 @@ def correct_counts(scores: np.ndarray, targets: np.ndarray, ks: set[int]) -> tup
     """Numbers of samples whose target is among the ``k`` highest scores (class axis last), and the count."""
     if scores.ndim < 2:
         raise ValueError(f"class scores must have shape (N, ..., C), got {scores.shape}")
-    if targets.shape == scores.shape and np.issubdtype(targets.dtype, np.floating):
-        targets = targets.argmax(axis=-1)  # one-hot or probability rows
+    if (np.issubdtype(targets.dtype, np.floating) and targets.ndim == scores.ndim
+            and targets.shape[:-1] == scores.shape[:-1] and targets.shape[-1] > 1):
+        # one-hot or probability rows: their argmax is the class, whatever their width (Keras'
+        # categorical_accuracy compares the two argmaxes the same way)
+        targets = targets.argmax(axis=-1)
     expected = scores.shape[:-1]
     if targets.shape == (*expected, 1):
         targets = targets[..., 0]
@@ -95,9 +100,12 @@ def evaluate(model: keras.layers.Layer, data_loader: Iterable[Any], metrics: Ite
     total = 0
     with preserved_model_state(model):
         for batch in data_loader:
-            args, kwargs = binding(batch)
-            scores = _scores(call_model(model, to_backend(as_model_input(tuple(args), dict(kwargs)))))
-            counts, n = correct_counts(scores, _numpy(binding.targets(batch)), ks)
+            args, kwargs, unbatched = add_batch_axis(model, *binding(batch))
+            scores = _scores(call_model(model, to_backend(as_model_input(args, kwargs))))
+            targets = _numpy(binding.targets(batch))
+            if unbatched and targets.ndim == scores.ndim - 1:  # (one sample's targets: their batch axis too)
+                targets = targets[None]
+            counts, n = correct_counts(scores, targets, ks)
             for k in ks:
                 correct[k] += counts[k]
             total += n

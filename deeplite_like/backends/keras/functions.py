@@ -47,7 +47,8 @@ def _observed(model: Any, data_splits: Mapping[str, Any], forward_pass: ForwardP
     from deeplite_like.backends.keras.counting.inputs import prepare_inputs
 
     def make() -> Any:
-        inputs, batch = prepare_inputs(model, model_inputs(data_splits, forward_pass, split, batch_size), None, keras)
+        given = model_inputs(data_splits, forward_pass, split, batch_size, model)
+        inputs, batch = prepare_inputs(model, given, None, keras)
         return observe(model, inputs, batch, training=training, causal_half=causal_half,
                        memory=(memory or sharing()) and keras.config.backend() == "torch")
 
@@ -79,7 +80,7 @@ class ComputeComplexity(ComplexityOptions, ProfilerFunction):
             counted = _observed(model, data_splits, forward_pass, split, batch_size, training, causal_half).counts
             warn_if_untracked(counted, stacklevel=2)
         else:
-            inputs = model_inputs(data_splits, forward_pass, split, batch_size)
+            inputs = model_inputs(data_splits, forward_pass, split, batch_size, model)
             counted = count_ops(model, inputs, method=method, training=training, causal_half=causal_half)
         batch = counted.batch_size or 1
         details = {"batch_size": batch, "method": method, "untracked": dict(counted.untracked)}
@@ -152,7 +153,7 @@ class ComputeMemory(ProfilerFunction):
         if keras.config.backend() == "torch":  # the recorded forward's (shared with MACs and the layer table)
             memory = _observed(model, data_splits, forward_pass, split, batch_size, training, memory=True).memory
         else:  # TensorFlow: a simulation of the traced graph, no forward to share
-            memory = peak_activation_memory(model, model_inputs(data_splits, forward_pass, split, batch_size),
+            memory = peak_activation_memory(model, model_inputs(data_splits, forward_pass, split, batch_size, model),
                                             training=training)
         stats = parameter_stats(model)
         peak = int(memory.peak_bytes)
@@ -191,7 +192,7 @@ class ComputeExecutionTime(ProfilerFunction):
         reason = unmeasured_reason("execution time", keras.config.backend())
         if reason is not None:
             return not_measured(reason, batch_size=batch_size)
-        inputs = model_inputs(data_splits, forward_pass, split, batch_size)
+        inputs = model_inputs(data_splits, forward_pass, split, batch_size, model)
         timing = measure_execution_time(model, inputs, device=device, min_run_time=min_run_time,
                                         num_threads=num_threads)
         return timing_values(timing, compiled=timing.compiled)

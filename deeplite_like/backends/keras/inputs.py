@@ -17,20 +17,28 @@ the innermost layer that failed and the shapes it was given.
 """
 from __future__ import annotations
 
+import re
 from contextlib import contextmanager
 from typing import Any, Iterator, Mapping
+
+import numpy as np
 
 from deeplite_like.backends.keras._tf import import_keras
 from deeplite_like.backends.keras.counting.inputs import model_input_tensors
 from deeplite_like.backends.keras.counting.recorder import CallRecord, LayerRecorder, named_layers
 from deeplite_like.backends.keras.counting.specs import SpecMaker, shapes_text
 from deeplite_like.backends.keras.tensors import batch_size_of, format_shapes, shape_of, tensor_leaves, to_backend
-from deeplite_like.data import DataError, ForwardPass
+from deeplite_like.data import DataError, ForwardPass, Inputs
+from deeplite_like.device import Device
+from deeplite_like.loaders import DataLoader as LoaderBase, TensorInfo, TensorSampler
 
 keras = import_keras()
 
-__all__ = ["add_failure_note", "as_model_input", "call_model", "check_mode", "model_inputs", "naming_failures",
-           "require_batch_size", "resolve_split", "to_backend"]
+__all__ = [
+    "TFDataLoader", "TFForwardPass", "TFTensorSampler", "add_batch_axis", "add_failure_note", "as_model_input",
+    "call_model", "check_mode", "model_inputs", "naming_failures", "require_batch_size", "resolve_split",
+    "to_backend", "without_contents"
+]
 
 
 def _shapes(tree: Any) -> str:
@@ -61,10 +69,15 @@ def as_model_input(args: tuple, kwargs: Mapping[str, Any]) -> Any:
 
 
 def model_inputs(data_splits: Mapping[str, Any], forward_pass: ForwardPass, split: str | None,
-                 batch_size: int | None) -> Any:
-    """The model input of the first batch of ``split``, resized to ``batch_size`` samples, as tensors."""
+                 batch_size: int | None, model: keras.layers.Layer | None = None) -> Any:
+    """The model input of the first batch of ``split``, resized to ``batch_size`` samples, as tensors.
+
+    Given the ``model``, a batch that is one sample without its batch axis gets one first
+    (``add_batch_axis``), so ``batch_size`` samples are taken from the right axis.
+    """
     split = resolve_split(data_splits, split)
-    args, kwargs = forward_pass.inputs_for(data_splits, split, batch_size=batch_size)
+    adjust = (lambda a, k: add_batch_axis(model, a, k)[:2]) if model is not None else None
+    args, kwargs = forward_pass.inputs_for(data_splits, split, batch_size=batch_size, adjust=adjust)
     return to_backend(as_model_input(tuple(args), dict(kwargs)))
 
 
@@ -98,12 +111,58 @@ def naming_failures(model: keras.layers.Layer, inputs: Any) -> Iterator[LayerRec
         raise
 
 
+_ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+# A printed array or tensor: brackets around numbers only, long enough to be data rather than a shape.
+_PRINTED_VALUES = re.compile(r"\[[\[\]\s0-9eE.,+\-]{24,}\]")
+
+
+def without_contents(text: str) -> str:
+    """``text`` with terminal colour codes removed and printed tensor values replaced by ``[...]``."""
+    return _PRINTED_VALUES.sub("[...]", _ANSI.sub("", text))
+
+
+def _drop_contents(error: Exception) -> None:
+    """Rewrite ``error``'s message in place (its type and traceback kept) when it prints tensor values.
+
+    Keras puts the whole offending input, colour codes included, in some messages ("Invalid
+    input shape for input [[0.1 ...]]"): a 224x224x3 image is 150,528 numbers. Errors here
+    name shapes, never contents.
+    """
+    args = getattr(error, "args", ())
+    cleaned = tuple(without_contents(a) if isinstance(a, str) else a for a in args)
+    if cleaned != args:
+        error.args = cleaned
+
+
+def add_batch_axis(model: keras.layers.Layer, args: tuple, kwargs: Mapping[str, Any]) -> tuple[tuple, dict, bool]:
+    """``(args, kwargs, added)``: each positional input one rank short of the model's declared input
+    gets a leading batch axis of 1 (an unbatched sample, as deeplite's TensorFlow helpers accepted).
+
+    Known only for a model that declares its inputs (functional, or a built ``Sequential``);
+    keyword inputs and undeclared models pass unchanged.
+    """
+    declared = model_input_tensors(model)
+    if not args or kwargs or len(declared) != len(args):
+        return tuple(args), dict(kwargs), False
+    added = False
+    batched = []
+    for x, spec in zip(args, declared):
+        shape = shape_of(x) if tensor_leaves(x) == [x] else None
+        if shape is not None and len(shape) == len(spec.shape) - 1:
+            x = x[None] if isinstance(x, np.ndarray) else keras.ops.expand_dims(x, 0)
+            added = True
+        batched.append(x)
+    return tuple(batched), dict(kwargs), added
+
+
 def add_failure_note(model: keras.layers.Layer, inputs: Any, error: Exception,
                      recorder: LayerRecorder | None) -> Exception:
     """Note on ``error`` which layer failed (``recorder.failed_record``), on what, and what the model expects.
 
-    Returns ``error`` (the counting engine's ``run_recorded`` then re-raises it as it is).
+    Printed tensor values are removed from its message (``without_contents``). Returns ``error``
+    (the counting engine's ``run_recorded`` then re-raises it as it is).
     """
+    _drop_contents(error)
     record = recorder.failed_record(error) if recorder is not None else None
     where = f"{_failure_site(record)}; " if record is not None else ""
     error.add_note(f"({where}model {model.name!r} was given inputs {_shapes(inputs) or 'none'}"
@@ -130,3 +189,85 @@ def call_model(model: keras.layers.Layer, inputs: Any, training: bool = False) -
     """``model(inputs, training=training)``; an exception is re-raised with the failing layer named."""
     with naming_failures(model, inputs):
         return model(inputs, training=training)
+
+
+# -- deeplite-profiler's TensorFlow data-loader classes ----------------------------------------
+class TFTensorSampler(TensorSampler):
+    """deeplite's ``TFTensorSampler``: describes tensors as NumPy arrays.
+
+    As in deeplite, a 4-D array is taken as a batch of images (its first axis stripped from
+    the per-sample shape) and any other as one sample.
+    """
+
+    def _standardize_tensor(self, x: Any) -> np.ndarray:
+        if isinstance(x, np.ndarray):
+            return x
+        if tensor_leaves(x) == [x]:  # a backend tensor (TensorFlow, JAX, torch)
+            return np.asarray(keras.ops.convert_to_numpy(x))
+        raise ValueError(f"TFTensorSampler: {type(x).__name__} is not a tensor or a NumPy array")
+
+    def _create_random_tensor(self, x_info: TensorInfo, batch_size: int) -> np.ndarray:
+        if np.issubdtype(x_info.dtype, np.complexfloating):
+            raise RuntimeError(f"TFTensorSampler makes no random {x_info.dtype} tensors (complex numbers)")
+        return np.random.rand(batch_size, *x_info.shp).astype(np.float32)
+
+    def _get_info(self, x: np.ndarray) -> tuple[tuple, Any]:
+        return (tuple(x.shape[1:]) if x.ndim == 4 else tuple(x.shape)), x.dtype
+
+    def to_device(self, tensors_tuple: tuple, device: Any, standardize: bool = True) -> tuple:
+        """The tensors as NumPy arrays (Keras places the computation; ``device`` is checked, as a name)."""
+        Device(device)
+        return self.standardize_tensors(tensors_tuple) if standardize else tuple(tensors_tuple)
+
+
+class TFForwardPass(ForwardPass):
+    """deeplite's ``TFForwardPass``: ``model_call`` feeds NumPy / backend tensors with ``training=False``.
+
+    A sample without its batch axis gets one (``add_batch_axis``). Unlike deeplite's, it returns
+    the model's output alone, not ``(output, seconds)``: time with the profiler.
+    """
+
+    @property
+    def _tensor_sampler_cls(self) -> type[TFTensorSampler]:
+        return TFTensorSampler
+
+    def model_call(self, model: Any, x: Any, device: Any = None, training: bool = False) -> Any:
+        if not self.expecting_common_inputs:
+            raise TypeError(f"{type(self).__name__}.model_call: with expecting_common_inputs=False, define model_call "
+                            "in the subclass (the default feeds tensors, or tuples / lists / dicts of tensors)")
+        if not isinstance(model, keras.layers.Layer):
+            raise TypeError(f"{type(self).__name__}.model_call: the model must be a Keras model, got "
+                            f"{type(model).__name__}")
+        Device(device if device is not None else "cpu")
+        inputs = x if isinstance(x, Inputs) else Inputs(x if isinstance(x, (tuple, list)) else (x,))
+        args, kwargs, _ = add_batch_axis(model, inputs.args, inputs.kwargs)
+        return call_model(model, to_backend(as_model_input(args, kwargs)), training=training)
+
+
+class TFDataLoader(LoaderBase):
+    """deeplite's ``TFDataLoader``: wraps a ``tf.data.Dataset`` or any iterable of batches."""
+
+    def dump_native_info(self) -> None:
+        return None
+
+    def load_native_info(self, native_state: Any) -> "TFDataLoader":
+        return self
+
+    def __len__(self) -> int:
+        try:
+            return len(self.native_dl)
+        except TypeError:
+            return sum(1 for _ in self.native_dl)
+
+    def _create_iter(self) -> Any:
+        return iter(self.native_dl)
+
+    @property
+    def batch_size(self) -> int:
+        """The leading dimension of the first batch's first tensor."""
+        first = next(iter(self.native_dl))
+        size = batch_size_of(first[0] if isinstance(first, (tuple, list)) else first)
+        if size is None:
+            raise TypeError(f"TFDataLoader.batch_size: the first batch of {type(self.native_dl).__name__} has no "
+                            "tensor with a batch axis")
+        return size

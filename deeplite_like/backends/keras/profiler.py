@@ -7,6 +7,7 @@ from deeplite_like.backends.keras import data as _keras_data
 from deeplite_like.backends.keras._tf import import_keras
 from deeplite_like.backends.keras.functions import DEFAULT_FUNCTIONS
 from deeplite_like.data import ForwardPass, Inputs, as_forward_pass
+from deeplite_like.loaders import carried_forward_pass
 from deeplite_like.profiler import Profiler
 from deeplite_like.threads import check_num_threads
 
@@ -47,7 +48,7 @@ class KerasProfiler(Profiler):
         super().__init__(model, _keras_data.normalise_splits(data_splits, array_batch_size), name)
         self.array_batch_size = array_batch_size
         # splits from enable_forward_pass_data_splits carry their ForwardPass (deeplite-profiler's way)
-        self.forward_pass = as_forward_pass(forward_pass or getattr(data_splits, "forward_pass", None), "KerasProfiler")
+        self.forward_pass = as_forward_pass(forward_pass or carried_forward_pass(data_splits), "KerasProfiler")
         self.keras_backend = keras.config.backend()
         if register_defaults:
             for function in DEFAULT_FUNCTIONS:

@@ -33,8 +33,23 @@ _EXPORTS = {
     "get_topk": "deeplite_like.backends.torch.deeplite_eval",
     "EvalLossFunction": "deeplite_like.backends.torch.deeplite_eval",
     "EvaluationFunction": "deeplite_like.evaluation",
+    "TorchDataLoader": "deeplite_like.backends.torch.data",
+    "TorchForwardPass": "deeplite_like.backends.torch.data",
+    "TorchTensorSampler": "deeplite_like.backends.torch.data",
+    "Device": "deeplite_like.device",
+    "ComputeEvalMetric": "deeplite_like.eval_metric",
+    "TorchEvaluationFunction": "deeplite_like.backends.torch.deeplite_eval",
+}
+
+# deeplite-profiler's torch names deliberately not provided, and what to use instead (docs/migration.rst).
+NOT_PROVIDED = {
+    "cudafy": "the profilers and evaluation helpers never move a model or its inputs' owner; put tensors on the "
+              "model's device with tensor.to(device)",
+    "cpufy": "the profilers and evaluation helpers never move a model; use tensor.cpu()",
+    "itemify": "an internal helper of deeplite's evaluation functions; use tensor.item()",
+    "funcify": "an internal helper of deeplite's evaluation functions",
 }
 
 __all__ = sorted(_EXPORTS)
 
-__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS, globals())
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS, globals(), NOT_PROVIDED)

@@ -13,18 +13,26 @@ its items are taken as batches.
 """
 from __future__ import annotations
 
+from typing import Any
+
+import numpy as np
 import torch
+from torch.utils import _pytree as pytree
 from torch.utils.data import DataLoader, Dataset, IterableDataset
 
 from deeplite_like.data import (
     DataError,
+    ForwardPass,
+    Inputs,
     cyclic_indices,
     format_shape,
     register_adapter,
     register_split_check,
 )
+from deeplite_like.device import Device
+from deeplite_like.loaders import DataLoader as LoaderBase, TensorInfo, TensorSampler
 
-__all__ = ["TorchAdapter", "check_torch_split"]
+__all__ = ["TorchAdapter", "TorchDataLoader", "TorchForwardPass", "TorchTensorSampler", "check_torch_split"]
 
 # (memory format, rank) pairs that ``take`` keeps when the source tensor uses them, so that
 # timing a resized channels-last input measures the same kernels as the original.
@@ -88,3 +96,84 @@ def check_torch_split(split: str, obj: object) -> None:
 
 register_adapter(TorchAdapter())
 register_split_check(check_torch_split)
+
+
+# -- deeplite-profiler's torch data-loader classes ---------------------------------------------
+class TorchTensorSampler(TensorSampler):
+    """deeplite's ``TorchTensorSampler``: describes torch tensors (numpy arrays are converted), per sample."""
+
+    def _standardize_tensor(self, x: Any) -> torch.Tensor:
+        if isinstance(x, np.ndarray):
+            return torch.from_numpy(x)
+        if not isinstance(x, torch.Tensor):
+            raise ValueError(f"TorchTensorSampler: {type(x).__name__} is not a torch.Tensor or a numpy array")
+        return x
+
+    def _create_random_tensor(self, x_info: TensorInfo, batch_size: int) -> torch.Tensor:
+        if x_info.dtype.is_complex:
+            raise RuntimeError(f"TorchTensorSampler makes no random {x_info.dtype} tensors (complex numbers)")
+        return torch.rand(batch_size, *x_info.shp).to(x_info.dtype)
+
+    def _get_info(self, x: torch.Tensor) -> tuple[torch.Size, torch.dtype]:
+        return x.shape[1:], x.dtype  # (the batch axis stripped)
+
+    def to_device(self, tensors_tuple: tuple, device: Any, standardize: bool = True) -> tuple:
+        """The tensors moved to ``device`` (a ``Device``, or a name); the model is not moved."""
+        target = torch.device(str(Device(device)) if not isinstance(device, torch.device) else device)
+        if standardize:
+            tensors_tuple = self.standardize_tensors(tensors_tuple)
+        return self._loop_over_tensors_tuple(tensors_tuple, lambda x: x.to(target))
+
+
+class TorchForwardPass(ForwardPass):
+    """deeplite's ``TorchForwardPass``: a ``ForwardPass`` whose ``model_call`` feeds torch tensors.
+
+    Unlike deeplite's, ``model_call`` never moves the model: the inputs go to the device the
+    model's parameters are on, and a ``device`` other than that one is an error that says so.
+    """
+
+    @property
+    def _tensor_sampler_cls(self) -> type[TorchTensorSampler]:
+        return TorchTensorSampler
+
+    def model_call(self, model: Any, x: Any, device: Any = None) -> Any:
+        if not self.expecting_common_inputs:
+            raise TypeError(f"{type(self).__name__}.model_call: with expecting_common_inputs=False, define model_call "
+                            "in the subclass (the default feeds tensors, or tuples / lists / dicts of tensors)")
+        if not isinstance(model, torch.nn.Module):
+            raise TypeError(f"{type(self).__name__}.model_call: the model must be a torch.nn.Module, got "
+                            f"{type(model).__name__}")
+        where = next((t.device for t in (*model.parameters(), *model.buffers())), torch.device("cpu"))
+        if device is not None and torch.device(str(Device(device))).type != where.type:
+            raise ValueError(f"{type(self).__name__}.model_call(device={device}): the model is on {where}; move the "
+                             f"model there yourself (the profiler never moves a model), or pass device={where.type!r}")
+        inputs = x if isinstance(x, Inputs) else Inputs(x if isinstance(x, (tuple, list)) else (x,))
+
+        def to(leaf: Any) -> Any:
+            return leaf.to(where) if isinstance(leaf, torch.Tensor) else leaf
+
+        return model(*pytree.tree_map(to, inputs.args), **pytree.tree_map(to, dict(inputs.kwargs)))
+
+
+class TorchDataLoader(LoaderBase):
+    """deeplite's ``TorchDataLoader``: wraps a ``torch.utils.data.DataLoader`` (or any sized iterable)."""
+
+    def dump_native_info(self) -> None:
+        return None
+
+    def load_native_info(self, native_state: Any) -> "TorchDataLoader":
+        return self
+
+    def __len__(self) -> int:
+        return len(self.native_dl)
+
+    def _create_iter(self) -> Any:
+        return iter(self.native_dl)
+
+    @property
+    def batch_size(self) -> int:
+        size = getattr(self.native_dl, "batch_size", None)
+        if size is None:
+            raise TypeError(f"TorchDataLoader.batch_size: the wrapped {type(self.native_dl).__name__} has no "
+                            "batch_size")
+        return size

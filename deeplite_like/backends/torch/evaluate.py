@@ -21,6 +21,7 @@ from torch import nn
 from torch.utils import _pytree as pytree
 
 from deeplite_like.backends.torch.state import model_device, preserved_model_state
+from deeplite_like.data import ForwardPass
 from deeplite_like.metrics.eval import parse_topk_names
 
 __all__ = ["EvalForwardPass", "accuracy", "topk_accuracy", "evaluate"]
@@ -37,6 +38,8 @@ class EvalForwardPass(Protocol):
 
 
 def _model_inputs(binding: Any, batch: Any) -> tuple[tuple, dict]:
+    if isinstance(binding, ForwardPass):  # (its extract_model_inputs has deeplite's shape; calling it gives both)
+        return binding(batch)
     extract = getattr(binding, "extract_model_inputs", None)
     if extract is None:
         if not callable(binding):

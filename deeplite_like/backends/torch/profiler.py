@@ -10,6 +10,7 @@ from deeplite_like.backends.torch.functions import DEFAULT_FUNCTIONS
 from deeplite_like.backends.torch.layers import SCRIPT_NO_LAYERS
 from deeplite_like.backends.torch.placement import checked_device
 from deeplite_like.data import ForwardPass, as_forward_pass
+from deeplite_like.loaders import carried_forward_pass
 from deeplite_like.profiler import Profiler
 from deeplite_like.threads import check_num_threads
 
@@ -44,7 +45,7 @@ class TorchProfiler(Profiler):
             raise TypeError(f"TorchProfiler needs a torch.nn.Module, got {type(model).__qualname__}")
         super().__init__(model, data_splits, name)
         # splits from enable_forward_pass_data_splits carry their ForwardPass (deeplite-profiler's way)
-        self.forward_pass = as_forward_pass(forward_pass or getattr(data_splits, "forward_pass", None), "TorchProfiler")
+        self.forward_pass = as_forward_pass(forward_pass or carried_forward_pass(data_splits), "TorchProfiler")
         if isinstance(model, torch.jit.ScriptModule):
             self.limits["layerwise_summary"] = SCRIPT_NO_LAYERS
         if register_defaults:

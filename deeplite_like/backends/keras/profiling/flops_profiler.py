@@ -40,14 +40,16 @@ class KerasFlopsProfiler(FlopsProfiler):
     in the thread that trains; only that thread and this model are profiled.
     """
 
-    def __init__(self, model: Any, *, model_parallel_size: int | None = None, process_group: Any = None,
+    def __init__(self, model: Any, ds_engine: Any = None, recompute_fwd_factor: float = 0.0, *,
+                 model_parallel_size: int | None = None, process_group: Any = None,
                  module_latency: bool = True, ignore_modules: Iterable[Any] | None = None) -> None:
         if not isinstance(model, keras.Layer):
             raise TypeError(f"KerasFlopsProfiler expects a Keras model or layer, got {type(model).__name__}")
         if process_group is not None:
             raise TypeError("process_group is a torch.distributed group; for a Keras model pass "
                             "model_parallel_size=<devices one copy of the model is split over>")
-        super().__init__(model, model_parallel_size=model_parallel_size, module_latency=module_latency,
+        super().__init__(model, ds_engine, recompute_fwd_factor, model_parallel_size=model_parallel_size,
+                         module_latency=module_latency,
                          ignore_modules=ignore_modules)
         self._session: Session | None = None
         self._ignore: list[Any] = []
@@ -80,7 +82,7 @@ class KerasFlopsProfiler(FlopsProfiler):
         return profile_of(session, module_latency=self.module_latency, ignore=self._ignore,
                           params=stats.total_params, trainable=stats.trainable_params,
                           forward_latency=session.recorder.forward_s or None, latencies=latencies, duration=duration,
-                          layer_seconds=session.recorder.seconds, step=step, mp=self.model_parallel_size or 1,
+                          layer_seconds=session.recorder.seconds, step=step, mp=self._model_parallel_size() or 1,
                           notes=notes)
 
 

@@ -49,18 +49,20 @@ class TorchFlopsProfiler(FlopsProfiler):
     per operator); time un-profiled steps for clean numbers.
     """
 
-    def __init__(self, model: nn.Module, *, model_parallel_size: int | None = None, process_group: Any = None,
+    def __init__(self, model: nn.Module, ds_engine: Any = None, recompute_fwd_factor: float = 0.0, *,
+                 model_parallel_size: int | None = None, process_group: Any = None,
                  module_latency: bool = True, ignore_modules: Iterable[Any] | None = None) -> None:
         if not isinstance(model, nn.Module):
             raise TypeError(f"TorchFlopsProfiler expects a torch.nn.Module, got {type(model).__name__}")
-        super().__init__(model, model_parallel_size=model_parallel_size, process_group=process_group,
+        super().__init__(model, ds_engine, recompute_fwd_factor, model_parallel_size=model_parallel_size,
+                         process_group=process_group,
                          module_latency=module_latency, ignore_modules=ignore_modules)
         self._window: _Window | None = None
 
     def _parallel(self) -> tuple[int, int | None]:
         dist = torch.distributed
         initialized = dist.is_available() and dist.is_initialized()
-        mp = self.model_parallel_size
+        mp = self._model_parallel_size()
         if mp is None and self.process_group is not None:
             if not initialized:
                 raise RuntimeError("FlopsProfiler got a process_group but torch.distributed is not initialized; "

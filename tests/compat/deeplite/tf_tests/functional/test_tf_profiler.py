@@ -1,0 +1,67 @@
+# Ported from Deeplite/deeplite-profiler 1.2.3 (tag 1.2.3-release), tests/tf_tests/functional/test_tf_profiler.py
+# By Deeplite (support@deeplite.ai), Apache License 2.0 (https://github.com/Deeplite/deeplite-profiler/blob/master/LICENSE).
+# Only the import lines (and mock.patch targets, which name modules) changed: deeplite.profiler.* -> deeplite_like
+# (deeplite.profiler.metrics -> deeplite_like.metrics), deeplite.torch_profiler.* -> deeplite_like.backends.torch,
+# deeplite.tf_profiler.* -> deeplite_like.backends.keras, tests.* -> tests.compat.deeplite.*.
+# The unused `from pytest_mock import mocker` is commented out (pytest-mock is not a test dependency here).
+import pytest
+# (deeplite: from pytest_mock import mocker -- unused by these tests, and pytest-mock is not a test dependency here)
+from unittest import mock
+
+from deeplite_like import EvaluationFunction
+from deeplite_like import ComputeEvalMetric
+from deeplite_like.metrics import Comparative
+from tests.compat.deeplite.tf_tests.functional import BaseFunctionalTest, TENSORFLOW_SUPPORTED, TENSORFLOW_AVAILABLE, get_profiler, make_model
+
+
+class TestTFProfiler(BaseFunctionalTest):
+    def test_empty_display_status(self, *args):
+        profiler = get_profiler()
+        profiler.display_status()
+
+    def test_compute_network_status(self, *args):
+        from deeplite_like import Device
+        device = Device.CPU
+        batch_size = 1
+        profiler = get_profiler()
+        status = profiler.compute_network_status(batch_size=batch_size, device=device, short_print=False,
+                                                 include_weights=True, print_mode='debug')
+        assert(status['flops'] == 0.122030433)
+        assert(status['total_params'] == 0.002432)
+        assert(status['execution_time'] > 0)
+        assert(status['model_size'] == 0.00927734375)
+        assert(status['memory_footprint'] == 15.89599609375)
+        assert(status['eval_metric'] == 100)
+        assert(status['layerwise_summary'])
+        assert 'inference_time' in status
+
+    @mock.patch('deeplite_like.metrics.Flops.get_comparative', return_value='coverage')
+    def test_compare_profiles(self, *args):
+        from deeplite_like import Device
+        device = Device.CPU
+        batch_size = 1
+        profiler = get_profiler()
+        profiler2 = profiler.clone(model=make_model())
+        profiler.compare(profiler2, short_print=False, batch_size=batch_size, device=device, print_mode='debug')
+        assert profiler.status_get('layerwise_summary') is not None
+        assert profiler2.status_get('layerwise_summary') is not None
+        assert all(v1 == v2 for (k1, v1), (k2, v2) in zip(profiler.status_items(), profiler2.status_items())
+                   if k1 not in ('layerwise_summary', 'inference_time', 'execution_time'))
+
+    def test_secondary_eval_override(self, *args):
+        profiler = get_profiler()
+        rval = {'acc': 1, 'b': 2, 'c': 4}
+        class DictReturnEval(EvaluationFunction):
+            def __call__(self, model, loader):
+                return rval
+
+        dummy_eval = DictReturnEval()
+        eval_profiler = ComputeEvalMetric(dummy_eval, 'acc', unit_name='%')
+        eval_profiler.add_secondary_metric('b')
+        eval_profiler.add_secondary_metric('c', 'ms', 'milliseconds', Comparative.DIV)
+        profiler.register_profiler_function(eval_profiler, override=True)
+        profiler.compute_status('eval_metric')
+        profiler.display_status()
+        assert profiler.status_get('eval_metric') == rval['acc']
+        assert profiler.status_get('b') == rval['b']
+        assert profiler.status_get('c') == rval['c']
