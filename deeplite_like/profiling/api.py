@@ -12,7 +12,7 @@ from deeplite_like.profiling.result import ModelProfile
 
 def get_model_profile(model: Any, input_shape: Sequence[int] | None = None, args: Sequence[Any] | None = None,
                       kwargs: Mapping[str, Any] | None = None, print_profile: bool = True, detailed: bool = True,
-                      module_depth: int = -1, top_modules: int = 3, warm_up: int = 1, as_string: bool = True,
+                      module_depth: int = -1, top_modules: int = 3, warm_up: int = 1, as_string: bool | None = None,
                       output_file: str | os.PathLike | None = None, ignore_modules: Iterable[Any] | None = None,
                       func_name: str = "forward", backward: bool = False, meta: bool = False, *,
                       module_latency: bool = True, loss_fn: Any = None, mode: str | None = None) -> ModelProfile:
@@ -33,7 +33,8 @@ def get_model_profile(model: Any, input_shape: Sequence[int] | None = None, args
         top_modules: how many module types per depth the aggregated view ranks.
         warm_up: calls before the timed ones, untimed (PyTorch: the counted call is the first of
             them: the default profile runs the model three times, counted, timed, timed per module).
-        as_string: write figures with SI prefixes (``1.23 GFLOPs``) rather than raw numbers.
+        as_string: write figures with SI prefixes (``1.23 GFLOPs``) rather than raw numbers (the
+            default); given ``True`` explicitly, the result also unpacks as DeepSpeed's three strings.
         output_file: write the report there (``.json``: JSON, ``.html``: HTML, else text).
         ignore_modules: module types (classes, or class names) whose cost is excluded from the
             totals and listed as excluded.
@@ -45,14 +46,15 @@ def get_model_profile(model: Any, input_shape: Sequence[int] | None = None, args
         mode: DeepSpeed's name for ``func_name`` (``mode='generate'``); give one of the two.
 
     Every argument is checked before the model runs: a wrong type or value is a ``TypeError`` /
-    ``ValueError`` naming the argument. A failing forward is a ``deeplite_like.ForwardError``
-    (both backends) naming the module or layer that failed; the original error is its cause.
+    ``ValueError`` naming the argument. A failing forward raises, as DeepSpeed's does, the model's
+    own exception (PyTorch), with a note naming the module that failed and the inputs it got; a
+    Keras model's is a ``deeplite_like.ForwardError`` naming the layer, the original its cause.
 
     Returns:
         The ``ModelProfile``: ``.params``, ``.macs``, ``.flops``, ``.forward_latency_s``,
         ``.forward_flops_per_s``, ``.phases``, ``.root`` (the tree), ``.aggregated()``,
         ``.to_dict()``, ``.to_text()``, ``.save(path)``. It unpacks as DeepSpeed's tuple:
-        ``flops, macs, params = get_model_profile(...)`` (raw ints).
+        ``flops, macs, params = get_model_profile(...)`` (raw ints; strings with ``as_string=True``).
     """
     if mode is not None:
         if func_name not in ("forward", mode):
@@ -67,6 +69,8 @@ def get_model_profile(model: Any, input_shape: Sequence[int] | None = None, args
         profile = profile_module(model).build_model_profile(
             model, input_shape=input_shape, args=args, kwargs=kwargs, warm_up=warm_up, ignore_modules=ignore_modules,
             func_name=func_name, backward=backward, meta=meta, module_latency=module_latency, loss_fn=loss_fn)
+    profile.strings = as_string is True
+    as_string = as_string is not False
     if output_file is not None:
         profile.save(output_file, module_depth, top_modules, detailed, as_string)
     elif print_profile:

@@ -135,7 +135,8 @@ class ModelProfile:
     """Totals, phases and the module tree of one profile of one model.
 
     It also unpacks as DeepSpeed's tuple: ``flops, macs, params = get_model_profile(...)`` gives
-    the raw ints (never strings, whatever ``as_string`` said about the printed report).
+    the raw ints, or DeepSpeed's strings when ``get_model_profile`` was asked ``as_string=True``
+    explicitly (``strings``).
 
     Attributes:
         model: the model's class name.
@@ -182,11 +183,20 @@ class ModelProfile:
     step: int | None = None
     notes: list[str] = field(default_factory=list)
     communication: list[CommStats] = field(default_factory=list)
+    strings: bool = False  # unpack as formatted strings (get_model_profile(..., as_string=True))
 
     # -- DeepSpeed's tuple -----------------------------------------------------------------
-    def __iter__(self) -> Iterator[int]:
-        """``flops, macs, params = profile``: DeepSpeed's return value, as raw ints (per device)."""
-        return iter((self.flops, self.macs, self.params))
+    def __iter__(self) -> Iterator[int | str]:
+        """``flops, macs, params = profile``: DeepSpeed's return value, raw ints (per device), or its
+        strings (``1.23 GFLOPs``) when ``strings``."""
+        return iter(self._triple())
+
+    def _triple(self) -> tuple:
+        if not self.strings:
+            return (self.flops, self.macs, self.params)
+        from deeplite_like.profiling import formatting as fmt
+
+        return fmt.count(self.flops, "FLOPs"), fmt.count(self.macs, "MACs"), fmt.count(self.params)
 
     def __len__(self) -> int:
         return 3
@@ -194,7 +204,7 @@ class ModelProfile:
     def __eq__(self, other: object) -> bool:
         """Equal to DeepSpeed's tuple ``(flops, macs, params)`` when the figures are; else as a dataclass."""
         if isinstance(other, tuple):
-            return tuple(self) == other
+            return self._triple() == other
         if type(other) is not type(self):
             return NotImplemented
         return all(getattr(self, f.name) == getattr(other, f.name) for f in fields(self))
@@ -203,7 +213,7 @@ class ModelProfile:
 
     def __getitem__(self, index: int | slice) -> int | tuple:
         """``profile[0]`` is the FLOPs, ``[1]`` the MACs, ``[2]`` the params (DeepSpeed's tuple order)."""
-        return (self.flops, self.macs, self.params)[index]
+        return self._triple()[index]
 
     # -- figures --------------------------------------------------------------------------
     def phase(self, name: str) -> PhaseStats:

@@ -13,9 +13,6 @@ _THROUGHPUT = ("compares every key but the timed ones deeplite knew; 'throughput
                "execution time) is timed too and differs run to run")
 _MOCKED = ("patches deeplite internals that do not exist here (ComputeComplexity._compute_complexity, get_temp_model) "
            "to profile a MagicMock as the model; the profilers need a real model")
-_FORWARD_ERROR = ("expects the user's exception object itself; a failing forward is a deeplite_like.ForwardError naming "
-                  "the module, with the user's exception as its cause")
-_STRINGS = "expects strings from as_string=True; get_model_profile's figures are always raw ints here"
 
 EXPECTED_FAILURES = {
     "deeplite/torch_tests/functional/test_torch_profiler.py::TestTorchProfiler::test_compute_network_status": _SCALED,
@@ -25,10 +22,6 @@ EXPECTED_FAILURES = {
     **{f"deeplite/{kind}_tests/unit/test_{kind}_profiler.py::Test{cls}Profiler::test_{name}": _MOCKED
        for kind, cls in (("torch", "Torch"), ("tf", "TF"))
        for name in ("compute_flops", "compute_execution_time", "compute_size", "compute_memory_footprint")},
-    **{f"deepspeed/test_profile_cleanup.py::test_model_profile_cleans_up_after_exception[{case}]": _FORWARD_ERROR
-       for case in ("forward-False", "forward-True", "generate-False", "generate-True")},
-    **{f"deepspeed/test_profile_cleanup.py::test_model_profile_string_return_unchanged[{mode}]": _STRINGS
-       for mode in ("forward", "generate")},
 }
 
 

@@ -24,14 +24,18 @@ def test_get_model_profile_unpacks_as_flops_macs_params_with_every_seed_004_keyw
                                             print_profile=True, detailed=True, module_depth=-1, top_modules=1,
                                             warm_up=10, as_string=True, output_file=None, ignore_modules=None,
                                             func_name="forward")
-    assert (flops, macs, params) == (3 * FLOPS, 3 * MACS, PARAMS)
-    assert all(type(v) is int for v in (flops, macs, params))
+    # as_string=True given explicitly: DeepSpeed's three strings (its own test suite asserts them)
+    assert all(type(v) is str and v for v in (flops, macs, params))
+    assert flops == "342 FLOPs"  # 3 * 114
     printed = capsys.readouterr().out
     assert "(0): Linear(in_features=4, out_features=8, bias=True)" in printed  # detailed tree
     assert "342 FLOPs" in printed  # as_string: 3 * 114
 
 
 def test_profile_stays_the_rich_object_and_indexes_like_the_tuple():
+    # without as_string (or with as_string=False) the tuple is the raw ints
+    assert tuple(get_model_profile(mlp(), input_shape=(3, 4), print_profile=False, as_string=False)) == (
+        3 * FLOPS, 3 * MACS, PARAMS)
     profile = get_model_profile(mlp(), input_shape=(1, 4), print_profile=False)
     assert len(profile) == 3 and tuple(profile) == (FLOPS, MACS, PARAMS)
     assert (profile[0], profile[1], profile[2], profile[-1]) == (FLOPS, MACS, PARAMS, PARAMS)

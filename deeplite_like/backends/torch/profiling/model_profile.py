@@ -73,6 +73,10 @@ def build_model_profile(model: nn.Module, *, input_shape: Sequence[int] | None =
                 try:
                     output = run.forward()
                 except Exception as exc:
+                    # DeepSpeed's API: the model's own exception object, told where it happened
+                    if hasattr(exc, "add_note"):
+                        exc.add_note(str(forward_error(model, exc, mode, built, func_name)))
+                        raise
                     raise forward_error(model, exc, mode, built, func_name) from exc
                 if backward:
                     run.run_backward(run.loss(output))
