@@ -192,3 +192,12 @@ def test_a_non_leaf_input_written_in_place_runs_as_in_plain_torch(meta):
     counted = count_ops(Inplace(), x, backward=True, meta=meta)
     assert counted.phases["forward"].macs == 9 and counted.phases["backward"].macs == 18
     assert torch.equal(x.detach(), before)  # the caller's tensor is not written
+
+
+def test_get_model_profile_backward_with_reentrant_checkpointing():
+    # the same model as test_reentrant_checkpointing_counts_the_recomputation: 512 + 1280 MACs
+    from deeplite_like.profiling import get_model_profile
+
+    profile = get_model_profile(ReentrantCheckpointed(), args=[torch.randn(4, 8, requires_grad=True)],
+                                backward=True, print_profile=False, as_string=False)
+    assert profile.phase("forward").macs == 512 and profile.phase("backward").macs == 1280

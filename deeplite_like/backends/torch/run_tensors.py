@@ -1,7 +1,7 @@
 """The small tensor helpers every measuring pass needs, written once (counting, profiles, memory, timing).
 
 * ``tensors_in``: the tensors of inputs or outputs, in any nesting of containers and mappings;
-* ``meta_like`` / ``fresh_leaf``: a meta twin of a tensor, a fresh autograd leaf;
+* ``meta_like``: a meta twin of a tensor;
 * ``loss_of``: the scalar a counted backward pass differentiates;
 * ``batch_size_of`` / ``required_batch_size`` / ``first_tensor_batch``: the batch size of the inputs.
 """
@@ -15,7 +15,7 @@ from torch.utils import _pytree as pytree
 
 from .errors import BackwardError
 
-__all__ = ["batch_size_of", "first_tensor_batch", "fresh_leaf", "loss_of", "meta_like", "required_batch_size",
+__all__ = ["batch_size_of", "first_tensor_batch", "loss_of", "meta_like", "required_batch_size",
            "tensors_in"]
 
 
@@ -32,11 +32,6 @@ def meta_like(tensor: torch.Tensor) -> torch.Tensor:
     """A meta tensor with the shape, strides, dtype and ``requires_grad`` of ``tensor``."""
     meta = torch.empty_strided(tensor.shape, tensor.stride(), dtype=tensor.dtype, device="meta")
     return meta.requires_grad_(True) if tensor.requires_grad else meta
-
-
-def fresh_leaf(tensor: torch.Tensor) -> torch.Tensor:
-    """``tensor`` detached as a new leaf that requires grad, if it required grad (backward stops there)."""
-    return tensor.detach().requires_grad_(True) if tensor.requires_grad else tensor
 
 
 def loss_of(output: Any, loss_fn: Callable[[Any], torch.Tensor] | None) -> torch.Tensor:

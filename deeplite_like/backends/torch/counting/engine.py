@@ -139,8 +139,7 @@ def observe(model: torch.nn.Module, args: tuple, kwargs: dict, *, backward: bool
         mode.layers = {}
     stats = None
     # which inputs are non-leaves that require grad: the forward may write those in place (as plain torch allows)
-    non_leaves = [isinstance(t, torch.Tensor) and t.requires_grad and not t.is_leaf
-                  for t in pytree.tree_leaves((args, kwargs))]
+    non_leaves = non_leaf_inputs(args, kwargs)
     input_leaves: list[torch.Tensor] = []
 
     with contextlib.ExitStack() as cleanup:  # unwinds in reverse: the mode exits first
@@ -156,7 +155,7 @@ def observe(model: torch.nn.Module, args: tuple, kwargs: dict, *, backward: bool
         else:
             cleanup.enter_context(_restored_tensors(slots, mode))
         if backward:  # fresh leaves: backward stops at the inputs, the caller's tensors get no .grad
-            args, kwargs, input_leaves = _grad_inputs(args, kwargs, non_leaves)
+            args, kwargs, input_leaves = grad_inputs(args, kwargs, non_leaves)
             cleanup.enter_context(_preserved_grads(model))
         inputs = list(tensors_in((args, kwargs)))
         if memory:  # the inputs are live from the start; parameters, buffers and inputs are not activations
@@ -181,7 +180,7 @@ def observe(model: torch.nn.Module, args: tuple, kwargs: dict, *, backward: bool
             mode.set_phase("loss")
             loss = loss_of(output, loss_fn)
             mode.set_phase("backward")
-            _backward(loss, [] if is_fully_sharded(model) else _leaves(model, state) + input_leaves)
+            backward_pass(loss, [] if is_fully_sharded(model) else _leaves(model, state) + input_leaves)
         del output
 
     result = mode.finish()
@@ -220,7 +219,7 @@ def _forward_error(model: torch.nn.Module, exc: Exception, mode: CountingMode, o
                         f"{describe_args(frame.args, frame.kwargs)}: {what}. {hint}")
 
 
-def _backward(loss: torch.Tensor, leaves: list[torch.Tensor]) -> None:
+def backward_pass(loss: torch.Tensor, leaves: list[torch.Tensor], failed: str = "the backward pass failed") -> None:
     # ``inputs=`` keeps the pass to the model's parameters and our own input leaves: it never
     # reaches into a graph the caller built (e.g. a loss_fn target that requires grad).
     # An FSDP2 model gets none: its graph's leaves are the unsharded parameters it gathered,
@@ -235,7 +234,7 @@ def _backward(loss: torch.Tensor, leaves: list[torch.Tensor]) -> None:
             leaves = []
         torch.autograd.backward(loss, inputs=leaves or None)
     except Exception as exc:
-        raise BackwardError(f"the backward pass failed: {type(exc).__name__}: {exc}") from exc
+        raise BackwardError(f"{failed}: {type(exc).__name__}: {exc}") from exc
     finally:
         for tensor, grad in foreign:
             tensor.grad = grad
@@ -329,7 +328,12 @@ def _leaves(model: torch.nn.Module, state: dict) -> list[torch.Tensor]:
     return [p for p in params if p.requires_grad]
 
 
-def _grad_inputs(args: tuple, kwargs: dict, non_leaves: list[bool]) -> tuple[tuple, dict, list[torch.Tensor]]:
+def non_leaf_inputs(args: tuple, kwargs: dict) -> list[bool]:
+    """For each leaf of ``(args, kwargs)``: whether it is a non-leaf tensor that requires grad (``grad_inputs``)."""
+    return [isinstance(t, torch.Tensor) and t.requires_grad and not t.is_leaf for t in pytree.tree_leaves((args, kwargs))]
+
+
+def grad_inputs(args: tuple, kwargs: dict, non_leaves: list[bool]) -> tuple[tuple, dict, list[torch.Tensor]]:
     """The inputs that require grad as fresh autograd leaves of ours (backward stops there, the
     caller's tensors get no ``.grad``), and those leaves.
 

@@ -10,13 +10,12 @@ from typing import Any, Callable
 
 import torch
 from torch import nn
-from torch.utils import _pytree as pytree
 
-from ..counting.engine import to_meta
+from ..counting.engine import backward_pass, grad_inputs, non_leaf_inputs, to_meta
 from ..state import swapped_tensors
 from ..counting.meta_values import MetaValues
-from ..errors import BackwardError, ForwardError
-from ..run_tensors import fresh_leaf, loss_of, tensors_in
+from ..errors import ForwardError
+from ..run_tensors import loss_of
 from ..input_failures import fixed_batch_hint
 from .entry_point import call_entry
 from .phases import PhaseCountingMode
@@ -43,10 +42,12 @@ class ProfileRun:
         self.model, self.func_name, self.loss_fn = model, func_name, loss_fn
         self.backward, self.on_meta = backward, on_meta
         self.copies: dict[int, torch.Tensor] = {}  # on meta: id(original) -> meta copy (``swapped_tensors``)
+        non_leaves = non_leaf_inputs(args, kwargs)
         if on_meta:
             _, self.copies, args, kwargs = to_meta(model, args, kwargs, values)
+        self.input_leaves: list[torch.Tensor] = []
         if backward:  # fresh leaves: backward stops at the inputs; the caller's tensors get no .grad
-            args, kwargs = pytree.tree_map_only(torch.Tensor, fresh_leaf, (args, kwargs))
+            args, kwargs, self.input_leaves = grad_inputs(args, kwargs, non_leaves)
         self.args, self.kwargs = args, kwargs
         self.mode: PhaseCountingMode | None = None  # set for the counted call
 
@@ -63,15 +64,10 @@ class ProfileRun:
 
     def run_backward(self, loss: torch.Tensor) -> None:
         params = [self.copies.get(id(p), p) for p in self.model.parameters()]
-        leaves = [p for p in params if p.requires_grad]
-        leaves += [t for t in tensors_in((self.args, self.kwargs)) if t.requires_grad and t.is_leaf]
+        leaves = [p for p in params if p.requires_grad] + self.input_leaves
         for p in self.model.parameters():
             p.grad = None
-        try:
-            torch.autograd.backward(loss, inputs=leaves or None)
-        except Exception as exc:
-            raise BackwardError(f"the backward pass of {type(self.model).__name__} failed: "
-                                f"{type(exc).__name__}: {exc}") from exc
+        backward_pass(loss, leaves, f"the backward pass of {type(self.model).__name__} failed")
 
 
 def timed(fn: Callable[[], Any], sync: Callable[[], None]) -> tuple[Any, float]:
