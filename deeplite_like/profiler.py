@@ -5,6 +5,7 @@ import contextlib
 import difflib
 import inspect
 import logging
+import threading
 from collections import namedtuple
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping
@@ -19,6 +20,7 @@ from deeplite_like.status import Detailed, StatusKey
 logger = getLogger()  # (deeplite's holder: setLogger swaps the logger behind it)
 
 _UNSET = object()
+_LOCKS_LOCK = threading.Lock()  # (makes each profiler's own lock once)
 
 
 @dataclass
@@ -263,15 +265,32 @@ class Profiler:
         return name
 
     def compute_status(self, key: Any, recompute: bool = False, **kwargs: Any) -> Any:
-        """Compute (or return the cached) value of ``key``; ``kwargs`` are piped by name."""
+        """Compute (or return the cached) value of ``key``; ``kwargs`` are piped by name.
+
+        Threads sharing one profiler take turns (``_exclusive``): each gets the value computed
+        for its own arguments.
+        """
         name = self._key_name(key)
         self._check_kwargs(kwargs)
         registration = self._owner[name]
-        with called_as("compute_status"):
+        with self._exclusive(), called_as("compute_status"):
             if recompute or self._stale(registration, kwargs):
                 self._check_options(self._piped(registration, kwargs))
                 self._run(registration, kwargs)
-        return self._status[name].value
+            return self._status[name].value
+
+    def _exclusive(self) -> threading.RLock:
+        """This profiler's lock: a computation and the values it returns belong to one thread at a time."""
+        lock = self.__dict__.get("_lock")
+        if lock is None:
+            with _LOCKS_LOCK:
+                lock = self.__dict__.setdefault("_lock", threading.RLock())
+        return lock
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        state.pop("_lock", None)  # (a lock cannot be copied or pickled; a copy gets its own)
+        return state
 
     def compute_network_status(self, recompute: bool = False, print_mode: Any = None, short_print: bool = True,
                                **kwargs: Any):
@@ -285,8 +304,9 @@ class Profiler:
         level = _print_level(print_mode)
         self._check_kwargs(kwargs)
         self._check_options(kwargs)
-        self._compute_all(kwargs, recompute)
-        report = self.report(short_print=short_print)
+        with self._exclusive():  # (threads sharing the profiler take turns: each gets its own report)
+            self._compute_all(kwargs, recompute)
+            report = self.report(short_print=short_print)
         _emit(report, level)
         return report
 
@@ -492,7 +512,7 @@ class Profiler:
         The clone keeps this profiler's name unless ``name`` is given.
         """
         other = self.__class__.__new__(self.__class__)
-        other.__dict__.update(self.__dict__)
+        other.__dict__.update(self.__getstate__())  # (not this profiler's lock: the clone makes its own)
         other.model = self.model if model is None else model
         other.data_splits = self.data_splits if data_splits is None else data_splits
         other.name = self.name if name is None else name

@@ -153,3 +153,56 @@ def test_multi_input_models_take_lists_or_dicts_of_shapes_and_integer_inputs_get
     by_list = count(model, [(2, 5), (2, 5, 4)])
     by_dict = count(model, {"ids": (2, 5), "feats": (2, 5, 4)})
     assert (by_list.macs, by_list.flops) == (by_dict.macs, by_dict.flops) == (40, 130)
+
+
+# -- issue 29: a call that writes a trainable weight; threads ---------------------------------------
+class _WritesItsKernel(L.Layer):
+    """A Dense-like layer whose call nudges its own trainable kernel (a user's 'online update')."""
+
+    def build(self, input_shape):
+        self.kernel = self.add_weight(shape=(input_shape[-1], 3), initializer="ones", name="kernel")
+
+    def call(self, x):
+        self.kernel.assign_add(keras.ops.ones_like(self.kernel))
+        return keras.ops.matmul(x, self.kernel)
+
+
+def test_a_call_that_writes_a_trainable_weight_is_undone():
+    model = keras.Sequential([keras.Input((4,)), _WritesItsKernel(name="writer")])
+    model.compile(optimizer="sgd", loss="mse")
+    before = _snapshot(model)
+    counted = count_ops(model, (2, 4))
+    assert counted.macs == 2 * 4 * 3  # (2, 4) @ (4, 3): 24
+    _assert_same(before, _snapshot(model))
+
+
+def test_threads_counting_one_keras_model_never_mix_numbers_nor_leave_wrappers():
+    # 3 threads, 12 rounds: every count that comes back is the single-threaded one (Dense(4->8) and
+    # Dense(8->2) on 2 rows: 2*4*8 + 2*8*2 = 96 MACs), any other is refused by name; no wrapper stays.
+    import threading
+
+    from deeplite_like.safety import ConcurrentMeasurementError
+
+    model = keras.Sequential([keras.Input((4,)), L.Dense(8, name="fc1"), L.Dense(2, name="fc2")])
+    model.compile(optimizer="sgd", loss="mse")
+    before = _snapshot(model)
+    outcomes = []
+
+    def run():
+        for _ in range(4):
+            try:
+                result = count_ops(model, (2, 4))
+                outcomes.append((result.macs, result.flops))
+            except ConcurrentMeasurementError as exc:
+                assert "is being measured by" in str(exc)
+                outcomes.append("refused")
+
+    threads = [threading.Thread(target=run) for _ in range(3)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    expected = count_ops(model, (2, 4))
+    assert expected.macs == 96
+    assert len(outcomes) == 12 and set(outcomes) <= {(expected.macs, expected.flops), "refused"}
+    _assert_same(before, _snapshot(model))

@@ -96,15 +96,25 @@ def test_a_thread_running_the_model_while_it_is_counted_is_neither_counted_nor_c
     assert_no_trace_of_counting(model)
 
 
-def test_two_threads_counting_the_same_model_interleaved():
+def test_a_second_thread_counting_the_same_model_meanwhile_is_refused_by_name():
+    # Two threads measuring one model would restore each other's snapshots (buffers, grads): the
+    # second is refused at once, naming the thread measuring it (waiting would deadlock here: the
+    # first thread's forward waits for the second). The first count is exact and the model untouched.
+    from deeplite_like.safety import ConcurrentMeasurementError
+
     x = torch.randn(BATCH, 4)
-    inner: list = []
-    model = gated_mlp(lambda: run_in_thread(lambda: inner.append(count_ops(model, x))))
-    outer = count_ops(model, x)  # the whole inner count runs while the outer one is inside the Gate
-    for result in (outer, inner[0]):
-        assert (result.macs, result.flops) == (MLP_MACS, MLP_FLOPS)
-        assert {name: s.calls for name, s in result.by_module.items()} == {"": 1, "0": 1, "1": 1, "2": 1}
-        assert stats(result.by_module["2"]) == (LAYER_MACS, 2 * LAYER_MACS, 1)
+    refused: list = []
+
+    def inner_count():
+        with pytest.raises(ConcurrentMeasurementError, match=r"Sequential is being measured by MainThread") as info:
+            count_ops(model, x)
+        refused.append(info.value)
+
+    model = gated_mlp(lambda: run_in_thread(inner_count))
+    outer = count_ops(model, x)  # the inner count is tried while the outer one is inside the Gate
+    assert len(refused) == 1
+    assert (outer.macs, outer.flops) == (MLP_MACS, MLP_FLOPS)
+    assert {name: s.calls for name, s in outer.by_module.items()} == {"": 1, "0": 1, "1": 1, "2": 1}
     assert_no_trace_of_counting(model)
 
 

@@ -37,7 +37,8 @@ def test_restores_modes_requires_grad_hooks_and_grads_after_an_exception():
             net[0].register_forward_hook(lambda m, i, o: calls.append("stray"))
             net[2].register_forward_pre_hook(lambda m, i: None)
             net[0].weight.register_hook(lambda g: g)
-            torch.nn.modules.module.register_module_forward_hook(lambda m, i, o: None)
+            # a global hook registered meanwhile (by another thread, say) is not ours to remove
+            other_threads_hook = torch.nn.modules.module.register_module_forward_hook(lambda m, i, o: None)
             net(torch.randn(5, 3)).sum().backward()  # fills fresh grads
             raise _Boom
 
@@ -48,6 +49,8 @@ def test_restores_modes_requires_grad_hooks_and_grads_after_an_exception():
     assert list(net[0]._forward_hooks) == [user_hook.id]
     assert len(net[2]._forward_pre_hooks) == 0
     assert not net[0].weight._backward_hooks
+    assert other_threads_hook.id in torch.nn.modules.module._global_forward_hooks
+    other_threads_hook.remove()
     assert dict(torch.nn.modules.module._global_forward_hooks) == global_hooks
     net.eval()
     calls.clear()

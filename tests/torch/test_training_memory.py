@@ -198,8 +198,12 @@ def test_real_step_agrees_with_profiler_memory_events(case):
     theirs = _profiler_peak(lambda: estimate_training_memory(model, *args, meta=False, **kwargs))
     seen = ours.peak_bytes - ours.input_bytes
     # The profiler also sees the snapshot that leaves the model as found, taken before the step and
-    # live through it: the random generator state and a copy of every buffer.
+    # live through it: the random generator state, a copy of every buffer and of every small parameter
+    # (state.SMALL_PARAMETER: put back if the forward writes it in place).
+    from deeplite_like.backends.torch.state import SMALL_PARAMETER
+
     snapshot = torch.get_rng_state().numel() + sum(b.numel() * b.element_size() for b in model.buffers())
+    snapshot += sum(p.numel() * p.element_size() for p in model.parameters() if p.numel() <= SMALL_PARAMETER)
     assert seen + ours.optimizer_host_bytes <= theirs <= seen + ours.optimizer_host_bytes + snapshot + 64
 
 

@@ -10,15 +10,16 @@ the run raises):
 
 * every layer's ``trainable`` flag (and so each variable's ``trainable``);
 * every layer's list of added losses (activity regularisers add to it on each call);
-* the values of every non-trainable variable, in any mode (``restore_values=False`` skips
+* the values of every variable, trainable or not, in any mode (``restore_values=False`` skips
   it): batch-norm moving statistics and dropout seed states (they advance in training mode),
-  RNN states (stateful RNNs advance in any mode), and a layer's own counters or caches
-  (``assign_add`` in ``call`` runs in inference too). Values are copied and compared with
-  ``keras.ops`` on the backend's own tensors (no round trip through NumPy) and written back
-  only where the run changed them.
+  RNN states (stateful RNNs advance in any mode), a layer's own counters or caches
+  (``assign_add`` in ``call`` runs in inference too), and a trainable weight a ``call`` writes.
+  Values are copied and compared with ``keras.ops`` on the backend's own tensors (no round trip
+  through NumPy) and written back only where the run changed them; the copy holds one copy of
+  the model's weights for the duration of the run.
 
-Not restored: trainable weights changed by the body (an optimizer step); a measurement must
-not do that.
+The restore runs to its end whatever interrupts it (Ctrl-C is raised after it), and threads
+measuring the same model take turns (``deeplite_like.safety``).
 
 Keras is imported on first use (the counting engine, whose package imports no framework,
 uses this guard too).
@@ -29,6 +30,7 @@ import contextlib
 from typing import Any, Iterator
 
 from deeplite_like.backends.keras._tf import import_keras
+from deeplite_like.safety import interrupt_guard, model_lock, restore_all, restore_each, uninterruptible
 
 __all__ = ["preserved_model_state"]
 
@@ -41,18 +43,23 @@ def preserved_model_state(model: Any, restore_values: bool = True) -> Iterator[A
         raise TypeError(f"preserved_model_state expects a Keras model or layer, got {type(model).__name__}")
     ops = keras.ops
     layers = list(model._flatten_layers(include_self=True, recursive=True))
-    flags = [(layer, layer.trainable) for layer in layers]
-    losses = [(layer, list(layer._losses)) for layer in layers if isinstance(getattr(layer, "_losses", None), list)]
-    values = [(v, ops.copy(v.value)) for v in model.non_trainable_variables] if restore_values else []
-    try:
-        yield model
-    finally:
-        for layer, trainable in flags:
-            if layer.trainable != trainable:
-                layer.trainable = trainable
-        for layer, kept in losses:
-            layer._losses[:] = kept
-        for variable, before in values:
+    with model_lock(layers), interrupt_guard():  # one thread at a time; Ctrl-C never half-restores
+        flags = [(layer, layer.trainable) for layer in layers]
+        losses = [(layer, list(layer._losses)) for layer in layers
+                  if isinstance(getattr(layer, "_losses", None), list)]
+        values = [(v, ops.copy(v.value)) for v in model.variables] if restore_values else []
+
+        def put_back(entry: tuple[Any, Any]) -> None:
+            variable, before = entry
             now = variable.value
             if tuple(now.shape) != tuple(before.shape) or not bool(ops.all(ops.equal(now, before))):
                 variable.assign(before)
+
+        try:
+            yield model
+        finally:
+            with uninterruptible():
+                restore_all(lambda: restore_each([(layer, t) for layer, t in flags if layer.trainable != t],
+                                                 lambda entry: setattr(entry[0], "trainable", entry[1])),
+                            lambda: restore_each(losses, lambda e: e[0]._losses.__setitem__(slice(None), e[1])),
+                            lambda: restore_each(values, put_back))

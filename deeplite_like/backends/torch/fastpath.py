@@ -15,6 +15,8 @@ from typing import Iterator
 
 import torch
 
+from deeplite_like.safety import uninterruptible
+
 __all__ = ["eager_flex_attention", "unfused"]
 
 _lock = threading.Lock()
@@ -37,7 +39,7 @@ def unfused() -> Iterator[None]:
     try:
         yield
     finally:
-        with _lock:
+        with uninterruptible(), _lock:
             _users[0] -= 1
             if _users[0] == 0:
                 mha.set_fastpath_enabled(_before[0])
@@ -70,7 +72,7 @@ def eager_flex_attention() -> Iterator[None]:
     try:
         yield
     finally:
-        with _flex_lock:
+        with uninterruptible(), _flex_lock:
             _flex_users[0] -= 1
             if _flex_users[0] == 0:
                 flex._FLEX_ATTENTION_DISABLE_COMPILE_DEBUG = _flex_before[0]

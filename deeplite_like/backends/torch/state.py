@@ -23,9 +23,11 @@ a model. Everything a measurement may touch is snapshotted on entry and put back
 * ``.grad`` of every parameter: it is *set aside* (the body sees ``None``) and put back on
   exit, so a backward run inside the body neither reads nor accumulates into the user's
   gradients;
-* every hook dict: each module's forward/backward/state-dict hook dicts, the global module
-  hooks of ``torch.nn.modules.module``, and the tensor hooks of parameters. Hook dicts are
-  restored in place (cleared and refilled), because hook handles refer to the dict object;
+* every hook dict: each module's forward/backward/state-dict hook dicts and the tensor hooks of
+  parameters. Hook dicts are restored in place (cleared and refilled), because hook handles
+  refer to the dict object. torch's *global* module hooks are not snapshotted: they are shared
+  by every thread (restoring a snapshot would bring back another thread's removed hooks), and
+  each of ours is removed by its owner in ``finally`` (``remove_global_module_hooks``);
 * the random generators: CPU, and CUDA on the devices the model is on (a dropout in train mode,
   ``torch.rand`` in a forward draw numbers), with ``torch.random.fork_rng``.
 """
@@ -43,6 +45,8 @@ import torch
 from torch import nn
 from torch.nn.modules import module as _module_globals
 
+from deeplite_like.safety import interrupt_guard, model_lock, restore_all, restore_each, uninterruptible
+
 __all__ = ["add_global_module_hooks", "kept_random_state", "kept_tensor_attributes", "model_device",
            "preserved_model_state", "remove_global_module_hooks", "tensor_attributes"]
 
@@ -59,19 +63,6 @@ _MODULE_HOOK_DICTS = (
     "_state_dict_pre_hooks",
     "_load_state_dict_pre_hooks",
     "_load_state_dict_post_hooks",
-)
-
-# Global hook dicts shared by every module (``register_module_forward_hook`` and friends).
-_GLOBAL_HOOK_DICTS = (
-    "_global_forward_hooks",
-    "_global_forward_hooks_with_kwargs",
-    "_global_forward_hooks_always_called",
-    "_global_forward_pre_hooks",
-    "_global_backward_hooks",
-    "_global_backward_pre_hooks",
-    "_global_buffer_registration_hooks",
-    "_global_module_registration_hooks",
-    "_global_parameter_registration_hooks",
 )
 
 #: Parameters with at most this many elements are copied on entry and written back when the body wrote
@@ -94,10 +85,12 @@ def add_global_module_hooks(pre: Any, post: Any) -> list:
 
 def remove_global_module_hooks(handles: list) -> None:
     """Remove hooks made by ``add_global_module_hooks`` (popped from ``handles``: safe to call twice)."""
-    while handles:
-        handle = handles.pop()
-        handle.remove()
-        _module_globals._global_forward_hooks_with_kwargs.pop(handle.id, None)
+    with uninterruptible():
+        while handles:
+            handle = handles[-1]
+            handle.remove()
+            _module_globals._global_forward_hooks_with_kwargs.pop(handle.id, None)
+            handles.pop()
 
 
 @dataclass
@@ -228,16 +221,18 @@ def kept_tensor_attributes(modules: Iterable[nn.Module]) -> Iterator[None]:
             for tensor in attributes.values():
                 if id(tensor) not in values and not tensor.is_meta and not tensor.is_inference():
                     values[id(tensor)] = (tensor, tensor.detach().clone())
+    def write_back(entry: tuple[torch.Tensor, torch.Tensor]) -> None:
+        tensor, before = entry
+        if tensor.shape == before.shape and tensor.dtype == before.dtype:
+            tensor.copy_(before)
+
     try:
         yield
     finally:
-        for module, attributes in saved:
-            if attributes or _has_tensor_attribute(module):
-                _restore_tensor_attributes(module, attributes)
-        with torch.no_grad():
-            for tensor, before in values.values():
-                if tensor.shape == before.shape and tensor.dtype == before.dtype:
-                    tensor.copy_(before)
+        with uninterruptible(), torch.no_grad():
+            restore_all(lambda: restore_each([(m, a) for m, a in saved if a or _has_tensor_attribute(m)],
+                                             lambda entry: _restore_tensor_attributes(*entry)),
+                        lambda: restore_each(values.values(), write_back))
 
 
 def _restore_tensor_attributes(module: nn.Module, attributes: dict[str, torch.Tensor]) -> None:
@@ -266,12 +261,13 @@ def kept_random_state(model: nn.Module | None = None) -> Iterator[None]:
     try:
         yield
     finally:
-        torch.set_rng_state(cpu_state)
-        if cuda_states is not None:
-            torch.cuda.set_rng_state_all(cuda_states)
-        random.setstate(python_state)
-        if numpy_state is not None:
-            numpy.random.set_state(numpy_state)
+        with uninterruptible():
+            torch.set_rng_state(cpu_state)
+            if cuda_states is not None:
+                torch.cuda.set_rng_state_all(cuda_states)
+            random.setstate(python_state)
+            if numpy_state is not None:
+                numpy.random.set_state(numpy_state)
 
 
 @contextlib.contextmanager
@@ -292,8 +288,13 @@ def swapped_tensors(model: nn.Module, copies: dict[int, torch.Tensor]) -> Iterat
             table[name] = copies[id(tensor)]
         yield
     finally:
-        for table, name, tensor in saved:
-            table[name] = tensor
+        with uninterruptible():
+            restore_each(saved, _put_back)
+
+
+def _put_back(entry: tuple[Any, str, torch.Tensor]) -> None:
+    table, name, tensor = entry
+    table[name] = tensor
 
 
 @contextlib.contextmanager
@@ -302,7 +303,7 @@ def preserved_model_state(model: nn.Module, restore_buffer_values: bool = True) 
 
     Restored (also when the body raises): every module's ``training`` flag; each module's
     parameter, buffer and submodule dicts; each parameter's and buffer's device, dtype and
-    storage; ``requires_grad``; every hook dict (module, global module, parameter tensor); the
+    storage; ``requires_grad``; every hook dict (module, parameter tensor); the
     values of every buffer, in any mode (costs one copy of the buffers;
     ``restore_buffer_values=False`` skips it); the tensors kept as plain module attributes
     (``kept_tensor_attributes``); the random generators (``kept_random_state``). Parameter
@@ -312,34 +313,37 @@ def preserved_model_state(model: nn.Module, restore_buffer_values: bool = True) 
     parameters of up to ``SMALL_PARAMETER`` elements are copied on entry and written back if their
     version counter moved; a larger one written in place is warned about (an optimizer step on the
     model itself - a measurement must not do that).
+
+    Safe against Ctrl-C and threads (``deeplite_like.safety``): the restore runs to its end
+    whatever interrupts it (the interrupt is raised after), one failing step does not skip the
+    others, and two threads measuring the same model take turns.
     """
     if not isinstance(model, nn.Module):
         raise TypeError(f"preserved_model_state expects a torch.nn.Module, got {type(model).__name__}")
     modules = list(model.modules())
-    module_snaps = [_snapshot_module(m) for m in modules]
-    param_snaps = [_snapshot_tensor(p, True, False) for p in model.parameters()]
-    buffer_snaps = [_snapshot_tensor(b, False, restore_buffer_values) for b in model.buffers()]
-    global_snaps = _snapshot_hook_dicts(_module_globals, _GLOBAL_HOOK_DICTS)
-    for p in model.parameters():
-        p.grad = None
-    try:
-        with kept_random_state(model), kept_tensor_attributes(modules):
-            yield model
-    finally:
-        # Module tree first, so that parameters and buffers below are found where they were.
-        for snap in module_snaps:
-            for attr, saved in snap.tables.items():
-                _restore_table(getattr(snap.module, attr), saved)
-            snap.module.training = snap.training
-            for hooks, saved in snap.hooks:
-                _restore_dict(hooks, saved)
-        with torch.no_grad():
-            for snap in param_snaps:
-                _restore_tensor(snap, True)
-            for snap in buffer_snaps:
-                _restore_tensor(snap, False)
-        for hooks, saved in global_snaps:
-            _restore_dict(hooks, saved)
+    with model_lock(modules), interrupt_guard():  # one thread at a time; Ctrl-C never half-restores
+        module_snaps = [_snapshot_module(m) for m in modules]
+        param_snaps = [_snapshot_tensor(p, True, False) for p in model.parameters()]
+        buffer_snaps = [_snapshot_tensor(b, False, restore_buffer_values) for b in model.buffers()]
+        for p in model.parameters():
+            p.grad = None
+        try:
+            with kept_random_state(model), kept_tensor_attributes(modules):
+                yield model
+        finally:
+            with uninterruptible(), torch.no_grad():
+                # Module tree first, so that parameters and buffers below are found where they were.
+                restore_all(lambda: restore_each(module_snaps, _restore_module),
+                            lambda: restore_each(param_snaps, lambda snap: _restore_tensor(snap, True)),
+                            lambda: restore_each(buffer_snaps, lambda snap: _restore_tensor(snap, False)))
+
+
+def _restore_module(snap: _ModuleSnapshot) -> None:
+    for attr, saved in snap.tables.items():
+        _restore_table(getattr(snap.module, attr), saved)
+    snap.module.training = snap.training
+    for hooks, saved in snap.hooks:
+        _restore_dict(hooks, saved)
 
 
 def model_device(model: nn.Module) -> torch.device:

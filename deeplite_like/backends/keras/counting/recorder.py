@@ -45,6 +45,8 @@ import threading
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from deeplite_like.safety import uninterruptible
+
 __all__ = ["CallRecord", "LayerRecorder", "named_layers"]
 
 
@@ -187,13 +189,15 @@ class LayerRecorder:
         object.__setattr__(layer, name, value)
 
     def _restore(self) -> None:
-        while self._saved:
-            layer, name, had, value = self._saved.pop()
-            if had:
-                object.__setattr__(layer, name, value)
-            else:
-                layer.__dict__.pop(name, None)
-        self._thread = None
+        with uninterruptible():  # (every wrapper is taken off, whatever interrupts it)
+            while self._saved:
+                layer, name, had, value = self._saved[-1]
+                if had:
+                    object.__setattr__(layer, name, value)
+                else:
+                    layer.__dict__.pop(name, None)
+                self._saved.pop()
+            self._thread = None
 
     def _recording(self) -> bool:
         return threading.get_ident() == self._thread

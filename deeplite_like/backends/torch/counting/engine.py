@@ -20,6 +20,8 @@ from deeplite_like.opcount import OpCount, parent_names, roll_up_containers
 from ..distributed.shards import is_dtensor, is_fully_sharded
 from ..errors import BackwardError, ForwardError, UntrackedOpWarning
 from ..input_failures import fixed_batch_hint
+from deeplite_like.safety import interrupt_guard, model_lock, restore_all, restore_each, uninterruptible
+
 from ..state import kept_random_state, kept_tensor_attributes, swapped_tensors
 from . import formulas as _formulas  # noqa: F401  (importing the package fills the formula table)
 from ..run_tensors import first_tensor_batch, loss_of, meta_like, tensors_in
@@ -142,7 +144,8 @@ def observe(model: torch.nn.Module, args: tuple, kwargs: dict, *, backward: bool
     non_leaves = non_leaf_inputs(args, kwargs)
     input_leaves: list[torch.Tensor] = []
 
-    with contextlib.ExitStack() as cleanup:  # unwinds in reverse: the mode exits first
+    with model_lock(module for _, module in modules), interrupt_guard(), \
+            _RestoringStack() as cleanup:  # unwinds in reverse, uninterrupted: the mode exits first
         if backward:  # a backward pass needs autograd (and tensors made for it), also under inference_mode()
             cleanup.enter_context(torch.inference_mode(False))
         cleanup.enter_context(kept_random_state(model))
@@ -365,8 +368,9 @@ def _preserved_grads(model: torch.nn.Module) -> Iterator[None]:
             p.grad = None
         yield
     finally:
-        for p, grad in saved:
-            p.grad = grad
+        with uninterruptible():
+            for p, grad in saved:
+                p.grad = grad
 
 
 @contextlib.contextmanager
@@ -387,13 +391,23 @@ def _restored_tensors(slots: list[tuple[dict, str, torch.Tensor, bool, bool]], m
     try:
         yield
     finally:
-        for table, name, tensor, _, _ in slots:
-            if isinstance(table, dict) and table.get(name) is not tensor:  # (a ScriptModule's is not a dict)
-                table[name] = tensor
-        mode.restore_mutated()
-        with torch.no_grad():
-            for tensor, before in buffers.values():
-                tensor.copy_(before)
+        with uninterruptible(), torch.no_grad():
+            restore_all(lambda: restore_each(slots, _put_slot_back), mode.restore_mutated,
+                        lambda: restore_each(buffers.values(), lambda entry: entry[0].copy_(entry[1])))
+
+
+def _put_slot_back(slot: tuple[dict, str, torch.Tensor, bool, bool]) -> None:
+    table, name, tensor, _, _ = slot
+    if isinstance(table, dict) and table.get(name) is not tensor:  # (a ScriptModule's is not a dict)
+        table[name] = tensor
+
+
+class _RestoringStack(contextlib.ExitStack):
+    """An ``ExitStack`` whose unwinding (the restore of the model) runs to its end whatever interrupts it."""
+
+    def __exit__(self, *exc_info: Any) -> bool:
+        with uninterruptible():
+            return super().__exit__(*exc_info)
 
 
 def warn_if_untracked(untracked: Mapping[str, int], stacklevel: int = 1) -> None:

@@ -19,7 +19,8 @@ Attribution
     checkpoints, because it finds its own ``forward`` on its class). The hooks fire for every
     module call of the process; they count a call only from the thread that counts and only for
     a module this mode attached (by identity): other threads, copies and other instances go
-    uncounted, and two threads may count the same model at once. A module call opens a
+    uncounted (two threads never measure one model at once: ``deeplite_like.safety.model_lock``,
+    taken by ``engine.observe``). A module call opens a
     *context*: the ``OpStats`` of the module and of every module that encloses this call, and
     the module's own ``module_ops`` dict. An op adds its cost to a per-context accumulator
     (three integer adds); the accumulators are spread over the enclosing modules, the operator
@@ -83,6 +84,7 @@ from torch._C import DispatchKey
 from torch._ops import HigherOrderOperator
 
 from deeplite_like.opcount import OpCount, OpStats
+from deeplite_like.safety import restore_all, uninterruptible
 
 from ..distributed.recording import PLAIN, CommLog, LogicalShare, issuing_module, subclass_dispatch
 from ..distributed.shards import local_tensor
@@ -237,14 +239,20 @@ class CountingMode(LightDispatchMode):
             self._handles += add_global_module_hooks(self._hook_enter, self._hook_exit)
 
     def detach(self) -> None:
-        """Remove what ``attach`` added (safe to call twice)."""
-        remove_global_module_hooks(self._handles)
-        if self._unfused is not None:
-            self._unfused, unfused_stack = None, self._unfused
-            unfused_stack.close()
+        """Remove what ``attach`` added (safe to call twice; every step runs, uninterrupted)."""
+        with uninterruptible():
+            restore_all(self._leave_thread, lambda: remove_global_module_hooks(self._handles), self._refuse_kernels)
+
+    def _leave_thread(self) -> None:
         if self._attached:
             self._attached = False
             _local.mode = self._previous_mode
+
+    def _refuse_kernels(self) -> None:
+        """Put the fused fast path and FlexAttention's compile switch back (``attach`` turned them off)."""
+        if self._unfused is not None:
+            self._unfused, unfused_stack = None, self._unfused
+            unfused_stack.close()
 
     def _call(self, module: torch.nn.Module, forward: Callable, args: tuple, kwargs: dict,
               name: str | None = None) -> Any:
