@@ -10,7 +10,6 @@ from __future__ import annotations
 import abc
 import csv
 import io
-import json
 import os
 import re
 from pathlib import Path
@@ -18,7 +17,7 @@ from typing import Any
 
 from prettytable import PrettyTable, TableStyle
 
-from deeplite_like.reports.formatting import csv_cell
+from deeplite_like.reports.formatting import csv_cell, strict_json
 
 _MARKDOWN_SPECIAL = re.compile(r"([\\|*`<>\[\]])")
 
@@ -107,17 +106,19 @@ class Report(abc.ABC):
         return self.to_text()
 
     def to_json(self, indent: int | None = 2) -> str:
-        """:meth:`to_dict` as JSON text."""
-        return json.dumps(self.to_dict(), indent=indent)
+        """:meth:`to_dict` as strict JSON text (a non-finite float is the string ``"NaN"``,
+        ``"Infinity"`` or ``"-Infinity"``: ``reports.formatting.strict_json``)."""
+        return strict_json(self.to_dict(), indent=indent)
 
     def to_csv(self) -> str:
-        """Raw values as CSV (header row first), readable by the ``csv`` module."""
+        """Raw values as CSV (header row first), readable by the ``csv`` module; a text cell that a
+        spreadsheet would run as a formula starts with ``'`` (``reports.formatting.csv_cell``)."""
         columns, records = self._records()
         buffer = io.StringIO()
-        writer = csv.DictWriter(buffer, fieldnames=columns, lineterminator="\n")
-        writer.writeheader()
+        writer = csv.writer(buffer, lineterminator="\n")
+        writer.writerow([csv_cell(column) for column in columns])
         for record in records:
-            writer.writerow({column: csv_cell(record.get(column)) for column in columns})
+            writer.writerow([csv_cell(record.get(column)) for column in columns])
         return buffer.getvalue()
 
     def to_markdown(self) -> str:
