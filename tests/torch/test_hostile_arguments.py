@@ -185,3 +185,40 @@ def test_largest_batch_bad_arguments_are_refused_before_measuring(options, error
     with pytest.raises(error, match=message.replace("(", r"\(").replace(")", r"\)").replace(".", r"\.")):
         largest_batch(model, torch.randn(2, 4), **options)
     assert calls == []
+
+
+# ------------------------------------------------------------------------------ get_model_profile
+def test_model_profile_to_text_with_a_str_depth_names_the_argument():
+    from deeplite_like.profiling import get_model_profile
+
+    profile = get_model_profile(nn.Linear(4, 3), input_shape=(2, 4), print_profile=False, module_latency=False)
+    with pytest.raises(TypeError, match=r"module_depth must be an int >= -1 .*got str '2'; e\.g\. module_depth=2"):
+        profile.to_text("2", 3)
+    with pytest.raises(TypeError, match="top_modules must be an int >= 1"):
+        profile.aggregated(1, "3")
+    with pytest.raises(TypeError, match=r"to_text\(detailed=\.\.\.\) must be True or False"):
+        profile.to_text(1, 3, detailed="no")
+    assert "Linear" in profile.to_text(-1, 3)
+
+
+@pytest.mark.parametrize("option", ["backward", "meta", "print_profile", "detailed", "as_string", "module_latency"])
+def test_get_model_profile_switch_that_is_not_a_bool_is_refused(option):
+    from deeplite_like.profiling import get_model_profile
+
+    model = nn.Linear(4, 3)
+    calls = counted(model)
+    with pytest.raises(TypeError, match=rf"get_model_profile\({option}=\.\.\.\) must be True or False, got str 'no'"):
+        get_model_profile(model, input_shape=(2, 4), **{option: "no"})
+    assert calls == []
+
+
+def test_model_profile_json_is_strict():
+    import json
+
+    from deeplite_like.profiling import get_model_profile
+
+    profile = get_model_profile(nn.Linear(4, 3), input_shape=(2, 4), print_profile=False, module_latency=False)
+    profile.duration_s = float("nan")  # a clock that failed: the strict spelling, not a bare token
+    text = profile.to_json()
+    data = json.loads(text, parse_constant=lambda token: pytest.fail(f"bare {token} in the JSON"))
+    assert data["duration_s"] == "NaN"
