@@ -114,11 +114,17 @@ def _sample_bytes(x: Any) -> int:
     return math.prod(shape[1:]) * itemsize
 
 
-def cyclic_indices(batch: int, n: int) -> list[int]:
-    """Rows taken to make ``n`` samples out of ``batch``: ``[0, 1, ..., b-1, 0, 1, ...][:n]``."""
+def cyclic_indices(batch: int, n: int) -> Any:
+    """Rows taken to make ``n`` samples out of ``batch``: ``[0, 1, ..., b-1, 0, 1, ...][:n]``.
+
+    A numpy ``intp`` array (8 bytes a row, as ``resize`` estimates), never a Python list of ``n``
+    ints (36 bytes each). numpy is imported here, when rows are first taken.
+    """
+    import numpy as np
+
     if batch <= 0:
         raise ValueError(f"cannot take {n} samples from an empty batch (leading dimension 0)")
-    return [i % batch for i in range(n)]
+    return np.arange(n, dtype=np.intp) % batch
 
 
 class NumpyAdapter:
@@ -136,8 +142,6 @@ class NumpyAdapter:
         return int(x.shape[0]) if x.ndim > 0 else None
 
     def take(self, x: Any, n: int) -> Any:
-        import numpy as np
-
         batch = self.batch_dim(x)
         if batch is None:
             raise ValueError(f"cannot take samples from a 0-d array {self.describe(x)}")
@@ -145,7 +149,7 @@ class NumpyAdapter:
             return x
         if n < batch:
             return x[:n]  # a view, as numpy slicing gives; the caller's array is not changed
-        return x[np.arange(n, dtype=np.intp) % batch]  # cyclic_indices, without a Python list of n ints
+        return x[cyclic_indices(batch, n)]
 
 
 _ADAPTERS: list[TensorAdapter] = [NumpyAdapter()]

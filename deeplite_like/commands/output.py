@@ -11,10 +11,8 @@ per-layer rows go to ``out.layers.csv`` beside it (``out.<model>.layers.csv`` fo
 """
 from __future__ import annotations
 
-import contextlib
 import os
 import re
-import stat
 import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -25,6 +23,7 @@ from deeplite_like.commands.errors import CommandError, UsageError, raise_if_int
 from deeplite_like.commands.run import ModelResult
 from deeplite_like.commands.schema import stamped
 from deeplite_like.reports import CompareReport, Report, TableReport
+from deeplite_like.reports.base import write_atomically
 from deeplite_like.reports.formatting import strict_json
 from deeplite_like.reports.html import module_depth, qualified_names
 
@@ -309,39 +308,6 @@ def require_writable_output(output: str | None, option: str = "--output") -> Non
                          "write the report somewhere this user may write") from None
     os.close(handle)
     os.unlink(probe)
-
-
-def write_atomically(path: str, text: str) -> None:
-    """Write ``text`` to ``path`` so that a reader never sees half a report and a failed write keeps the old one.
-
-    A regular file (or a new one) is written to a temporary file beside it, flushed to disk and
-    renamed over it (``os.replace``: atomic on POSIX and Windows), keeping the old file's permission
-    bits; a symbolic link's target is replaced, not the link. A FIFO or a device is written in place.
-    On failure the temporary file is removed and ``OSError`` propagates.
-    """
-    target = Path(os.path.realpath(path))
-    if target.exists() and not target.is_file():
-        with open(target, "w", encoding="utf-8", newline="") as stream:
-            stream.write(text)
-        return
-    mode = stat.S_IMODE(target.stat().st_mode) if target.exists() else None
-    handle, temporary = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(handle, "w", encoding="utf-8", newline="") as stream:
-            stream.write(text)
-            stream.flush()
-            os.fsync(stream.fileno())
-        if mode is not None:
-            os.chmod(temporary, mode)
-        else:  # as open() would have made it: 0o666 less the umask
-            umask = os.umask(0)
-            os.umask(umask)
-            os.chmod(temporary, 0o666 & ~umask)
-        os.replace(temporary, target)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(temporary)
-        raise
 
 
 def write(rendered: Rendered, output: str | None, stdout: IO[str], stderr: IO[str]) -> None:

@@ -186,6 +186,24 @@ def test_output_write_error_keeps_the_previous_report(tmp_path, cli):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["report.json"]  # no temporary file left
 
 
+def test_report_save_failing_keeps_the_previous_file(tmp_path):
+    path = tmp_path / "r.json"
+    path.write_text("previous\n")
+    report = StatusReport("m", "torch", {"macs": M.Macs(24)})
+    soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+    previous = signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (50, hard))  # the report's JSON is longer than 50 bytes
+    try:
+        with pytest.raises(OSError):
+            report.save(path)
+    finally:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
+        signal.signal(signal.SIGXFSZ, previous)
+    assert path.read_text() == "previous\n" and sorted(p.name for p in tmp_path.iterdir()) == ["r.json"]
+    report.save(path)
+    assert _strict_load(path.read_text())["metrics"][0]["value"] == 24
+
+
 def test_output_replaces_the_file_atomically_and_keeps_its_permissions(tmp_path, cli):
     output = tmp_path / "report.json"
     output.write_text("old")
