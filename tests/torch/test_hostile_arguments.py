@@ -222,3 +222,20 @@ def test_model_profile_json_is_strict():
     text = profile.to_json()
     data = json.loads(text, parse_constant=lambda token: pytest.fail(f"bare {token} in the JSON"))
     assert data["duration_s"] == "NaN"
+
+
+def test_compare_with_backward_no_names_compare_before_any_model_runs():
+    from deeplite_like import compare
+
+    (a, calls_a), (b, calls_b) = profiler(), profiler()
+    with pytest.raises(TypeError, match=r"compare\(backward=\.\.\.\) must be True or False, got str 'no'"):
+        compare([a, b], backward="no", **FAST)
+    assert calls_a == [] and calls_b == []
+
+
+def test_compare_of_two_loose_profilers_says_to_pass_a_list():
+    from deeplite_like import compare
+
+    (a, _), (b, _) = profiler(), profiler()
+    with pytest.raises(TypeError, match=r"compare takes a list of profilers, the reference first"):
+        compare(a, b)
