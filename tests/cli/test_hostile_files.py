@@ -171,3 +171,18 @@ def test_hf_seq_len_10_to_the_10_is_refused_before_allocating(cli, gpt2_dir, mon
     # 10**10 int64 token ids: 8 * 10**10 B = 74.51 GiB, more than half of 64 GiB
     assert code == 2 and "--seq-len 10000000000: the inputs alone would take 74.51 GiB" in err
     assert time.perf_counter() - started < 30
+
+
+def test_pt_inputs_zip_bomb_is_refused_before_torch_unpacks_it(tmp_path, cli, monkeypatch):
+    import torch
+
+    path = tmp_path / "bomb.pt"
+    buffer = io.BytesIO()
+    torch.save(torch.zeros(16 * MiB // 4), buffer)  # 16 MiB of zeros in the zip torch writes
+    with zipfile.ZipFile(buffer) as source, zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as target:
+        for info in source.infolist():  # the same records, deflated: 16 MiB in about 16 KiB
+            target.writestr(info.filename, source.read(info))
+    assert path.stat().st_size < MiB
+    monkeypatch.setattr(input_memory, "available_memory", lambda: 8 * MiB)
+    code, _, err = cli("profile", TINY, "--inputs", str(path), *FAST)
+    assert code == 2 and "unpacks to 16.00 MiB, more than the 8.000 MiB of memory available here" in err
