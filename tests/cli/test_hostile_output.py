@@ -348,3 +348,36 @@ def test_the_sigint_handler_is_put_back(cli):
     code, _, err = cli("profile", TINY, "--input-shape", "2,4", "--metrics", "macs", *FAST)
     assert code == 0, err
     assert signal.getsignal(signal.SIGINT) is before
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("stage", ["import", "timing"])
+def test_real_sigint_to_the_command_exits_130(tmp_path, stage):
+    """A real Ctrl-C (SIGINT from another process) while the model file is imported, or while it is timed."""
+    import subprocess
+    import sys
+    import time as clock
+    from pathlib import Path
+
+    ready = tmp_path / "ready"
+    body = ("import pathlib, time, torch\n"
+            + (f"pathlib.Path({str(ready)!r}).touch()\ntime.sleep(60)\n" if stage == "import" else "")
+            + "class Slow(torch.nn.Linear):\n    calls = 0\n    def forward(self, x):\n"
+            "        type(self).calls += 1\n"
+            + (f"        if type(self).calls > 2:\n            pathlib.Path({str(ready)!r}).touch()\n"
+               "            time.sleep(0.05)\n" if stage == "timing" else "")
+            + "        return super().forward(x)\n\ndef build():\n    return Slow(4, 3)\n")
+    (tmp_path / "model.py").write_text(body)
+    output = tmp_path / "r.json"
+    root = Path(__file__).resolve().parents[2]
+    process = subprocess.Popen([sys.executable, "-m", "deeplite_like", "profile", f"{tmp_path / 'model.py'}:build",
+                                "--input-shape", "2,4", "--min-run-time", "30", "--no-progress", "-o", str(output)],
+                               cwd=root, stderr=subprocess.PIPE, text=True,
+                               env={**__import__("os").environ, "PYTHONPATH": str(root)})
+    deadline = clock.monotonic() + 120
+    while not ready.exists() and clock.monotonic() < deadline and process.poll() is None:
+        clock.sleep(0.05)
+    process.send_signal(signal.SIGINT)
+    _, err = process.communicate(timeout=120)
+    assert process.returncode == 130 and "deeplite-like: interrupted" in err
+    assert not output.exists()
