@@ -96,7 +96,8 @@ def check_batch_agrees(batch_size: int | None, shapes: Any, api: str) -> None:
     if batch_size is None or not shapes or any(batch_size in shape for shape in shapes):
         return
     actual = shapes[0][0]
-    raise ValueError(f"{api}(batch_size={batch_size}) disagrees with the inputs ({', '.join('x'.join(map(str, s)) for s in shapes)}): "
+    shown = ", ".join("x".join(map(str, shape)) for shape in shapes)
+    raise ValueError(f"{api}(batch_size={batch_size}) disagrees with the inputs ({shown}): "
                      f"no input has {batch_size} samples, so the figures would be those of batch {actual}, labelled "
                      f"batch {batch_size}. Pass inputs with {batch_size} samples, or leave batch_size out")
 

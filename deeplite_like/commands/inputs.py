@@ -136,7 +136,7 @@ def _npy_header(stream: IO[bytes], where: str, hint: str) -> tuple[tuple[int, ..
 
 
 def check_numpy_sizes(path: Path, hint: str) -> None:
-    """Refuse a ``.npy`` / ``.npz`` whose arrays, as their headers declare them, would not fit here, before reading them.
+    """Refuse a ``.npy`` / ``.npz`` whose arrays, as their headers declare them, would not fit here (before reading).
 
     Each array's bytes are its declared shape times its dtype's size; an ``.npz`` member's are
     also bounded by the size its zip entry declares unpacked (a 2 MB archive that inflates to
