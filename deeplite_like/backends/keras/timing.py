@@ -129,7 +129,7 @@ def measure_execution_time(model: keras.layers.Layer, inputs: Any, device: Any =
         raise TypeError(f"measure_execution_time expects a Keras model, got {type(model).__name__}")
     if warmup < 1:
         raise ValueError(f"warmup must be >= 1 (the first call compiles the graph), got {warmup}")
-    check_seconds(min_run_time, "min_run_time", "measure_execution_time")
+    check_seconds(min_run_time, "min_run_time")
     if min_blocks < 2:
         raise ValueError(f"min_blocks must be >= 2 to give a spread, got {min_blocks}")
     inputs = to_backend(inputs)
