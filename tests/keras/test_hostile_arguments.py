@@ -36,3 +36,14 @@ def test_keras_compute_network_status_bad_numbers_are_refused(options, error):
     name = next(iter(options))
     with pytest.raises(error, match=rf"compute_network_status\({name}=\.\.\.\) must be"):
         profiler.compute_network_status(**options)
+
+
+def test_keras_peak_memory_and_timing_batch_size_that_disagrees_is_refused():
+    from deeplite_like.backends.keras.memory import peak_activation_memory
+    from deeplite_like.backends.keras.timing import measure_execution_time
+
+    x = np.ones((4, 4), "float32")  # 4 rows
+    with pytest.raises(ValueError, match=r"peak_activation_memory\(batch_size=64\) disagrees with the inputs \(4x4\)"):
+        peak_activation_memory(net(), x, batch_size=64)
+    with pytest.raises(ValueError, match=r"measure_execution_time\(batch_size=64\) disagrees"):
+        measure_execution_time(net(), x, batch_size=64, min_run_time=0.01)

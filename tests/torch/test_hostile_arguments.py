@@ -239,3 +239,12 @@ def test_compare_of_two_loose_profilers_says_to_pass_a_list():
     (a, _), (b, _) = profiler(), profiler()
     with pytest.raises(TypeError, match=r"compare takes a list of profilers, the reference first"):
         compare(a, b)
+
+
+def test_peak_activation_memory_batch_size_that_disagrees_is_refused():
+    from deeplite_like.backends.torch.memory import peak_activation_memory
+
+    with pytest.raises(ValueError, match=r"peak_activation_memory\(batch_size=64\) disagrees with the inputs \(4x4\)"):
+        peak_activation_memory(nn.Linear(4, 3), (torch.randn(4, 4),), batch_size=64)
+    with pytest.raises(TypeError, match=r"peak_activation_memory\(grad=\.\.\.\) must be True or False"):
+        peak_activation_memory(nn.Linear(4, 3), (torch.randn(4, 4),), grad="no")

@@ -133,7 +133,7 @@ def measure_execution_time(model: keras.layers.Layer, inputs: Any, device: Any =
     if min_blocks < 2:
         raise ValueError(f"min_blocks must be >= 2 to give a spread, got {min_blocks}")
     inputs = to_backend(inputs)
-    batch_size = require_batch_size(inputs, batch_size)
+    batch_size = require_batch_size(inputs, batch_size, "measure_execution_time")
     backend = keras.config.backend()
     if backend == "torch":
         return _torch_timing(model, inputs, device, warmup, min_run_time, num_threads, batch_size, training)
