@@ -99,6 +99,12 @@ def run(args: argparse.Namespace, stdout: IO[str] | None = None, stderr: IO[str]
     require_framework("torch", args.model)
     import torch
 
+    from deeplite_like.backends.torch.training_optimizers import _OPTIMIZERS  # the names build_optimizer knows
+
+    if args.train and args.optimizer.lower() not in _OPTIMIZERS:
+        raise UsageError(f"--optimizer {args.optimizer!r} is not a known optimizer",
+                         f"use one of {', '.join(sorted(_OPTIMIZERS))}")
+
     with torch.device("meta") if args.meta_init else contextlib.nullcontext():
         loaded = load_model(args.model, parse_model_args(args.model_args), args.weights)
     if loaded.framework != "torch":

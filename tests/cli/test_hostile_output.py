@@ -278,6 +278,7 @@ def test_memory_output_is_checked_first_and_written_atomically(tmp_path, cli):
 @pytest.mark.parametrize("argv, message", [
     (("memory", "{spec}", "--input-shape", "2,4", "--train", "--fit", "0GiB"), "a memory size must be positive"),
     (("memory", "{spec}", "--input-shape", "2,4", "--train", "--fit", "1e999GiB"), "not a finite memory size"),
+    (("memory", "{spec}", "--input-shape", "2,4", "--train", "--optimizer", "nope"), "--optimizer 'nope' is not a known"),
     (("profile", "{spec}", "--input-shape", "2,4", "--min-run-time", "inf"), "a finite number of seconds > 0"),
     (("profile", "{spec}", "--input-shape", "2,4", "--min-run-time", "nan"), "a finite number of seconds > 0"),
     (("check", "{spec}", "--input-shape", "2,4", "--max-macs", "1G", "--min-run-time", "inf"), "finite"),
