@@ -186,3 +186,10 @@ def test_pt_inputs_zip_bomb_is_refused_before_torch_unpacks_it(tmp_path, cli, mo
     monkeypatch.setattr(input_memory, "available_memory", lambda: 8 * MiB)
     code, _, err = cli("profile", TINY, "--inputs", str(path), *FAST)
     assert code == 2 and "unpacks to 16.00 MiB, more than the 8.000 MiB of memory available here" in err
+
+
+@pytest.mark.parametrize("text, message", [("[" * 50_000 + "]" * 50_000, "nests its JSON too deeply"),
+                                           ('{"n": ' + "9" * 5000 + "}", "--model-args cannot be read")])
+def test_model_args_too_deep_or_too_long_is_a_usage_error(cli, text, message):
+    code, _, err = cli("profile", TINY, "--model-args", text, "--input-shape", "2,4", *FAST)
+    assert code == 2 and message in err
