@@ -109,8 +109,6 @@ def estimate_training_memory(
     """
     if not isinstance(model, nn.Module):
         raise TypeError(f"estimate_training_memory expects a torch.nn.Module, got {type(model).__name__}")
-    meta = check_flag(meta, "meta", "estimate_training_memory")
-    steady_state = check_flag(steady_state, "steady_state", "estimate_training_memory")
     plan = resolve_sharding(sharding, world_size)
     autocast_dtype = resolve_autocast_dtype(autocast)
     if batch_size is None:
@@ -118,6 +116,8 @@ def estimate_training_memory(
     else:  # it labels the figures: it must be the batch that runs
         batch_size = check_batch_size(batch_size, "batch_size", "estimate_training_memory", allow_none=False)
         check_batch_agrees(batch_size, input_shapes(inputs, kwargs), "estimate_training_memory")
+    meta = check_flag(meta, "meta", "estimate_training_memory")
+    steady_state = check_flag(steady_state, "steady_state", "estimate_training_memory")
     checkpoint_names = ([] if activation_checkpointing in (None, False)
                         else select_modules(model, activation_checkpointing, "activation_checkpointing"))
     unit_names = (select_modules(model, units, "units") if units is not None else repeated_blocks(model))
