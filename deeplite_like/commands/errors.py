@@ -32,14 +32,15 @@ _INTERRUPTED = threading.Event()
 def watching_interrupts() -> Iterator[None]:
     """SIGINT raises ``KeyboardInterrupt`` as usual and is also remembered (``interrupted()``) for the block.
 
-    Only the main thread can set a signal handler; elsewhere the block runs unwatched. The
-    previous handler is put back afterwards (and called on SIGINT when it is a function).
+    Only the main thread can set a signal handler; elsewhere the block runs unwatched, and so it
+    does where SIGINT is ignored (a background job). The previous handler is put back afterwards
+    (and called on SIGINT when it is a function).
     """
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    _INTERRUPTED.clear()
     previous = signal.getsignal(signal.SIGINT)
+    _INTERRUPTED.clear()
+    if threading.current_thread() is not threading.main_thread() or previous in (signal.SIG_IGN, None):
+        yield  # another thread cannot set handlers; an ignored SIGINT (a background job) stays ignored
+        return
 
     def remember(signum: int, frame: Any) -> None:
         _INTERRUPTED.set()

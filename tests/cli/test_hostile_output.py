@@ -382,3 +382,22 @@ def test_real_sigint_to_the_command_exits_130(tmp_path, stage):
     _, err = process.communicate(timeout=120)
     assert process.returncode == 130 and "deeplite-like: interrupted" in err
     assert not output.exists()
+
+
+def test_an_ignored_sigint_stays_ignored(cli, tmp_path):
+    """A background job ignores SIGINT; the command must not turn it back on while it runs."""
+    (tmp_path / "seen.py").write_text("import signal, torch\nSEEN = []\n"
+                                      "def build():\n    SEEN.append(signal.getsignal(signal.SIGINT))\n"
+                                      "    return torch.nn.Linear(4, 3)\n")
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        code, _, err = cli("profile", f"{tmp_path / 'seen.py'}:build", "--input-shape", "2,4", "--metrics", "macs",
+                           *FAST)
+        assert code == 0, err
+        assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    import sys
+
+    module = next(m for name, m in sys.modules.items() if name.startswith("deeplite_like_user_seen_"))
+    assert module.SEEN == [signal.SIG_IGN]  # still ignored while the model was built
