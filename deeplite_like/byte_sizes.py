@@ -24,7 +24,10 @@ def parse_bytes(text: str | int) -> int:
     match = _PATTERN.match(str(text))
     if not match or match.group(2).lower() not in _UNITS:
         raise ValueError(f"cannot read {text!r} as a memory size; write it like '80GiB', '24GB' or '512MiB'")
-    value = int(float(match.group(1)) * _UNITS[match.group(2).lower()])
+    number = float(match.group(1)) * _UNITS[match.group(2).lower()]
+    if number != number or number == float("inf"):  # '1e999': no size (int() would raise OverflowError)
+        raise ValueError(f"{text!r} is not a finite memory size; write it like '80GiB', '24GB' or '512MiB'")
+    value = int(number)
     if value <= 0:
         raise ValueError(f"a memory size must be positive, got {text!r}")
     return value

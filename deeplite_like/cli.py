@@ -19,7 +19,8 @@ import sys
 import traceback
 from typing import IO, Sequence
 
-from deeplite_like.commands.errors import EXIT_FAILURE, CommandError, ProfilingFailed
+from deeplite_like.commands.errors import (EXIT_FAILURE, EXIT_INTERRUPTED, CommandError, ProfilingFailed, interrupted,
+                                           watching_interrupts)
 
 PROG = "deeplite-like"
 
@@ -48,8 +49,13 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def report_error(error: BaseException, verbose: bool, stderr: IO[str]) -> int:
-    """Print ``error`` as one line plus a hint (and the traceback when ``verbose``); return the exit code."""
+def report_error(error: BaseException, verbose: bool, stderr: IO[str], quiet: bool = False) -> int:
+    """Print ``error`` as one line plus a hint (and the traceback when ``verbose``); return the exit code.
+
+    ``quiet``: print nothing unless ``verbose`` (the error followed a Ctrl-C, which is what is reported).
+    """
+    if quiet and not verbose:
+        return EXIT_INTERRUPTED
     if verbose:
         traceback.print_exception(type(error), error, error.__traceback__, file=stderr)
     if isinstance(error, CommandError):
@@ -68,17 +74,27 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line with ``argv`` (default: ``sys.argv[1:]``); return the exit code."""
     args = build_parser().parse_args(argv)  # usage errors exit here with code 2
     try:
-        return args.run(args)
-    except KeyboardInterrupt:
+        with watching_interrupts():
+            try:
+                code = args.run(args)
+            except KeyboardInterrupt:
+                code = EXIT_INTERRUPTED
+            except SystemExit as exc:  # the model's own code exited while it ran: never a silent success
+                error = ProfilingFailed(f"the model's code called sys.exit({exc.code!r}) while deeplite-like was "
+                                        "running it", "models must return or raise, not exit; --verbose shows where "
+                                        "it exited")
+                error.__traceback__ = exc.__traceback__
+                code = report_error(error, getattr(args, "verbose", False), sys.stderr, quiet=interrupted())
+            except Exception as error:  # every error becomes one line and an exit code; --verbose shows the rest
+                code = report_error(error, getattr(args, "verbose", False), sys.stderr, quiet=interrupted())
+            # A Ctrl-C swallowed on its way (by a __del__, a callback, a broad except) still ends the command.
+            if interrupted():
+                code = EXIT_INTERRUPTED
+    except KeyboardInterrupt:  # a second Ctrl-C while the first was being handled
+        code = EXIT_INTERRUPTED
+    if code == EXIT_INTERRUPTED:
         print(f"\n{PROG}: interrupted", file=sys.stderr)
-        return 130
-    except SystemExit as exc:  # the model's own code exited while it ran: never a silent success
-        error = ProfilingFailed(f"the model's code called sys.exit({exc.code!r}) while deeplite-like was running it",
-                                "models must return or raise, not exit; --verbose shows where it exited")
-        error.__traceback__ = exc.__traceback__
-        return report_error(error, getattr(args, "verbose", False), sys.stderr)
-    except Exception as error:  # every error becomes one line and an exit code; --verbose shows the rest
-        return report_error(error, getattr(args, "verbose", False), sys.stderr)
+    return code
 
 
 if __name__ == "__main__":

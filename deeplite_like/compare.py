@@ -18,6 +18,10 @@ def compare(profilers: Sequence[Profiler], print_mode: Any = None, short_print: 
     """
     from deeplite_like.reports import CompareReport
 
+    if isinstance(profilers, Profiler):
+        raise TypeError("compare takes a list of profilers, the reference first: compare([teacher, student])"
+                        + (f", got {type(print_mode).__name__} {print_mode!r} as print_mode too"
+                           if isinstance(print_mode, Profiler) else ""))
     profilers = list(profilers)
     if len(profilers) < 2:
         raise ValueError(f"compare needs at least two profilers, got {len(profilers)}")
@@ -29,9 +33,9 @@ def compare(profilers: Sequence[Profiler], print_mode: Any = None, short_print: 
     unknown = sorted(set(kwargs) - set().union(*accepted_by))
     if unknown:
         profilers[0]._check_kwargs({k: kwargs[k] for k in unknown})  # raises with hints
-    for profiler, accepted in zip(profilers, accepted_by):  # every option checked before any model runs
-        profiler._check_options({k: v for k, v in kwargs.items() if k in accepted})
     with called_as("compare"):
+        for profiler, accepted in zip(profilers, accepted_by):  # every option checked before any model runs
+            profiler._check_options({k: v for k, v in kwargs.items() if k in accepted})
         for profiler, accepted in zip(profilers, accepted_by):
             # strict: a value cached with other options (another batch size, ...) is measured again
             profiler._compute_all({k: v for k, v in kwargs.items() if k in accepted}, recompute, strict=True)

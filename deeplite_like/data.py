@@ -31,9 +31,13 @@ from __future__ import annotations
 
 import difflib
 import importlib
+import math
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, Union, runtime_checkable
+
+from deeplite_like.argument_checks import check_fits_in_memory
+from deeplite_like.units import format_bytes
 
 __all__ = [
     "DataError",
@@ -97,11 +101,31 @@ def format_shape(shape: Sequence[int]) -> str:
     return "x".join(str(int(d)) for d in shape) if len(shape) else "scalar"
 
 
-def cyclic_indices(batch: int, n: int) -> list[int]:
-    """Rows taken to make ``n`` samples out of ``batch``: ``[0, 1, ..., b-1, 0, 1, ...][:n]``."""
+def _sample_bytes(x: Any) -> int:
+    """Bytes of one sample (one row along dim 0) of an array or tensor, read from its shape and dtype (0 if unknown)."""
+    try:
+        shape = tuple(int(d) for d in x.shape)
+    except (TypeError, ValueError, RuntimeError, AttributeError):  # a nested tensor, an unknown dimension
+        return 0
+    itemsize = getattr(x, "itemsize", None)  # numpy, torch
+    if itemsize is None:
+        itemsize = getattr(getattr(x, "dtype", None), "size", None)  # TensorFlow's DType
+    if not isinstance(itemsize, int) or not shape:
+        return 0
+    return math.prod(shape[1:]) * itemsize
+
+
+def cyclic_indices(batch: int, n: int) -> Any:
+    """Rows taken to make ``n`` samples out of ``batch``: ``[0, 1, ..., b-1, 0, 1, ...][:n]``.
+
+    A numpy ``intp`` array (8 bytes a row, as ``resize`` estimates), never a Python list of ``n``
+    ints (36 bytes each). numpy is imported here, when rows are first taken.
+    """
+    import numpy as np
+
     if batch <= 0:
         raise ValueError(f"cannot take {n} samples from an empty batch (leading dimension 0)")
-    return [i % batch for i in range(n)]
+    return np.arange(n, dtype=np.intp) % batch
 
 
 class NumpyAdapter:
@@ -119,8 +143,6 @@ class NumpyAdapter:
         return int(x.shape[0]) if x.ndim > 0 else None
 
     def take(self, x: Any, n: int) -> Any:
-        import numpy as np
-
         batch = self.batch_dim(x)
         if batch is None:
             raise ValueError(f"cannot take samples from a 0-d array {self.describe(x)}")
@@ -128,7 +150,7 @@ class NumpyAdapter:
             return x
         if n < batch:
             return x[:n]  # a view, as numpy slicing gives; the caller's array is not changed
-        return x[np.asarray(cyclic_indices(batch, n), dtype=np.intp)]
+        return x[cyclic_indices(batch, n)]
 
 
 _ADAPTERS: list[TensorAdapter] = [NumpyAdapter()]
@@ -766,6 +788,13 @@ class ForwardPass:
                 f"{_where(split)}the first batch has 0 samples ({describe(args)}); cannot take "
                 f"{batch_size} samples from it"
             )
+        if batch_size > reference:  # new memory: refused with the estimate before anything is built
+            per_sample = sum(_sample_bytes(leaf) for leaf in _leaves((args, kwargs))
+                             if (adapter := adapter_for(leaf)) is not None and adapter.batch_dim(leaf) == reference)
+            index = 8  # one int64 row index per sample
+            check_fits_in_memory((per_sample + index) * batch_size, f"{batch_size} samples of "
+                                 f"{format_bytes(per_sample)} each, plus an 8 B index per sample",
+                                 f"batch_size={batch_size}")
 
         def take(leaf: Any) -> Any:
             adapter = adapter_for(leaf)

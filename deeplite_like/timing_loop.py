@@ -32,6 +32,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from deeplite_like.argument_checks import check_seconds
 from deeplite_like.measurements import TimingStats
 from deeplite_like.timing_noise import noise_note, spread_note
 
@@ -78,8 +79,7 @@ def check_budget(warmup: int, min_run_time: float, min_blocks: int) -> None:
         raise ValueError(f"warmup must be >= 0, got {warmup}")
     if min_blocks < 1:
         raise ValueError(f"min_measurements must be >= 1, got {min_blocks}")
-    if min_run_time <= 0:
-        raise ValueError(f"min_run_time must be > 0 seconds, got {min_run_time}")
+    check_seconds(min_run_time, "min_run_time")  # nan, inf and '1' too: each would time wrong or forever
 
 
 def time_blocks(call: Callable[[], Any], sync: Callable[[], None], *, warmup: int, min_run_time: float,

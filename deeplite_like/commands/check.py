@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 from dataclasses import asdict, dataclass
-from pathlib import Path
 from typing import IO, Any
 
 from deeplite_like.commands.errors import EXIT_FAILURE, UsageError
@@ -25,6 +25,7 @@ from deeplite_like.commands.progress import Progress
 from deeplite_like.commands.quantities import parse_bytes, parse_count, parse_percent, parse_seconds, positive
 from deeplite_like.commands.run import check_device, execute, prepare
 from deeplite_like.commands.schema import SCHEMA_VERSION, schema_major, stamped
+from deeplite_like.reports.formatting import strict_json
 
 #: ``--max-...`` option -> (status key, parser, what it bounds).
 LIMITS = {
@@ -48,7 +49,7 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     gate = parser.add_argument_group("checks")
     gate.add_argument("--baseline", metavar="FILE", default=None,
                       help="a JSON report from 'deeplite-like profile MODEL --format json'")
-    gate.add_argument("--tolerance", type=parse_percent, metavar="PCT", default=0.0,
+    gate.add_argument("--tolerance", type=tolerance, metavar="PCT", default=0.0,
                       help="how much worse than the baseline a metric may be, e.g. 2%% (default 0%%)")
     for option, (key, parse, example, metavar) in LIMITS.items():
         gate.add_argument("--" + option.replace("_", "-"), dest=option, type=parse, metavar=metavar, default=None,
@@ -62,6 +63,14 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     out.add_argument("--no-progress", action="store_true", help="never draw a progress bar")
     out.add_argument("--verbose", "-v", action="store_true", help="on an error, show the full traceback")
     parser.set_defaults(run=run)
+
+
+def tolerance(text: str) -> float:
+    """An argparse type: a percentage from 0% to 1000% (``MAX_TOLERANCE``) as a fraction."""
+    value = parse_percent(text)
+    if not 0 <= value <= MAX_TOLERANCE:
+        raise argparse.ArgumentTypeError(f"{text!r}: a tolerance is at most {MAX_TOLERANCE:.0%}")
+    return value
 
 
 @dataclass
@@ -82,15 +91,66 @@ class Check:
     text: str
 
 
+#: The largest baseline file read (a profile report of a model with 100,000 layers is a few MiB).
+MAX_BASELINE_BYTES = 64 * 2**20
+#: The largest value a baseline metric may hold: 10**21 (a zetta) is beyond any real count of MACs,
+#: FLOPs, parameters or bytes, seconds or samples per second. A bigger one would let every run pass.
+MAX_BASELINE_VALUE = 10**21
+#: The largest ``--tolerance``: 1000 %.
+MAX_TOLERANCE = 10.0
+
+_WRITE_BASELINE = "write the baseline again with: deeplite-like profile MODEL --format json -o baseline.json"
+
+
+def _refuse_constant(name: str) -> Any:
+    raise ValueError(f"the bare token {name} is not JSON (RFC 8259)")
+
+
+def baseline_value(where: str, key: str, value: Any) -> float:
+    """A baseline metric's value as a float, or a ``UsageError``: a gate must not be passable by its input.
+
+    Refused: anything but a JSON number (``"Infinity"`` and ``"NaN"``, our strict JSON's spelling of
+    non-finite floats, included), a negative number, and one above ``MAX_BASELINE_VALUE``.
+    """
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise UsageError(f"{where}: the value of {key!r} is {value!r}, not a finite number; a check against it "
+                         "would mean nothing", _WRITE_BASELINE)
+    if isinstance(value, int) and abs(value) > MAX_BASELINE_VALUE:
+        shown = f"an integer of {len(str(abs(value)))} digits"
+    elif not math.isfinite(value):
+        shown = repr(value)
+    else:
+        shown = ""
+    if shown or not 0 <= value <= MAX_BASELINE_VALUE:
+        raise UsageError(f"{where}: the value of {key!r} is {shown or repr(value)}, outside 0 .. "
+                         f"{MAX_BASELINE_VALUE:.0e}; a check against it would mean nothing", _WRITE_BASELINE)
+    return float(value)
+
+
 def load_baseline(path: str) -> dict[str, dict[str, Any]]:
-    """The metrics of a ``profile --format json`` report, by key (each its ``value``, ``comparative``, ...)."""
+    """The metrics of a ``profile --format json`` report, by key (each its ``value``, ``comparative``, ...).
+
+    The file is untrusted input: it is read only up to ``MAX_BASELINE_BYTES``, strictly (no bare
+    ``NaN`` / ``Infinity``), a nesting too deep to parse is a usage error, and every value the
+    checks use must be a finite number in range (``baseline_value``).
+    """
     where = f"--baseline {path!r}"
     try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
+        with open(path, "rb") as handle:
+            raw = handle.read(MAX_BASELINE_BYTES + 1)
     except FileNotFoundError:
         raise UsageError(f"{where}: no such file", "write one with: deeplite-like profile MODEL --format json "
                          "-o baseline.json") from None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+    except OSError as exc:
+        raise UsageError(f"{where} cannot be read: {exc.strerror or exc}", _WRITE_BASELINE) from None
+    if len(raw) > MAX_BASELINE_BYTES:
+        raise UsageError(f"{where} is larger than {MAX_BASELINE_BYTES // 2**20} MiB: not a profile report",
+                         _WRITE_BASELINE)
+    try:
+        data = json.loads(raw.decode("utf-8"), parse_constant=_refuse_constant)
+    except RecursionError:
+        raise UsageError(f"{where} nests its JSON too deeply to read: not a profile report", _WRITE_BASELINE) from None
+    except (UnicodeDecodeError, ValueError) as exc:  # JSONDecodeError, a bare NaN, an int of > 4300 digits
         raise UsageError(f"{where} cannot be read as JSON: {exc}", "pass the JSON report written by "
                          "'deeplite-like profile MODEL --format json'") from None
     if not isinstance(data, dict) or data.get("report") != "profile":
@@ -102,10 +162,15 @@ def load_baseline(path: str) -> dict[str, dict[str, Any]]:
         raise UsageError(f"{where} has schema_version {data['schema_version']}; this deeplite-like reads "
                          f"{SCHEMA_VERSION}", "write the baseline again with this version")
     try:
-        return {m["key"]: m for m in data["status"]["metrics"]}
+        metrics = {m["key"]: m for m in data["status"]["metrics"]}
     except (KeyError, TypeError):
-        raise UsageError(f"{where}: its 'status' has no 'metrics' list", "write the baseline again with: "
-                         "deeplite-like profile MODEL --format json -o baseline.json") from None
+        raise UsageError(f"{where}: its 'status' has no 'metrics' list", _WRITE_BASELINE) from None
+    for key, metric in metrics.items():
+        if not isinstance(metric, dict):
+            raise UsageError(f"{where}: the metric {key!r} is not an object", _WRITE_BASELINE)
+        if metric.get("value") is not None and metric.get("comparative") in LOWER + HIGHER:
+            baseline_value(where, str(key), metric["value"])
+    return metrics
 
 
 def _show(value: float | None, kind: str, unit: str) -> str:
@@ -144,7 +209,7 @@ def evaluate(statuses: dict[str, Any], limits: dict[str, float], baseline: dict[
         if metric is None or before.get("value") is None or before.get("comparative") not in LOWER + HIGHER:
             continue
         _same_conditions(key, before, metric)
-        value, reference = metric.value, float(before["value"])
+        value, reference = metric.value, baseline_value("--baseline", key, before["value"])
         kind, unit = metric.UNIT_KIND, metric.BASE_UNIT
         lower = before["comparative"] in LOWER
         allowed = reference * (1 + tolerance) if lower else reference * (1 - tolerance)
@@ -162,7 +227,7 @@ def render_checks(model: str, checks: list[Check], fmt: str, width: int | None) 
     if fmt == "json":
         data = stamped("check", {"model": model, "passed": not failed, "failed": len(failed),
                                  "checks": [asdict(c) for c in checks]})
-        return json.dumps(data, indent=2) + "\n"
+        return strict_json(data) + "\n"
     from deeplite_like.reports import TableReport
     from deeplite_like.reports.fit import fit_report
 

@@ -10,7 +10,8 @@ from deeplite_like.commands.inputs import parse_shape, resolve_inputs
 from deeplite_like.commands.loading import FORMS_HINT, load_model, parse_model_args
 from deeplite_like.commands.options import (add_common_options, add_measure_options, layer_options_given, layer_view,
                                              run_options)
-from deeplite_like.commands.output import render_compare, require_writable_output, resolve_format, write
+from deeplite_like.commands.output import (layers_csv_path, render_compare, require_writable_output, resolve_format,
+                                           write)
 from deeplite_like.commands.progress import Progress
 from deeplite_like.commands.run import ModelResult, check_device, execute, prepare
 from deeplite_like.reports import CompareReport
@@ -45,6 +46,9 @@ def run(args: argparse.Namespace, stdout: IO[str] | None = None, stderr: IO[str]
     model_args = parse_model_args(args.model_args)
     # Every model is loaded before any is profiled: a bad spec fails at once, not after minutes.
     loaded = [load_model(spec, model_args, args.weights, args.seq_len) for spec in args.models]
+    if fmt == "csv" and args.output is not None:  # each model's per-layer CSV, before any is profiled
+        for model in loaded:
+            require_writable_output(layers_csv_path(args.output, model.name), "the per-layer CSV beside --output,")
     options = run_options(args)
     prepared = [prepare(model, resolve_inputs(model, shapes, args.inputs), options) for model in loaded]
     with Progress(sum(p.steps for p in prepared), stream=stderr,

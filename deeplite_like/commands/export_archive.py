@@ -20,10 +20,10 @@ then reads are the bytes that were checked (no second read of a file that may ha
 """
 from __future__ import annotations
 
+import ast
 import io
 import json
 import re
-import tokenize
 import zipfile
 from typing import Any, Iterator
 
@@ -39,7 +39,6 @@ _LEGACY_PICKLES = ("serialized_state_dict.pt", "serialized_constants.pt", "seria
 _NAME_KEYS = frozenset({"name", "as_name", "parameter_name", "buffer_name", "tensor_constant_name",
                         "custom_obj_name", "user_input_name", "fqn", "class_fqn", "path_name", "field_names"})
 _SAFE_NAME = re.compile(r"[\w.\-]*")
-_SYMBOL_STRING = re.compile(r"""(['"])[A-Za-z_]\w*\1""")
 _SYMBOL_NAME = re.compile(r"[a-z]+\d+")  # the names torch gives shape symbols: s0, u1, zuf2
 _OPERATOR_NAMES = frozenset({"getitem"})  # beside torch's own table of symbolic operators
 
@@ -126,6 +125,9 @@ def _rebuilt(data: bytes) -> io.BytesIO:
 def _parse_json(spec: str, name: str, raw: bytes) -> Any:
     try:
         return json.loads(raw)
+    except RecursionError:
+        raise ArchiveRefused(f"{spec!r}: the record {name!r} inside the archive nests its JSON too deeply to read",
+                             EXPORT_HINT) from None
     except (ValueError, UnicodeDecodeError) as exc:
         raise ArchiveRefused(f"{spec!r}: the record {name!r} inside the archive is not valid JSON ({exc})",
                              EXPORT_HINT) from None
@@ -185,7 +187,12 @@ def _check_json(spec: str, name: str, document: Any) -> None:
         return ArchiveRefused(f"{spec!r}: the record {name!r} inside the archive {what}; torch would run it as "
                               "Python code while loading, so deeplite-like refuses to load the archive", EXPORT_HINT)
 
-    for key, value in _walk(document):
+    try:
+        values = list(_walk(document))
+    except RecursionError:
+        raise ArchiveRefused(f"{spec!r}: the record {name!r} inside the archive nests its JSON too deeply to read",
+                             EXPORT_HINT) from None
+    for key, value in values:
         if not isinstance(value, str):
             continue
         if "\r" in value:  # a carriage return ends a comment line in the code torch.fx generates
@@ -230,47 +237,130 @@ def _is_operator(target: str) -> bool:
     return value in _SYM_OPS
 
 
-def _sympy_names() -> frozenset[str]:
-    """Names a shape expression may call: sympy's expression classes and constants, torch's shape functions."""
-    import sympy
-    import torch.utils._sympy.functions as shape_functions
+#: Shape functions an expression may call, each costing at most its largest argument (bits + 1):
+#: sympy's ``srepr`` classes that torch writes, and torch's own shape functions
+#: (``torch.utils._sympy.functions``) but the ones that raise to a power.
+_SHAPE_FUNCTIONS = frozenset({
+    "Add", "Mul", "Integer", "Rational", "Float", "Max", "Min", "Mod", "Abs", "floor", "ceiling",
+    "Eq", "Ne", "Lt", "Le", "Gt", "Ge", "Equality", "Unequality", "StrictLessThan", "StrictGreaterThan",
+    "LessThan", "GreaterThan", "And", "Or", "Not", "Piecewise", "ExprCondPair",
+    "CeilDiv", "CeilToInt", "CleanDiv", "FloatTrueDiv", "FloorDiv", "FloorToInt", "Identity", "IntTrueDiv",
+    "IsNonOverlappingAndDenseIndicator", "ModularIndexing", "PythonMod", "RoundDecimal", "RoundToInt", "ToFloat",
+    "TruncToFloat", "TruncToInt", "Where", "BitwiseFn_bitwise_and", "BitwiseFn_bitwise_or",
+    "BitwiseFn_bitwise_xor",
+})
+#: Calls that raise their first argument to the power of their second: ``Pow(s0, 2)``.
+_POWER_FUNCTIONS = frozenset({"Pow", "PowByNatural", "FloatPow"})
+_CONSTANTS = frozenset({"True", "False", "oo", "zoo", "nan", "pi", "E"})
+#: Bounds on the work sympy does to read one expression: its length, its nodes, the bits of any
+#: value it can compute (a shape is an int64: 63 bits; 4096 leaves room for products of them),
+#: and the largest literal power.
+MAX_EXPRESSION_CHARS = 10_000
+MAX_EXPRESSION_NODES = 2_000
+MAX_VALUE_BITS = 4096
+MAX_EXPONENT = 64
+_SYMBOL_BITS = 63
 
-    names = set()
-    for namespace in (vars(sympy), vars(shape_functions)):
-        for key, value in namespace.items():
-            is_class = isinstance(value, type) and issubclass(value, sympy.Basic)
-            if not key.startswith("_") and (is_class or isinstance(value, sympy.Basic)):
-                names.add(key)
-    return frozenset(names | {"True", "False", "None"})
 
-
-_ALLOWED_OPS = frozenset({"(", ")", ",", "+", "-", "*", "/", "//", "%", "**", "<", ">", "<=", ">=", "==", "!=",
-                          "&", "|", "~", "^", "="})
+class _Unbounded(ValueError):
+    """A shape expression outside the grammar, or one whose value could be too large to compute quickly."""
 
 
 def _is_shape_expression(text: str) -> bool:
-    """True when ``text`` is a sympy shape expression with nothing Python could run.
+    """True when ``text`` is a shape expression that sympy reads quickly and with nothing Python could run.
 
-    Calls of sympy's expression classes (``Symbol('s77', positive=True, integer=True)``,
-    ``Max``, ``FloorDiv``), symbol names (``s0``), numbers, arithmetic and comparison only: no
-    attribute access, no indexing, no other names (``sympify`` evaluates its text with Python's builtins in scope).
+    ``text`` is never evaluated here: it is parsed by ``ast`` (which runs nothing) and walked.
+    Allowed: calls of the shape functions torch writes (``Symbol('s77', positive=True,
+    integer=True)``, ``Mul``, ``Add``, ``Max``, ``FloorDiv``, ...; ``_SHAPE_FUNCTIONS``), symbol
+    names (``s0``), numbers, arithmetic and comparisons. No attribute access, indexing, other
+    names or strings. The work is bounded: at most ``MAX_EXPRESSION_CHARS`` characters and
+    ``MAX_EXPRESSION_NODES`` nodes, a power only to a literal exponent of at most ``MAX_EXPONENT``,
+    and no value that could exceed ``MAX_VALUE_BITS`` bits (``s + 2**2**40`` is refused: sympy
+    would compute 2**(2**40) before anything else).
     """
-    allowed = _sympy_names()
+    if len(text) > MAX_EXPRESSION_CHARS:
+        return False
     try:
-        tokens = list(tokenize.generate_tokens(io.StringIO(text).readline))
-    except (tokenize.TokenError, SyntaxError):
+        tree = ast.parse(text.strip(), mode="eval")
+    except (SyntaxError, ValueError, RecursionError, MemoryError):  # (too many nested parentheses, ...)
         return False
-    significant = [t for t in tokens if t.type not in (tokenize.NEWLINE, tokenize.NL, tokenize.ENDMARKER)]
-    for index, token in enumerate(significant):
-        following = significant[index + 1].string if index + 1 < len(significant) else ""
-        if token.type == tokenize.NUMBER:
-            continue
-        if token.type == tokenize.OP and token.string in _ALLOWED_OPS:
-            continue
-        if token.type == tokenize.STRING and _SYMBOL_STRING.fullmatch(token.string):
-            continue
-        if token.type == tokenize.NAME and not token.string.startswith("_"):
-            if token.string in allowed or _SYMBOL_NAME.fullmatch(token.string) or following == "=":
-                continue
+    if sum(1 for _ in ast.walk(tree)) > MAX_EXPRESSION_NODES:
         return False
-    return True
+    try:
+        return _value_bits(tree.body) <= MAX_VALUE_BITS
+    except (_Unbounded, RecursionError):
+        return False
+
+
+def _exponent(node: ast.expr) -> int:
+    """A literal exponent (``2``, ``Integer(2)``, ``-1``) of at most ``MAX_EXPONENT``; else ``_Unbounded``."""
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+        return _exponent(node.operand)
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "Integer" \
+            and len(node.args) == 1 and not node.keywords:
+        node = node.args[0]
+    if isinstance(node, ast.Constant) and type(node.value) is int and abs(node.value) <= MAX_EXPONENT:
+        return abs(node.value)
+    raise _Unbounded("a power needs a literal exponent")
+
+
+def _value_bits(node: ast.expr) -> int:
+    """An upper bound on the bits of the value ``node`` computes (symbols are int64 shapes); ``_Unbounded``
+    for anything outside the grammar (see ``_is_shape_expression``)."""
+    if isinstance(node, ast.Constant):
+        if type(node.value) is bool or node.value is None:
+            return 1
+        if type(node.value) is int:
+            return max(node.value.bit_length(), 1)
+        if type(node.value) is float:
+            return 64
+        raise _Unbounded("a string outside Symbol(...)")
+    if isinstance(node, ast.Name):
+        if node.id in _CONSTANTS or _SYMBOL_NAME.fullmatch(node.id):
+            return _SYMBOL_BITS
+        raise _Unbounded(f"the name {node.id}")
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd, ast.Not, ast.Invert)):
+        return _value_bits(node.operand)
+    if isinstance(node, ast.BinOp):
+        if isinstance(node.op, ast.Pow):
+            return _value_bits(node.left) * max(_exponent(node.right), 1)
+        left, right = _value_bits(node.left), _value_bits(node.right)
+        if isinstance(node.op, ast.Mult):
+            return left + right
+        if isinstance(node.op, (ast.Add, ast.Sub, ast.Div, ast.FloorDiv, ast.Mod, ast.BitAnd, ast.BitOr,
+                                ast.BitXor)):
+            return max(left, right) + 1
+        raise _Unbounded("an operator outside shape arithmetic")  # <<, >>, @
+    if isinstance(node, (ast.Compare, ast.BoolOp)):
+        parts = [node.left, *node.comparators] if isinstance(node, ast.Compare) else node.values
+        for part in parts:
+            _value_bits(part)
+        return _SYMBOL_BITS
+    if isinstance(node, ast.Tuple):
+        return max((_value_bits(item) for item in node.elts), default=1)
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
+        name = node.func.id
+        if name == "Symbol":
+            if not (node.args and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str)
+                    and _SYMBOL_NAME.fullmatch(node.args[0].value) and len(node.args) == 1):
+                raise _Unbounded("Symbol takes one symbol name")
+            if not all(k.arg and isinstance(k.value, ast.Constant) and type(k.value.value) is bool
+                       for k in node.keywords):
+                raise _Unbounded("Symbol's assumptions are True or False")
+            return _SYMBOL_BITS
+        if node.keywords and name != "Float":
+            raise _Unbounded(f"keywords of {name}")
+        if name in _POWER_FUNCTIONS:
+            if len(node.args) != 2:
+                raise _Unbounded(f"{name} takes a base and an exponent")
+            return _value_bits(node.args[0]) * max(_exponent(node.args[1]), 1)
+        if name in _SHAPE_FUNCTIONS:
+            if name == "Float" and any(isinstance(a, ast.Constant) and isinstance(a.value, str) for a in node.args):
+                raise _Unbounded("Float of a string")
+            if name == "Mul":
+                return sum(_value_bits(arg) for arg in node.args) or 1
+            return max((_value_bits(arg) for arg in node.args), default=1) + len(node.args)
+        if name.startswith("OpaqueUnaryFn_") and len(node.args) == 1:  # sin, log, ...: floats
+            _value_bits(node.args[0])
+            return 64
+    raise _Unbounded(type(node).__name__)

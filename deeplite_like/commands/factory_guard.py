@@ -7,6 +7,11 @@ argument), and a framework's file loader (``torch:load``, ``numpy:load``,
 ``keras.saving:load_model``), which ``--model-args`` could call with its unsafe options
 (``weights_only=False``, ``allow_pickle=True``, ``safe_mode=False``), bypassing the safe
 loading of model files. Standard-library modules are refused before they are imported.
+
+This is a guard against mistakes, not a sandbox (docs/cli.rst, "MODEL specs: what you name
+runs"): a spec is a command the user chose, like ``python -m module``, and any other installed
+function that evaluates its argument runs if named. That is why a spec is taken only from the
+command line, never from a file.
 """
 from __future__ import annotations
 

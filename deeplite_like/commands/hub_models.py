@@ -26,6 +26,7 @@ from typing import Any
 from urllib.parse import parse_qs
 
 from deeplite_like.commands.errors import UsageError
+from deeplite_like.commands.input_memory import check_input_bytes
 from deeplite_like.commands.loading import LoadedModel, require_framework, require_known_model
 
 #: ``?task=`` -> the transformers auto class that builds that head.
@@ -122,9 +123,18 @@ def _builder(transformers: Any, config: Any, task: str | None, spec: str) -> Any
     if task is not None:
         return getattr(transformers, TASKS[task]).from_config
     for architecture in getattr(config, "architectures", None) or ():
+        if not isinstance(architecture, str) or not architecture.isidentifier() or architecture.startswith("_"):
+            raise UsageError(f"{spec!r}: its config's architectures entry {architecture!r} is not a class name",
+                             f"fix config.json, or choose the head with ?task= ({', '.join(TASKS)})")
         cls = getattr(transformers, architecture, None)
-        if cls is not None:
-            return cls._from_config
+        if cls is None:
+            continue
+        if not (isinstance(cls, type) and issubclass(cls, transformers.PreTrainedModel)):
+            kind = "class" if isinstance(cls, type) else type(cls).__name__
+            raise UsageError(f"{spec!r}: its config's architectures entry {architecture!r} names transformers."
+                             f"{architecture}, a {kind} that is not a model class (a PreTrainedModel)",
+                             f"fix config.json, or choose the head with ?task= ({', '.join(TASKS)})")
+        return cls._from_config
     return transformers.AutoModel.from_config
 
 
@@ -142,6 +152,9 @@ def _example(config: Any, model: Any, seq_len: int | None) -> tuple[tuple[tuple,
         if limit and length > limit:
             raise UsageError(f"--seq-len {length} is longer than the model's maximum ({limit} positions)",
                              f"use --seq-len {limit} or less")
+        sequences = 2 if getattr(config, "is_encoder_decoder", False) else 1
+        check_input_bytes(f"--seq-len {length}", f"{sequences} sequence{'s' * (sequences > 1)} of {length} int64 "
+                          "token ids", sequences * length * 8)  # before allocating them
         ids = torch.randint(0, int(text.vocab_size), (1, length), generator=generator)
         kwargs["input_ids"] = ids
         if getattr(config, "is_encoder_decoder", False):

@@ -9,32 +9,16 @@ so inputs above half of the memory available here are refused, with the estimate
 from __future__ import annotations
 
 import math
-import os
-from pathlib import Path
 from typing import Any, Iterable
 
+from deeplite_like.argument_checks import MEMORY_SHARE as SHARE
+from deeplite_like.argument_checks import available_memory
 from deeplite_like.commands.errors import UsageError
 
-#: The share of available memory the inputs may take (the rest is left to activations).
-SHARE = 0.5
+__all__ = ["SHARE", "available_memory", "check_input_bytes", "sample_bytes", "shape_bytes"]
 
 _HINT = ("use a smaller batch or shape: MACs and FLOPs grow linearly with the batch size, so profile a batch "
          "that fits and scale the counts")
-
-
-def available_memory() -> int | None:
-    """Bytes of memory available to a new allocation here (Linux ``MemAvailable``), or ``None`` if unknown."""
-    meminfo = Path("/proc/meminfo")
-    if meminfo.is_file():
-        for line in meminfo.read_text().splitlines():
-            if line.startswith("MemAvailable:"):
-                return int(line.split()[1]) * 1024  # the value is in kB (KiB)
-    for pages in ("SC_AVPHYS_PAGES", "SC_PHYS_PAGES"):  # available pages, else all of them (macOS)
-        try:
-            return os.sysconf(pages) * os.sysconf("SC_PAGE_SIZE")
-        except (ValueError, OSError, AttributeError):  # not POSIX, or the name is unknown here
-            continue
-    return None
 
 
 def shape_bytes(shape: Iterable[int], itemsize: int) -> int:

@@ -5,7 +5,9 @@ fixed seed (standard normal), so two runs see the same inputs. A PyTorch model g
 tensors in the dtype of its first floating-point parameter; a Keras model gets float32 numpy
 arrays. ``--inputs`` reads real inputs: a ``.pt`` file (a tensor, a tuple / list of tensors, or a
 dict of keyword tensors; read with ``torch.load(weights_only=True)``), a ``.npy`` array or a
-``.npz`` archive (``arr_0, arr_1, ...`` positional, other names keyword).
+``.npz`` archive (``arr_0, arr_1, ...`` positional, other names keyword). A numpy file's size is
+read from its headers before any array is (``numpy_sizes``): one that declares more than the
+memory here, or more than it holds (a zip bomb's members), is refused with the estimate.
 """
 from __future__ import annotations
 
@@ -13,7 +15,7 @@ import pickle
 import re
 import zipfile
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from deeplite_like.commands.errors import UsageError
 from deeplite_like.commands.loading import LoadedModel
@@ -96,6 +98,7 @@ def _read_numpy(path: Path) -> tuple[tuple, dict]:
     import numpy as np
 
     hint = "save plain numeric arrays: numpy.save('x.npy', x) or numpy.savez('x.npz', x, mask=mask)"
+    check_numpy_sizes(path, hint)
     try:
         data = np.load(path, allow_pickle=False)  # never True: a pickled object array runs code when loaded
         if isinstance(data, np.ndarray):
@@ -113,6 +116,63 @@ def _read_numpy(path: Path) -> tuple[tuple, dict]:
             from None
     positional = sorted((n for n in names if re.fullmatch(r"arr_\d+", n)), key=lambda n: int(n[4:]))
     return tuple(arrays[n] for n in positional), {n: arrays[n] for n in names if n not in positional}
+
+
+def _npy_header(stream: IO[bytes], where: str, hint: str) -> tuple[tuple[int, ...], Any, int]:
+    """``(shape, dtype, header bytes)`` of the ``.npy`` stream, read without reading its data."""
+    import numpy as np
+
+    start = stream.tell() if stream.seekable() else 0
+    try:
+        version = np.lib.format.read_magic(stream)
+        reader = np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0
+        shape, _, dtype = reader(stream, max_header_size=10_000)
+    except (ValueError, OSError, EOFError, SyntaxError, zipfile.BadZipFile) as exc:
+        raise UsageError(f"cannot read {where} as a numpy array: {exc}", hint) from None
+    header = stream.tell() - start if stream.seekable() else 0
+    if any(not isinstance(d, int) or d < 0 for d in shape):
+        raise UsageError(f"{where} declares the shape {shape!r}, which no array has", hint)
+    return tuple(shape), dtype, header
+
+
+def check_numpy_sizes(path: Path, hint: str) -> None:
+    """Refuse a ``.npy`` / ``.npz`` whose arrays, as their headers declare them, would not fit here (before reading).
+
+    Each array's bytes are its declared shape times its dtype's size; an ``.npz`` member's are
+    also bounded by the size its zip entry declares unpacked (a 2 MB archive that inflates to
+    6.5 GB declares so). An array that declares more data than its file (or entry) holds is
+    refused as corrupt: numpy would allocate it before finding out.
+    """
+    from deeplite_like.commands.input_memory import check_input_bytes, shape_bytes
+    from deeplite_like.units import format_bytes
+
+    where = f"--inputs {str(path)!r}"
+    declared: list[tuple[str, int, int]] = []  # (array, bytes its header declares, bytes the file holds for it)
+    if path.suffix.lower() == ".npy":
+        with open(path, "rb") as stream:
+            shape, dtype, header = _npy_header(stream, where, hint)
+        declared.append((path.name, shape_bytes(shape, dtype.itemsize), path.stat().st_size - header))
+    else:
+        try:
+            with zipfile.ZipFile(path) as archive:
+                members = [info for info in archive.infolist() if not info.is_dir()]
+                unpacked = sum(info.file_size for info in members)
+                check_input_bytes("--inputs", f"{len(members)} arrays that unpack to {format_bytes(unpacked)}",
+                                  unpacked)
+                for info in members:
+                    with archive.open(info) as stream:
+                        shape, dtype, header = _npy_header(stream, f"{where} ({info.filename})", hint)
+                    declared.append((info.filename, shape_bytes(shape, dtype.itemsize),
+                                     info.file_size - (header or 0)))
+        except (zipfile.BadZipFile, zipfile.LargeZipFile, OSError, EOFError, NotImplementedError) as exc:
+            raise UsageError(f"cannot read {where} as a numpy file: {type(exc).__name__}: {exc}", hint) from None
+    total = sum(nbytes for _, nbytes, _ in declared)
+    check_input_bytes("--inputs", f"{len(declared)} array{'s' * (len(declared) != 1)} as their headers declare them",
+                      total)
+    for name, nbytes, holds in declared:
+        if nbytes > max(holds, 0):
+            raise UsageError(f"{where}: the array {name!r} declares {format_bytes(nbytes)} of data but the file holds "
+                             f"{format_bytes(max(holds, 0))} for it; the file is truncated or corrupt", hint)
 
 
 def _read_torch(path: Path) -> tuple[tuple, dict]:

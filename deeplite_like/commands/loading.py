@@ -86,12 +86,16 @@ def parse_model_args(text: str | None) -> tuple[tuple, dict]:
     """``--model-args`` JSON -> ``(args, kwargs)``: an object gives keywords, a list positionals."""
     if text is None:
         return (), {}
+    example = 'write a JSON object of keyword arguments, e.g. --model-args \'{"num_classes": 100}\''
     try:
         value = json.loads(text)
     except json.JSONDecodeError as exc:
-        raise UsageError(f"--model-args is not valid JSON: {exc.msg} at character {exc.pos} of {text!r}",
-                         'write a JSON object of keyword arguments, e.g. --model-args \'{"num_classes": 100}\'') \
+        raise UsageError(f"--model-args is not valid JSON: {exc.msg} at character {exc.pos} of {text!r}", example) \
             from None
+    except RecursionError:
+        raise UsageError("--model-args nests its JSON too deeply to read", example) from None
+    except ValueError as exc:  # an int of more than 4300 digits
+        raise UsageError(f"--model-args cannot be read: {exc}", example) from None
     if isinstance(value, dict):
         return (), value
     if isinstance(value, list):

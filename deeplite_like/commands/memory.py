@@ -15,15 +15,15 @@ from __future__ import annotations
 import argparse
 import contextlib
 import dataclasses
-import json
 import sys
-from pathlib import Path
 from typing import IO, Any
 
 from deeplite_like.commands.errors import ProfilingFailed, UsageError
 from deeplite_like.commands.inputs import parse_shape, resolve_inputs
 from deeplite_like.commands.loading import FORMS_HINT, load_model, parse_model_args, require_framework
 from deeplite_like.commands.options import positive_int
+from deeplite_like.commands.output import Rendered, require_writable_output, write
+from deeplite_like.reports.formatting import strict_json
 
 SHARDINGS = ("ddp", "zero1", "zero2", "zero3", "fsdp")
 
@@ -55,7 +55,7 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
                       help="measure the first step (no optimizer state yet) instead of a steady-state one")
     step.add_argument("--sharding", choices=SHARDINGS, default=None, help="data-parallel strategy")
     step.add_argument("--world-size", type=positive_int, default=1, metavar="N", help="ranks (with --sharding)")
-    step.add_argument("--fit", metavar="SIZE", default=None,
+    step.add_argument("--fit", type=device_size, metavar="SIZE", default=None,
                       help="find the largest batch that fits SIZE (e.g. 80GiB), allowance included")
     step.add_argument("--fit-axis", choices=("batch", "seq"), default="batch", help="search the batch or dim 1")
     out = parser.add_argument_group("output")
@@ -64,6 +64,17 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     out.add_argument("--output", "-o", metavar="FILE", default=None, help="write the report to FILE")
     out.add_argument("--verbose", action="store_true", help="show the traceback of an error")
     parser.set_defaults(run=run)
+
+
+def device_size(text: str) -> str:
+    """An argparse type: a device memory size > 0 (``80GiB``), checked before any model is loaded (kept as text)."""
+    from deeplite_like.byte_sizes import parse_bytes
+
+    try:
+        parse_bytes(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return text
 
 
 def _inputs(args: argparse.Namespace, loaded: Any) -> tuple[tuple, dict]:
@@ -80,8 +91,19 @@ def run(args: argparse.Namespace, stdout: IO[str] | None = None, stderr: IO[str]
         raise UsageError(f"--world-size {args.world_size} needs --sharding", f"one of {', '.join(SHARDINGS)}")
     if args.fit is not None and not args.train:
         raise UsageError("--fit searches the batch of a training step", "add --train")
+    fmt = args.format or ("html" if (args.output or "").endswith((".html", ".htm")) else
+                          "json" if (args.output or "").endswith(".json") else "table")
+    if fmt == "html" and not args.train:
+        raise UsageError("--format html draws the timeline of a training step", "add --train")
+    require_writable_output(args.output)  # before any model is loaded: no work is lost to a bad path
     require_framework("torch", args.model)
     import torch
+
+    from deeplite_like.backends.torch.training_optimizers import _OPTIMIZERS  # the names build_optimizer knows
+
+    if args.train and args.optimizer.lower() not in _OPTIMIZERS:
+        raise UsageError(f"--optimizer {args.optimizer!r} is not a known optimizer",
+                         f"use one of {', '.join(sorted(_OPTIMIZERS))}")
 
     with torch.device("meta") if args.meta_init else contextlib.nullcontext():
         loaded = load_model(args.model, parse_model_args(args.model_args), args.weights)
@@ -94,23 +116,15 @@ def run(args: argparse.Namespace, stdout: IO[str] | None = None, stderr: IO[str]
     except (RuntimeError, NotImplementedError, ValueError, TypeError) as error:
         raise ProfilingFailed(f"measuring the memory of {loaded.name} failed: {error}",
                               "run again with --verbose for the traceback") from error
-    fmt = args.format or ("html" if (args.output or "").endswith((".html", ".htm")) else
-                          "json" if (args.output or "").endswith(".json") else "table")
-    if fmt == "html" and not args.train:
-        raise UsageError("--format html draws the timeline of a training step", "add --train")
     if fmt == "json":
-        text = json.dumps(report, indent=2)
+        text = strict_json(report)
     elif fmt == "html":
         from deeplite_like.reports.memory_timeline import training_memory_page
 
         text = training_memory_page(report, f"Training memory: {loaded.name}")
     else:
         text = report["text"]
-    if args.output:
-        Path(args.output).write_text(text + "\n")
-        print(f"wrote {args.output}", file=stderr)
-    else:
-        print(text, file=stdout)
+    write(Rendered(text + "\n"), args.output, stdout, stderr)
     return 0
 
 

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import sys
 from collections.abc import Callable
@@ -34,8 +35,8 @@ def non_negative_int(text: str) -> int:
 
 
 def positive_float(text: str) -> float:
-    """An argparse type: a float > 0."""
-    return _bounded(text, float, "a number of seconds > 0", lambda value: value > 0)
+    """An argparse type: a finite float > 0 (``inf`` would time forever, ``nan`` compares false)."""
+    return _bounded(text, float, "a finite number of seconds > 0", lambda value: 0 < value < math.inf)
 
 
 def thread_count(text: str) -> int | str:

@@ -11,17 +11,20 @@ per-layer rows go to ``out.layers.csv`` beside it (``out.<model>.layers.csv`` fo
 """
 from __future__ import annotations
 
-import json
+import os
 import re
+import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
-from deeplite_like.commands.errors import UsageError
+from deeplite_like.commands.errors import CommandError, UsageError, raise_if_interrupted
 from deeplite_like.commands.run import ModelResult
 from deeplite_like.commands.schema import stamped
 from deeplite_like.reports import CompareReport, Report, TableReport
+from deeplite_like.reports.base import write_atomically
+from deeplite_like.reports.formatting import strict_json
 from deeplite_like.reports.html import module_depth, qualified_names
 
 FORMATS = ("table", "json", "csv", "markdown", "html")
@@ -158,7 +161,7 @@ class Rendered:
 
 def json_rendered(report: str, data: dict[str, Any]) -> Rendered:
     """``data`` as an indented JSON report of the kind ``report``, stamped with the schema version."""
-    return Rendered(json.dumps(stamped(report, data), indent=2) + "\n")
+    return Rendered(strict_json(stamped(report, data)) + "\n")
 
 
 def render_profile(result: ModelResult, fmt: str, view: LayerView, output: str | None) -> Rendered:
@@ -173,7 +176,7 @@ def render_profile(result: ModelResult, fmt: str, view: LayerView, output: str |
     if fmt == "csv":
         side = {}
         if output and layers is not None:
-            side[str(Path(output).with_suffix(".layers.csv"))] = layers.to_csv()
+            side[layers_csv_path(output)] = layers.to_csv()
         return Rendered(status.to_csv(), side)
     # a status table with no metric (--metrics layers) would be an empty frame: leave it out
     reports: list[Report] = ([status] if status.rows or layers is None else []) + ([layers] if layers is not None else [])
@@ -199,7 +202,7 @@ def render_compare(report: CompareReport, results: Sequence[ModelResult], fmt: s
         side = {}
         if output:
             for result, table in layers:
-                side[str(Path(output).with_suffix(f".{_slug(result.name)}.layers.csv"))] = table.to_csv()
+                side[layers_csv_path(output, result.name)] = table.to_csv()
         return Rendered(report.to_csv(), side)
     if fmt == "html":
         from deeplite_like.reports.html import document, notes_html, report_section
@@ -259,41 +262,62 @@ def _join(reports: Sequence[Report], fmt: str, notes: Sequence[str], view: Layer
     return text
 
 
-def require_writable_output(output: str | None) -> None:
+def layers_csv_path(output: str, model_name: str | None = None) -> str:
+    """Where ``--output out.csv`` puts per-layer rows: ``out.layers.csv`` (a compare: ``out.<model>.layers.csv``)."""
+    suffix = ".layers.csv" if model_name is None else f".{_slug(model_name)}.layers.csv"
+    return str(Path(output).with_suffix(suffix))
+
+
+def require_writable_output(output: str | None, option: str = "--output") -> None:
     """Refuse an ``--output`` that cannot be written, before any model is loaded or profiled.
 
     A directory, a path below a file (``notes.txt/report.html``), a missing directory and a
-    place this process may not write are each a ``UsageError`` naming the path. The check
-    opens the file for appending (nothing is truncated) and removes it again if it was new.
+    place this process may not write are each a ``UsageError`` naming the path. A regular file
+    (or a new one) is checked by creating a file beside it, as the final write will
+    (``write_atomically``); nothing is opened at ``output`` itself, so an existing report is
+    untouched and a FIFO's reader does not see an end of file before the report comes. A FIFO
+    or a device (``/dev/stdout``) is checked for write permission only.
     """
     if output is None:
         return
     target = Path(output)
     if target.is_dir():
-        raise UsageError(f"--output {output!r} is a directory, not a file",
-                         f"name a file in it, e.g. --output {str(target / 'report.html')!r}")
+        raise UsageError(f"{option} {output!r} is a directory, not a file",
+                         f"name a file in it, e.g. {option} {str(target / 'report.html')!r}")
     ancestor = target.parent
     while not ancestor.exists() and ancestor != ancestor.parent:
         ancestor = ancestor.parent
     if ancestor.exists() and not ancestor.is_dir():
-        raise UsageError(f"--output {output!r}: {str(ancestor)!r} is a file, not a directory",
+        raise UsageError(f"{option} {output!r}: {str(ancestor)!r} is a file, not a directory",
                          "write the report somewhere else")
     if not target.parent.is_dir():
-        raise UsageError(f"--output {output!r}: the directory {str(target.parent)!r} does not exist",
+        raise UsageError(f"{option} {output!r}: the directory {str(target.parent)!r} does not exist",
                          "create it first, or write somewhere else")
-    existed = target.exists()
+    if target.exists() and not target.is_file():  # a FIFO, a device: written in place
+        if not os.access(target, os.W_OK):
+            raise UsageError(f"{option} {output!r} cannot be written: Permission denied",
+                             "write the report somewhere this user may write")
+        return
+    if target.exists() and not os.access(target, os.W_OK):
+        raise UsageError(f"{option} {output!r} cannot be written: Permission denied",
+                         "write the report somewhere this user may write")
     try:
-        with open(target, "a", encoding="utf-8"):
-            pass
+        handle, probe = tempfile.mkstemp(dir=target.resolve().parent, prefix=f".{target.name}.", suffix=".tmp")
     except OSError as exc:
-        raise UsageError(f"--output {output!r} cannot be written: {exc.strerror}",
+        raise UsageError(f"{option} {output!r} cannot be written: {exc.strerror}",
                          "write the report somewhere this user may write") from None
-    if not existed:
-        target.unlink()
+    os.close(handle)
+    os.unlink(probe)
 
 
 def write(rendered: Rendered, output: str | None, stdout: IO[str], stderr: IO[str]) -> None:
-    """Write the text to ``output`` (or ``stdout``) and the side files; name the files written on ``stderr``."""
+    """Write the text to ``output`` (or ``stdout``) and the side files; name the files written on ``stderr``.
+
+    Each file is written by ``write_atomically``; a file that cannot be written is a
+    ``CommandError`` naming it (exit 1: the work is done, and the old file is kept). After a
+    Ctrl-C that something swallowed, nothing is written (``KeyboardInterrupt``).
+    """
+    raise_if_interrupted()
     if output is None:
         stdout.write(rendered.text)
         return
@@ -303,6 +327,11 @@ def write(rendered: Rendered, output: str | None, stdout: IO[str], stderr: IO[st
         if not target.parent.is_dir():
             raise UsageError(f"--output {output!r}: the directory {str(target.parent)!r} does not exist",
                              "create it first, or write somewhere else")
-        target.write_text(text if text.endswith("\n") else text + "\n", encoding="utf-8")
+        try:
+            write_atomically(path, text if text.endswith("\n") else text + "\n")
+        except OSError as exc:
+            raise CommandError(f"cannot write {path!r}: {exc.strerror or exc}",
+                               "free space or choose another --output; a file that was there before is kept "
+                               "as it was") from None
         written.append(str(target))
     print(f"wrote {', '.join(written)}", file=stderr)

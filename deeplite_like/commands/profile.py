@@ -10,7 +10,8 @@ from deeplite_like.commands.inputs import parse_shape, resolve_inputs
 from deeplite_like.commands.loading import FORMS_HINT, load_model, parse_model_args
 from deeplite_like.commands.options import (add_common_options, add_measure_options, layer_options_given, layer_view,
                                              run_options)
-from deeplite_like.commands.output import render_profile, require_writable_output, resolve_format, write
+from deeplite_like.commands.output import (layers_csv_path, render_profile, require_writable_output, resolve_format,
+                                           write)
 from deeplite_like.commands.progress import Progress
 from deeplite_like.commands.run import check_device, execute, prepare
 from deeplite_like.commands.sweep import render_sweep, run_sweep, size_list
@@ -36,6 +37,9 @@ def run(args: argparse.Namespace, stdout: IO[str] | None = None, stderr: IO[str]
     stdout, stderr = stdout or sys.stdout, stderr or sys.stderr
     require_writable_output(args.output)  # before any model is loaded: no work is lost to a bad path
     fmt = resolve_format(args.format, args.output)
+    layers_wanted = args.metrics is None or {"layers", "layerwise_summary"} & set(args.metrics)
+    if fmt == "csv" and args.output is not None and layers_wanted and not (args.batch_sizes or args.seq_lens):
+        require_writable_output(layers_csv_path(args.output), "the per-layer CSV beside --output,")
     check_device(args.device)
     shapes = [parse_shape(text) for text in args.input_shape or []]
     model_args = parse_model_args(args.model_args)

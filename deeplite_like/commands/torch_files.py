@@ -76,7 +76,8 @@ def load_torch_file(spec: str, path: Path) -> LoadedModel:
 
 
 def require_torch_kind(path: Path, what: str, hint: str) -> None:
-    """Refuse a file that is neither a zip archive nor a pickle before torch reads it.
+    """Refuse a file that is neither a zip archive nor a pickle before torch reads it, and a zip archive
+    that would unpack to more than the memory available here.
 
     ``what`` names the file in the message (``"'model.pth'"``, ``"--weights 'w.pt'"``).
     """
@@ -84,6 +85,19 @@ def require_torch_kind(path: Path, what: str, hint: str) -> None:
     if kind not in (ZIP, PICKLE):
         raise UsageError(f"{what} is not a PyTorch file: it is {describe(kind)}, not the zip archive (or pickle) "
                          "that torch.save, torch.jit.save or torch.export.save writes", hint)
+    if kind == ZIP:  # a zip bomb: refused from the sizes its entries declare, before torch unpacks it
+        from deeplite_like.commands.input_memory import available_memory
+        from deeplite_like.units import format_bytes
+
+        try:
+            with zipfile.ZipFile(path) as archive:
+                unpacked = sum(info.file_size for info in archive.infolist())
+        except (zipfile.BadZipFile, zipfile.LargeZipFile, OSError, EOFError) as exc:
+            raise UsageError(f"{what} is a damaged zip archive: {exc}", hint) from None
+        available = available_memory()
+        if available is not None and unpacked > available:
+            raise UsageError(f"{what} unpacks to {format_bytes(unpacked)}, more than the {format_bytes(available)} "
+                             "of memory available here; refused before reading it", hint)
 
 
 def _load_exported(spec: str, path: Path, torch: Any) -> LoadedModel:

@@ -10,14 +10,16 @@ so ``node.gap`` (the node minus the sum of its children) is visible and explaine
 """
 from __future__ import annotations
 
-import json
 import os
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Iterator
 
+from deeplite_like.argument_checks import check_flag
 from deeplite_like.communication import CommStats
 from deeplite_like.opcount import OpStats
+from deeplite_like.profiling.arguments import check_view_options
+from deeplite_like.reports.formatting import strict_json
 
 #: Phases a profile may hold, in the order they are shown.
 PHASES = ("forward", "backward", "optimizer", "other")
@@ -276,11 +278,13 @@ class ModelProfile:
     def aggregated(self, module_depth: int = -1, top_modules: int = 3) -> list[dict]:
         """Top-k module types per depth, as data (see ``profiling.aggregate.aggregate``)."""
         from deeplite_like.profiling.aggregate import aggregate
+        check_view_options(module_depth, top_modules)
         return aggregate(self, module_depth, top_modules)
 
     def aggregated_table(self, module_depth: int = -1, top_modules: int = 3, as_string: bool = True):
         """The aggregated view as a ``TableReport`` (text, dict, CSV, Markdown, HTML)."""
         from deeplite_like.profiling.aggregate import aggregated_report
+        check_view_options(module_depth, top_modules)
         return aggregated_report(self, module_depth, top_modules, as_string)
 
     def tree_text(self, module_depth: int = -1, as_string: bool = True) -> str:
@@ -295,8 +299,14 @@ class ModelProfile:
 
     def to_text(self, module_depth: int = -1, top_modules: int = 3, detailed: bool = True,
                 as_string: bool = True) -> str:
-        """The full report: summary, aggregated top-k per depth, and (``detailed``) the tree."""
+        """The full report: summary, aggregated top-k per depth, and (``detailed``) the tree.
+
+        Arguments are checked first (``to_text('2', 3)`` is a ``TypeError`` naming ``module_depth``).
+        """
         from deeplite_like.profiling.summary import render_report
+        check_view_options(module_depth, top_modules)
+        check_flag(detailed, "detailed", "to_text")
+        check_flag(as_string, "as_string", "to_text")
         return render_report(self, module_depth, top_modules, detailed, as_string)
 
     def __str__(self) -> str:
@@ -326,7 +336,8 @@ class ModelProfile:
         }
 
     def to_json(self, indent: int | None = 2, **view: int) -> str:
-        return json.dumps(self.to_dict(**view), indent=indent)
+        """:meth:`to_dict` as strict JSON (a non-finite float is ``"NaN"`` / ``"Infinity"`` / ``"-Infinity"``)."""
+        return strict_json(self.to_dict(**view), indent=indent)
 
     def _repr_html_(self) -> str:
         import html

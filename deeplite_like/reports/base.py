@@ -8,17 +8,19 @@ Tables are drawn by ``prettytable``; CSV and JSON by the standard library.
 from __future__ import annotations
 
 import abc
+import contextlib
 import csv
 import io
-import json
 import os
 import re
+import stat
+import tempfile
 from pathlib import Path
 from typing import Any
 
 from prettytable import PrettyTable, TableStyle
 
-from deeplite_like.reports.formatting import csv_cell
+from deeplite_like.reports.formatting import csv_cell, strict_json
 
 _MARKDOWN_SPECIAL = re.compile(r"([\\|*`<>\[\]])")
 
@@ -39,6 +41,39 @@ def unique_names(names: list[str]) -> list[str]:
 
 def _markdown_escape(text: str) -> str:
     return _MARKDOWN_SPECIAL.sub(r"\\\1", text).replace("\n", " ")
+
+
+def write_atomically(path: str, text: str) -> None:
+    """Write ``text`` to ``path`` so that a reader never sees half a report and a failed write keeps the old one.
+
+    A regular file (or a new one) is written to a temporary file beside it, flushed to disk and
+    renamed over it (``os.replace``: atomic on POSIX and Windows), keeping the old file's permission
+    bits; a symbolic link's target is replaced, not the link. A FIFO or a device is written in place.
+    On failure the temporary file is removed and ``OSError`` propagates.
+    """
+    target = Path(os.path.realpath(path))
+    if target.exists() and not target.is_file():
+        with open(target, "w", encoding="utf-8", newline="") as stream:
+            stream.write(text)
+        return
+    mode = stat.S_IMODE(target.stat().st_mode) if target.exists() else None
+    handle, temporary = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(handle, "w", encoding="utf-8", newline="") as stream:
+            stream.write(text)
+            stream.flush()
+            os.fsync(stream.fileno())
+        if mode is not None:
+            os.chmod(temporary, mode)
+        else:  # as open() would have made it: 0o666 less the umask
+            umask = os.umask(0)
+            os.umask(umask)
+            os.chmod(temporary, 0o666 & ~umask)
+        os.replace(temporary, target)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(temporary)
+        raise
 
 
 class Report(abc.ABC):
@@ -107,17 +142,19 @@ class Report(abc.ABC):
         return self.to_text()
 
     def to_json(self, indent: int | None = 2) -> str:
-        """:meth:`to_dict` as JSON text."""
-        return json.dumps(self.to_dict(), indent=indent)
+        """:meth:`to_dict` as strict JSON text (a non-finite float is the string ``"NaN"``,
+        ``"Infinity"`` or ``"-Infinity"``: ``reports.formatting.strict_json``)."""
+        return strict_json(self.to_dict(), indent=indent)
 
     def to_csv(self) -> str:
-        """Raw values as CSV (header row first), readable by the ``csv`` module."""
+        """Raw values as CSV (header row first), readable by the ``csv`` module; a text cell that a
+        spreadsheet would run as a formula starts with ``'`` (``reports.formatting.csv_cell``)."""
         columns, records = self._records()
         buffer = io.StringIO()
-        writer = csv.DictWriter(buffer, fieldnames=columns, lineterminator="\n")
-        writer.writeheader()
+        writer = csv.writer(buffer, lineterminator="\n")
+        writer.writerow([csv_cell(column) for column in columns])
         for record in records:
-            writer.writerow({column: csv_cell(record.get(column)) for column in columns})
+            writer.writerow([csv_cell(record.get(column)) for column in columns])
         return buffer.getvalue()
 
     def to_markdown(self) -> str:
@@ -151,13 +188,13 @@ class Report(abc.ABC):
         return to_html(self, title=title)
 
     def save(self, path: str | os.PathLike) -> Path:
-        """Write the report in the format named by the extension (.json .csv .md .txt .html)."""
+        """Write the report in the format named by the extension (.json .csv .md .txt .html), whole or not at
+        all (``write_atomically``: a failed write keeps the file that was there)."""
         path = Path(path)
         method = self.FORMATS.get(path.suffix.lower())
         if method is None:
             raise ValueError(f"cannot tell which format to write {str(path)!r} in from its extension "
                              f"{path.suffix!r}; use one of {', '.join(self.FORMATS)}")
         text = getattr(self, method)()
-        with open(path, "w", encoding="utf-8", newline="") as handle:
-            handle.write(text if text.endswith("\n") else text + "\n")
+        write_atomically(str(path), text if text.endswith("\n") else text + "\n")
         return path

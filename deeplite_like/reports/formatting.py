@@ -1,11 +1,24 @@
-"""Cell formatting shared by the reports: scaled numbers, details, JSON-ready copies.
+"""Cell formatting shared by the reports: scaled numbers, details, JSON-ready copies, strict JSON text
+and safe CSV cells.
 
 Presentation only: nothing here measures, and raw values are never changed in place.
+
+Two rules every file we write follows (docs/reliability.rst, "Reports are safe to open"):
+
+* **JSON is strict** (RFC 8259): a float that is not finite is written as the *string*
+  ``"NaN"``, ``"Infinity"`` or ``"-Infinity"``, the spelling of the protobuf JSON mapping, never
+  as the bare ``NaN`` / ``Infinity`` tokens that Python's ``json`` emits by default and that
+  strict readers (``jq``, browsers' ``JSON.parse``, Go, Rust's serde) refuse. ``strict_json``.
+* **CSV cells cannot be formulas**: a text cell starting with ``=``, ``+``, ``-``, ``@``, a tab or
+  a carriage return (a model or module name such as ``=HYPERLINK(...)``) is written with a
+  leading ``'``, as OWASP advises against spreadsheet formula injection; numbers are written as
+  numbers (``-3`` stays a number). ``csv_cell``.
 """
 from __future__ import annotations
 
 import enum
 import json
+import math
 import numbers
 from collections.abc import Mapping
 from typing import Any
@@ -73,10 +86,39 @@ def jsonable(value: Any) -> Any:
     return str(value)
 
 
+#: Non-finite floats in strict JSON: the protobuf JSON mapping's strings.
+NON_FINITE_JSON = {"nan": "NaN", "inf": "Infinity", "-inf": "-Infinity"}
+
+#: First characters that make a spreadsheet read a CSV cell as a formula (OWASP's list).
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+
+
+def finite_json_value(value: Any) -> Any:
+    """A copy of ``value`` (JSON types) with every non-finite float replaced by its string (``NON_FINITE_JSON``)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return NON_FINITE_JSON[repr(value)]
+    if isinstance(value, Mapping):
+        return {key: finite_json_value(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [finite_json_value(item) for item in value]
+    return value
+
+
+def strict_json(data: Any, indent: int | None = 2) -> str:
+    """``data`` as strict JSON text: non-finite floats as ``"NaN"`` / ``"Infinity"`` / ``"-Infinity"``.
+
+    Every JSON report we write goes through here (``Report.to_json``, the command line's JSON).
+    """
+    return json.dumps(finite_json_value(data), indent=indent, allow_nan=False)
+
+
 def csv_cell(value: Any) -> Any:
-    """A raw value for a CSV cell: ``None`` empty, nested values as compact JSON text."""
+    """A raw value for a CSV cell: ``None`` empty, nested values as compact JSON text, a text cell that a
+    spreadsheet would run as a formula (``FORMULA_STARTS``) prefixed with ``'``; numbers unchanged."""
     if value is None:
         return ""
     if isinstance(value, (dict, list)):
-        return json.dumps(value, separators=(",", ":"))
+        value = json.dumps(finite_json_value(value), separators=(",", ":"), allow_nan=False)
+    if isinstance(value, str) and value.startswith(FORMULA_STARTS):
+        return "'" + value
     return value

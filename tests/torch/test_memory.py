@@ -217,7 +217,10 @@ def test_globals_restored_when_forward_raises():
 def test_batch_size_inference_and_errors():
     stats = peak_activation_memory(nn.Identity(), (torch.randn(6, 2),))
     assert stats.batch_size == 6 and stats.per_sample_peak_bytes == 48 / 6
-    assert peak_activation_memory(nn.Identity(), (torch.randn(6, 2),), batch_size=3).batch_size == 3
+    assert peak_activation_memory(nn.Identity(), (torch.randn(6, 2),), batch_size=6).batch_size == 6
+    # a batch_size that is no dimension of the inputs would label batch 6's peak per sample of 3 (issue 29)
+    with pytest.raises(ValueError, match=r"peak_activation_memory\(batch_size=3\) disagrees with the inputs \(6x2\)"):
+        peak_activation_memory(nn.Identity(), (torch.randn(6, 2),), batch_size=3)
     with pytest.raises(ValueError, match="pass batch_size"):
         peak_activation_memory(nn.Identity(), (torch.tensor(1.0),))
     with pytest.raises(TypeError, match="expects a torch.nn.Module"):

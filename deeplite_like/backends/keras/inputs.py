@@ -23,6 +23,7 @@ from typing import Any, Iterator, Mapping
 
 import numpy as np
 
+from deeplite_like.argument_checks import check_batch_agrees, check_batch_size
 from deeplite_like.backends.keras._tf import import_keras
 from deeplite_like.backends.keras.counting.inputs import model_input_tensors
 from deeplite_like.backends.keras.counting.recorder import CallRecord, LayerRecorder, named_layers
@@ -81,9 +82,17 @@ def model_inputs(data_splits: Mapping[str, Any], forward_pass: ForwardPass, spli
     return to_backend(as_model_input(tuple(args), dict(kwargs)))
 
 
-def require_batch_size(inputs: Any, batch_size: int | None) -> int:
-    """``batch_size``, else the leading dimension of the first input tensor; an error when neither is known."""
-    if batch_size is None:
+def require_batch_size(inputs: Any, batch_size: int | None, api: str = "") -> int:
+    """``batch_size``, else the leading dimension of the first input tensor; an error when neither is known.
+
+    A ``batch_size`` given must be an int >= 1 and a dimension of some input (``check_batch_agrees``):
+    it labels the figures (per-sample peak, throughput).
+    """
+    if batch_size is not None:
+        batch_size = check_batch_size(batch_size, "batch_size", api)
+        shapes = [tuple(-1 if d is None else d for d in shape_of(t)) for t in tensor_leaves(inputs)]
+        check_batch_agrees(batch_size, shapes, api or "batch_size")
+    else:
         batch_size = batch_size_of(inputs)
     if not batch_size or batch_size < 1:
         raise ValueError(f"cannot tell the batch size of the inputs (shapes: {_shapes(inputs) or 'no tensors'}): "

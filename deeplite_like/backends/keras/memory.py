@@ -281,7 +281,7 @@ def peak_activation_memory(model: keras.layers.Layer, inputs: Any, training: boo
     if not isinstance(model, keras.layers.Layer):
         raise TypeError(f"peak_activation_memory expects a Keras model, got {type(model).__name__}")
     inputs = to_backend(inputs)
-    batch_size = require_batch_size(inputs, batch_size)
+    batch_size = require_batch_size(inputs, batch_size, "peak_activation_memory")
     backend = keras.config.backend()
     with preserved_model_state(model):
         if backend == "tensorflow":

@@ -3,9 +3,11 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
+from deeplite_like.argument_checks import check_profiler_options
 from deeplite_like.backends.keras import data as _keras_data
 from deeplite_like.backends.keras._tf import import_keras
 from deeplite_like.backends.keras.functions import DEFAULT_FUNCTIONS
+from deeplite_like.caller import caller
 from deeplite_like.data import ForwardPass, Inputs, as_forward_pass
 from deeplite_like.loaders import carried_forward_pass
 from deeplite_like.profiler import Profiler
@@ -77,6 +79,7 @@ class KerasProfiler(Profiler):
         self.data_splits = _keras_data.normalise_splits(self.data_splits, self.array_batch_size)
 
     def _check_options(self, kwargs: Mapping[str, Any]) -> None:
+        check_profiler_options(kwargs, caller("compute_network_status"))
         check_num_threads(kwargs.get("num_threads"))
         if kwargs.get("device") is None:
             return

@@ -24,6 +24,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Callable
 
+from deeplite_like.argument_checks import check_seconds
 from deeplite_like.backends.keras._tf import import_keras, import_tensorflow
 from deeplite_like.backends.keras.inputs import naming_failures, require_batch_size
 from deeplite_like.backends.keras.state import preserved_model_state
@@ -128,12 +129,11 @@ def measure_execution_time(model: keras.layers.Layer, inputs: Any, device: Any =
         raise TypeError(f"measure_execution_time expects a Keras model, got {type(model).__name__}")
     if warmup < 1:
         raise ValueError(f"warmup must be >= 1 (the first call compiles the graph), got {warmup}")
-    if min_run_time <= 0:
-        raise ValueError(f"min_run_time must be > 0 seconds, got {min_run_time}")
+    check_seconds(min_run_time, "min_run_time")
     if min_blocks < 2:
         raise ValueError(f"min_blocks must be >= 2 to give a spread, got {min_blocks}")
     inputs = to_backend(inputs)
-    batch_size = require_batch_size(inputs, batch_size)
+    batch_size = require_batch_size(inputs, batch_size, "measure_execution_time")
     backend = keras.config.backend()
     if backend == "torch":
         return _torch_timing(model, inputs, device, warmup, min_run_time, num_threads, batch_size, training)

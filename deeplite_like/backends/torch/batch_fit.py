@@ -17,6 +17,7 @@ import torch
 from torch import nn
 from torch.utils import _pytree as pytree
 
+from deeplite_like.argument_checks import check_batch_size, check_flag
 from deeplite_like.backends.torch.training_memory import estimate_training_memory
 from deeplite_like.backends.torch.training_result import TrainingMemory
 from deeplite_like.byte_sizes import parse_bytes
@@ -44,14 +45,19 @@ class BatchFit:
     measured: dict[int, int]
 
 
-def resize(tree: Any, axis: int, old: int, new: int) -> Any:
-    """``tree`` with each tensor whose dimension ``axis`` is ``old`` made ``new`` long."""
+def resize(tree: Any, axis: int, old: int, new: int, on_meta: bool = False) -> Any:
+    """``tree`` with each tensor whose dimension ``axis`` is ``old`` made ``new`` long.
+
+    A meta tensor, or any tensor when ``on_meta``, becomes a meta tensor of the new shape (nothing
+    is allocated); a real one is repeated along ``axis`` (real memory: ``estimate_training_memory``'s
+    ``meta=False`` runs on it).
+    """
     def one(x: Any) -> Any:
         if not (isinstance(x, torch.Tensor) and x.dim() > axis and x.shape[axis] == old):
             return x
         shape = list(x.shape)
         shape[axis] = new
-        if x.device.type == "meta":
+        if on_meta or x.device.type == "meta":
             return torch.empty(shape, dtype=x.dtype, device="meta")
         reps = [1] * x.dim()
         reps[axis] = -(-new // old)
@@ -74,8 +80,22 @@ def largest_batch(
     a sample whose tensors have the same size along ``axis``; they are resized (on meta, at no
     cost). ``allowance=True`` counts ``TrainingMemory.allowance`` (CUDA context, cuBLAS
     workspace, allocator rounding) in the need; the figures themselves never include it.
-    ``options`` go to ``estimate_training_memory``.
+    ``options`` go to ``estimate_training_memory``. With its ``meta=True`` (the default) every
+    probed size is built on meta, also from a real example: a probe of a million samples costs no
+    host memory. With ``meta=False`` each probe runs on real tensors of that size.
     """
+    if not isinstance(model, nn.Module):
+        raise TypeError(f"largest_batch expects a torch.nn.Module, got {type(model).__name__}")
+    if isinstance(fit, bool) or not isinstance(fit, (str, int)):
+        raise TypeError(f"largest_batch(fit=...) takes a size such as '80GiB' or a number of bytes, got "
+                        f"{type(fit).__name__} {fit!r}")
+    if isinstance(axis, bool) or axis not in (0, 1):
+        raise ValueError(f"largest_batch(axis=...) is 0 (the batch) or 1 (the sequence), got {axis!r}")
+    check_batch_size(max_size, "max_size", "largest_batch", allow_none=False)
+    allowance = check_flag(allowance, "allowance", "largest_batch")
+    on_meta = check_flag(options.get("meta", True), "meta", "largest_batch")
+    if "batch_size" in options:
+        raise TypeError("largest_batch sets batch_size itself for each size it measures; leave it out")
     device_bytes = parse_bytes(fit)
     sizes = {t.shape[axis] for t in pytree.tree_leaves((inputs, options.get("target"), options))
              if isinstance(t, torch.Tensor) and t.dim() > axis}
@@ -88,7 +108,7 @@ def largest_batch(
 
     def need(size: int) -> int:
         if size not in needs:
-            tree = resize((inputs, options), axis, old, size)
+            tree = resize((inputs, options), axis, old, size, on_meta=on_meta)
             kwargs = dict(tree[1])
             if axis == 0:
                 kwargs["batch_size"] = size

@@ -77,7 +77,7 @@ class TorchAdapter:
         if n < batch:
             out = source[:n]
         else:
-            index = torch.tensor(cyclic_indices(batch, n), dtype=torch.long, device=x.device)
+            index = torch.arange(n, dtype=torch.long, device=x.device) % batch  # cyclic_indices, no Python list
             out = source.index_select(0, index)
             for memory_format, rank in _MEMORY_FORMATS:
                 if x.dim() == rank and not x.is_contiguous() and x.is_contiguous(memory_format=memory_format):

@@ -48,9 +48,10 @@ from typing import Any
 import torch
 from torch import nn
 
+from deeplite_like.argument_checks import check_batch_agrees, check_batch_size, check_flag
 from deeplite_like.backends.torch.inputs import moved
 from deeplite_like.backends.torch.params import tensor_span
-from deeplite_like.backends.torch.run_tensors import required_batch_size, tensors_in
+from deeplite_like.backends.torch.run_tensors import input_shapes, required_batch_size, tensors_in
 from deeplite_like.backends.torch.distributed.shards import local_tensor
 from deeplite_like.backends.torch.state import model_device, preserved_model_state
 from deeplite_like.measurements import ActivationMemory
@@ -231,12 +232,15 @@ def peak_activation_memory(
     if not isinstance(args, tuple):
         args = (args,)
     kwargs = dict(kwargs or {})
+    meta = check_flag(meta, "meta", "peak_activation_memory")
+    grad = check_flag(grad, "grad", "peak_activation_memory")
     on_meta = any(t.device.type == "meta" for t in (*model.parameters(), *model.buffers()))
     meta = meta or on_meta
     if batch_size is None:
         batch_size = required_batch_size(args, kwargs)
-    if batch_size <= 0:
-        raise ValueError(f"batch_size must be positive, got {batch_size}")
+    else:  # it divides the peak into per_sample_peak_bytes: it must be the batch that runs
+        batch_size = check_batch_size(batch_size, "batch_size", "peak_activation_memory", allow_none=False)
+        check_batch_agrees(batch_size, input_shapes(args, kwargs), "peak_activation_memory")
     if not meta:
         args, kwargs = moved(args, kwargs, model_device(model))
 

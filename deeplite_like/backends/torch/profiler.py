@@ -5,10 +5,12 @@ from typing import Any, Mapping
 
 import torch
 
+from deeplite_like.argument_checks import check_profiler_options
 from deeplite_like.backends.torch import data as _torch_data  # noqa: F401  (registers the tensor adapter)
 from deeplite_like.backends.torch.functions import DEFAULT_FUNCTIONS
 from deeplite_like.backends.torch.layers import SCRIPT_NO_LAYERS
 from deeplite_like.backends.torch.placement import checked_device
+from deeplite_like.caller import caller
 from deeplite_like.data import ForwardPass, as_forward_pass
 from deeplite_like.loaders import carried_forward_pass
 from deeplite_like.profiler import Profiler
@@ -54,6 +56,7 @@ class TorchProfiler(Profiler):
                     self.register_default_function(function())
 
     def _check_options(self, kwargs: Mapping[str, Any]) -> None:
+        check_profiler_options(kwargs, caller("compute_network_status"))
         if kwargs.get("device") is not None:
             checked_device(kwargs["device"])
         check_num_threads(kwargs.get("num_threads"))

@@ -70,6 +70,11 @@ def batch_size_of(args: Any, kwargs: Any = None) -> int | None:
     return None
 
 
+def input_shapes(args: Any, kwargs: Any = None) -> list[tuple[int, ...]]:
+    """The shapes of the input tensors (nested tensors, which have no single shape, left out)."""
+    return [tuple(t.shape) for t in tensors_in((args, kwargs or {})) if not t.is_nested]
+
+
 def first_tensor_batch(args: Any, kwargs: Any = None) -> int | None:
     """The leading dimension of the *first* input tensor; ``None`` when it is a scalar (a count's
     batch is unknown then: ``count_ops(model, scale, x)`` does not guess that ``x`` is the batch)."""

@@ -34,10 +34,11 @@ from typing import Any, Callable
 import torch
 from torch import nn
 
+from deeplite_like.argument_checks import check_batch_agrees, check_batch_size
 from deeplite_like.backends.torch.inputs import moved
 from deeplite_like.backends.torch.placement import checked_device
 from deeplite_like.backends.torch.state import model_device, preserved_model_state
-from deeplite_like.backends.torch.run_tensors import required_batch_size
+from deeplite_like.backends.torch.run_tensors import input_shapes, required_batch_size
 from deeplite_like.measurements import TimingStats
 from deeplite_like.threads import AUTO, DEFAULT_NUM_THREADS, check_num_threads
 from deeplite_like.timing_loop import BlockTimes, check_budget, percentile, summarise, time_blocks
@@ -90,8 +91,9 @@ def measure_execution_time(
     kwargs = dict(kwargs or {})
     if batch_size is None:
         batch_size = required_batch_size(args, kwargs)
-    if batch_size <= 0:
-        raise ValueError(f"batch_size must be positive, got {batch_size}")
+    else:  # it divides the time into throughput: it must be the batch that runs
+        batch_size = check_batch_size(batch_size, "batch_size", "measure_execution_time", allow_none=False)
+        check_batch_agrees(batch_size, input_shapes(args, kwargs), "measure_execution_time")
     previous_threads = torch.get_num_threads()
 
     home = model_device(model)

@@ -36,12 +36,13 @@ from typing import Any
 import torch
 from torch import nn
 
+from deeplite_like.argument_checks import check_batch_agrees, check_batch_size, check_flag
 from deeplite_like.backends.torch.activation_checkpointing import checkpointed
 from deeplite_like.backends.torch.device_kernels import AttentionKernel, RecurrentKernel
 from deeplite_like.backends.torch.autocast_policy import AutocastPolicy, resolve_autocast_dtype
 from deeplite_like.backends.torch.counting.recorder import counting_mode
 from deeplite_like.backends.torch.counting.registry import CountOptions
-from deeplite_like.backends.torch.run_tensors import required_batch_size
+from deeplite_like.backends.torch.run_tensors import input_shapes, required_batch_size
 from deeplite_like.backends.torch.fastpath import unfused
 from deeplite_like.backends.torch.memory import spanned_bytes, storage_key, tensor_leaves
 from deeplite_like.backends.torch.sharding import (
@@ -140,6 +141,11 @@ def estimate_training_memory(
     autocast_dtype = resolve_autocast_dtype(autocast)
     if batch_size is None:
         batch_size = required_batch_size(inputs, kwargs)
+    else:  # it labels the figures: it must be the batch that runs
+        batch_size = check_batch_size(batch_size, "batch_size", "estimate_training_memory", allow_none=False)
+        check_batch_agrees(batch_size, input_shapes(inputs, kwargs), "estimate_training_memory")
+    meta = check_flag(meta, "meta", "estimate_training_memory")
+    steady_state = check_flag(steady_state, "steady_state", "estimate_training_memory")
     checkpoint_names = ([] if activation_checkpointing in (None, False)
                         else select_modules(model, activation_checkpointing, "activation_checkpointing"))
     unit_names = (select_modules(model, units, "units") if units is not None else repeated_blocks(model))

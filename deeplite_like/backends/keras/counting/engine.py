@@ -12,6 +12,7 @@ import warnings
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from deeplite_like.argument_checks import check_batch_size, check_flag
 from deeplite_like.caller import inputs_hint
 from deeplite_like.opcount import OpCount, parent_names, roll_up_containers
 
@@ -85,6 +86,9 @@ def count_ops(model: Any, inputs_or_shape: Any, *, batch_size: int | None = None
                         f"{type(model).__module__}.{type(model).__qualname__}")
     if method not in METHODS:
         raise ValueError(f"unknown method {method!r}; use one of {', '.join(map(repr, METHODS))}")
+    check_batch_size(batch_size, "batch_size", "count_ops")  # batch_size=0 would count an empty batch: 0 MACs
+    for name, value in (("training", training), ("causal_half", causal_half), ("warn_untracked", warn_untracked)):
+        check_flag(value, name, "count_ops")
     inputs, batch = prepare_inputs(model, inputs_or_shape, batch_size, keras)
     if method == "graph":
         from .graph import count_graph

@@ -8,7 +8,6 @@ per rank and the whole-job figures, and renders through ``deeplite_like.reports`
 """
 from __future__ import annotations
 
-import json
 from dataclasses import asdict, dataclass, field
 from typing import Any, Mapping
 
@@ -16,6 +15,7 @@ import torch
 
 from deeplite_like.caller import model_inputs
 from deeplite_like.reports import TableReport
+from deeplite_like.reports.formatting import strict_json
 
 from ..counting import count_ops
 from ..params import parameter_stats
@@ -101,7 +101,8 @@ class JobProfile:
                 "job": self._job_row(), "peak_flops": self.peak_flops}
 
     def to_json(self, indent: int | None = 2) -> str:
-        return json.dumps(self.as_dict(), indent=indent)
+        """:meth:`as_dict` as strict JSON (a non-finite float is ``"NaN"`` / ``"Infinity"``: ``strict_json``)."""
+        return strict_json(self.as_dict(), indent=indent)
 
     def _job_row(self) -> dict:
         return {"total_macs": self.total_macs, "total_flops": self.total_flops, "logical_macs": self.logical_macs,
