@@ -64,9 +64,11 @@ def get_model_profile(model: Any, input_shape: Sequence[int] | None = None, args
         func_name = mode
     if not isinstance(warm_up, int) or isinstance(warm_up, bool) or warm_up < 0:
         raise ValueError(f"warm_up must be a non-negative int, got {warm_up!r}")
-    for name, value in (("print_profile", print_profile), ("detailed", detailed), ("as_string", as_string),
-                        ("backward", backward), ("meta", meta), ("module_latency", module_latency)):
+    for name, value in (("print_profile", print_profile), ("detailed", detailed), ("backward", backward),
+                        ("meta", meta), ("module_latency", module_latency)):
         check_flag(value, name, "get_model_profile")
+    if as_string is not None:  # (None: not given, raw ints back and a formatted report)
+        check_flag(as_string, "as_string", "get_model_profile")
     check_view_options(module_depth, top_modules)
     input_shape = check_input_shape(input_shape)
     with called_as("get_model_profile"):

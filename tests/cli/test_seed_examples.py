@@ -51,7 +51,8 @@ ALEXNET_MACS = 714_188_480
 # plus 85 for the cross-entropy of the 4x4 logits (log_softmax and nll_loss formulas) = 5,477.
 CHECKS = {
     "deepspeed_alexnet.py": ({"SEED_BATCH_SIZE": "2"},
-                             [f"macs={2 * ALEXNET_MACS} params=61100840 batch_size=2",
+                             # as_string=True: DeepSpeed's strings; 2 * 714,188,480 = 1,428,376,960 MACs
+                             [f"macs={2 * ALEXNET_MACS / 1e9:.3f} GMACs params=61.10 M batch_size=2",
                               "(0): Conv2d(3, 64, kernel_size=(11, 11), stride=(4, 4), padding=(2, 2))"]),
     "deepspeed_training.py": ({}, ["flops=5477 macs=2560 params=676", "(net): Sequential("]),
     "pytorch_profiler_high_level.py": ({}, ["Number of multiply-adds:        714.2 MMACs",

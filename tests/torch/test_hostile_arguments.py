@@ -248,3 +248,13 @@ def test_peak_activation_memory_batch_size_that_disagrees_is_refused():
         peak_activation_memory(nn.Linear(4, 3), (torch.randn(4, 4),), batch_size=64)
     with pytest.raises(TypeError, match=r"peak_activation_memory\(grad=\.\.\.\) must be True or False"):
         peak_activation_memory(nn.Linear(4, 3), (torch.randn(4, 4),), grad="no")
+
+
+@pytest.mark.parametrize("option", ["backward", "meta", "causal_half", "warn_untracked"])
+def test_count_ops_switch_that_is_not_a_bool_is_refused(option):
+    from deeplite_like.backends.torch import count_ops
+
+    model = nn.Linear(4, 3)
+    with pytest.raises(TypeError, match=rf"count_ops\({option}=\.\.\.\) must be True or False, got str 'no'"):
+        count_ops(model, torch.randn(1, 4), **{option: "no"})
+    assert count_ops(model, torch.randn(1, 4), backward=False).macs == 12  # 1 * 4 * 3

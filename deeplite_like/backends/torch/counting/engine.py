@@ -14,6 +14,7 @@ from typing import Any, Callable, Iterator, Mapping
 import torch
 from torch.utils import _pytree as pytree
 
+from deeplite_like.argument_checks import check_flag
 from deeplite_like.caller import inputs_hint, model_inputs
 from deeplite_like.opcount import OpCount, parent_names, roll_up_containers
 
@@ -82,6 +83,9 @@ def count_ops(model: torch.nn.Module, *inputs: Any, args: Any = None, kwargs: Ma
     """
     if not isinstance(model, torch.nn.Module):
         raise TypeError(f"count_ops expects a torch.nn.Module, got {type(model).__name__}")
+    backward, meta = check_flag(backward, "backward", "count_ops"), check_flag(meta, "meta", "count_ops")
+    causal_half = check_flag(causal_half, "causal_half", "count_ops")
+    warn_untracked = check_flag(warn_untracked, "warn_untracked", "count_ops")
     args, kwargs = model_inputs("count_ops", inputs, args, kwargs, model_kwargs)
     result = observe(model, args, kwargs, backward=backward, meta=meta, loss_fn=loss_fn,
                      options=CountOptions(causal_half=causal_half)).counts
