@@ -385,3 +385,35 @@ def test_transformers_flex_attention_counts_as_eager_and_sdpa():
         assert counted.untracked == {}
         counts[impl] = counted.macs
     assert counts == {"eager": 181_248, "sdpa": 181_248, "flex_attention": 181_248}
+
+
+@pytest.mark.parametrize("family", ["llama", "vit"])
+def test_meta_backward_prices_the_kernel_the_models_device_runs(family):
+    # On meta torch runs attention's math path; the CPU runs its flash kernel, whose backward
+    # recomputes Q.K^T. A meta count of a CPU model follows the CPU: real == meta, and the
+    # difference to the math path is the recomputed Q.K^T (llama: 2 layers * 4 heads * 8*8*8 = 4096).
+    transformers = pytest.importorskip("transformers")
+    from deeplite_like.backends.torch import count_ops
+
+    torch.manual_seed(0)
+    if family == "llama":
+        config = transformers.LlamaConfig(hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                                          num_attention_heads=4, num_key_value_heads=2, vocab_size=128,
+                                          max_position_embeddings=64, attn_implementation="sdpa")
+        model, x = transformers.LlamaForCausalLM(config).train(), torch.randint(1, 128, (1, 8))
+    else:
+        config = transformers.ViTConfig(hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                                        num_attention_heads=4, image_size=16, patch_size=4,
+                                        attn_implementation="sdpa")
+        model, x = transformers.ViTModel(config).train(), torch.randn(1, 3, 16, 16)
+
+    def loss(output):
+        return output[0].float().sum()
+
+    real = count_ops(model, x, backward=True, loss_fn=loss)
+    meta = count_ops(model, x, backward=True, meta=True, loss_fn=loss)
+    assert (meta.macs, meta.flops) == (real.macs, real.flops)
+    with sdpa_kernel(SDPBackend.MATH):
+        math = count_ops(model, x, backward=True, loss_fn=loss)
+    # ViT: 16 patches + the class token = 17 tokens: 2 layers * 4 heads * 17*17*8 = 18,496
+    assert real.macs - math.macs == {"llama": 4096, "vit": 18_496}[family]

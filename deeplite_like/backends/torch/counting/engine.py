@@ -23,6 +23,7 @@ from ..errors import BackwardError, ForwardError, UntrackedOpWarning
 from ..input_failures import fixed_batch_hint
 from deeplite_like.safety import interrupt_guard, model_lock, restore_all, restore_each, uninterruptible
 
+from ..device_kernels import AttentionKernel
 from ..state import kept_random_state, kept_tensor_attributes, swapped_tensors
 from . import formulas as _formulas  # noqa: F401  (importing the package fills the formula table)
 from ..run_tensors import first_tensor_batch, loss_of, meta_like, tensors_in
@@ -159,6 +160,9 @@ def observe(model: torch.nn.Module, args: tuple, kwargs: dict, *, backward: bool
             _refuse_nested_on_meta(args, kwargs)
             state, copies, args, kwargs = to_meta(model, args, kwargs, mode.values)
             cleanup.enter_context(swapped_tensors(model, copies))
+            kernel = _target_attention_kernel(slots) if backward else None
+            if kernel is not None:  # attention's backward differs by kernel (the fused ones recompute Q.K^T)
+                cleanup.enter_context(AttentionKernel(kernel))
         else:
             cleanup.enter_context(_restored_tensors(slots, mode))
         if backward:  # fresh leaves: backward stops at the inputs, the caller's tensors get no .grad
@@ -284,6 +288,23 @@ def _check_differentiable(model: torch.nn.Module, args: tuple, kwargs: dict, on_
     raise ValueError(f"backward=True needs something to differentiate, but no input requires grad and "
                      f"{type(model).__name__} has no trainable parameter: pass an input with "
                      "requires_grad=True, or unfreeze parameters with requires_grad_(True)")
+
+
+def _target_attention_kernel(slots: list[tuple[dict, str, torch.Tensor, bool, bool]]) -> str | None:
+    """The attention kernel family a meta run prices, as the device the model's tensors came from picks it.
+
+    On meta, torch runs attention's math path, whose backward keeps the probabilities; the CPU and
+    CUDA pick fused kernels whose backward recomputes them (``formulas/attention.py``). So a meta
+    count of a CPU model runs the CPU's choice and one of a CUDA model CUDA's
+    (``device_kernels.AttentionKernel``), and equals the real count; a model already on meta has no
+    device to follow and keeps torch's meta choice. Forward costs are the same for every kernel.
+    """
+    devices = {tensor.device.type for _, _, tensor, _, _ in slots}
+    if devices == {"cpu"}:
+        return "cpu"
+    if devices == {"cuda"}:
+        return "cuda"
+    return None
 
 
 def _refuse_nested_on_meta(args: tuple, kwargs: dict) -> None:
