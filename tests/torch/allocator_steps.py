@@ -119,3 +119,16 @@ def allocator_step(model: nn.Module, inputs: tuple, *, optimizer: Callable[[Any]
         if window[0] <= time_ns <= window[1]:
             peak = max(peak, live)
     return AllocatorStep(base, base + max(peak, dispatcher_peak), base + dispatcher_peak)
+
+
+def allocator_peak(run: Callable[[], Any]) -> int:
+    """Peak of the running sum of the CPU allocator's events during ``run()`` (``torch.profiler``)."""
+    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+        run()
+    events = sorted((e.start_ns(), e.nbytes()) for e in prof.profiler.kineto_results.events()
+                    if e.name() == "[memory]" and e.device_type() == torch.autograd.DeviceType.CPU)
+    live = peak = 0
+    for _, nbytes in events:
+        live += nbytes
+        peak = max(peak, live)
+    return peak

@@ -34,6 +34,7 @@ from torch.utils.flop_counter import FlopCounterMode
 from deeplite_like.backends.torch import count_ops
 from deeplite_like.backends.torch.training_memory import estimate_training_memory
 from deeplite_like.profiling import FlopsProfiler
+from tests.torch.allocator_steps import allocator_peak
 
 transformers = pytest.importorskip("transformers")
 
@@ -139,21 +140,6 @@ def test_flops_profiler_around_a_real_step_keeps_checkpointing():
     assert macs == FORWARD + 2 * FORWARD + RECOMPUTED
 
 
-def _allocator_peak(run) -> int:
-    """Peak of the running sum of the CPU allocator's events during ``run()`` (torch.profiler)."""
-    from torch.profiler import ProfilerActivity, profile
-
-    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
-        run()
-    events = sorted((e.start_ns(), e.nbytes()) for e in prof.profiler.kineto_results.events()
-                    if e.name() == "[memory]" and e.device_type() == torch.autograd.DeviceType.CPU)
-    live = peak = 0
-    for _, nbytes in events:
-        live += nbytes
-        peak = max(peak, live)
-    return peak
-
-
 @pytest.mark.parametrize("checkpointing", [False, True])
 def test_training_memory_follows_transformers_checkpointing(checkpointing):
     # A real steady-state SGD (momentum 0.9) step, read from the allocator: the parameters, buffers,
@@ -171,7 +157,7 @@ def test_training_memory_follows_transformers_checkpointing(checkpointing):
         optimizer.zero_grad(set_to_none=True)
 
     step()  # the first step makes the momentum buffers
-    real = _allocator_peak(step)
+    real = allocator_peak(step)
     before = ours.params_bytes + ours.buffers_bytes + ours.optimizer_bytes + ours.input_bytes
     # Beyond what the dispatcher sees, the allocator also holds a few bytes of host scalars (<= 64 B)
     # and, under checkpointing, the CPU random-generator state torch.utils.checkpoint stashes per

@@ -170,17 +170,9 @@ def test_errors_say_what_to_do():
 
 def _profiler_peak(run) -> int:
     """Peak of the running sum of the CPU profiler's allocation / free events during ``run()``."""
-    from torch.profiler import ProfilerActivity, profile
+    from tests.torch.allocator_steps import allocator_peak
 
-    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
-        run()
-    events = sorted((e.start_ns(), e.nbytes()) for e in prof.profiler.kineto_results.events()
-                    if e.name() == "[memory]" and e.device_type() == torch.autograd.DeviceType.CPU)
-    live = peak = 0
-    for _, nbytes in events:
-        live += nbytes
-        peak = max(peak, live)
-    return peak
+    return allocator_peak(run)
 
 
 @pytest.mark.parametrize("case", ["mlp", "llama"])
