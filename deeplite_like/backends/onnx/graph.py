@@ -1,0 +1,405 @@
+"""Reading an ONNX model: loading (path, bytes, ``ModelProto``), binding inputs, shape inference, initializers.
+
+Everything the counting pass and the profiler need to know about the file is read here, once:
+
+* ``load_model`` accepts a path, bytes or an ``onnx.ModelProto`` and never changes the caller's
+  proto (binding dimensions works on a copy). External data is read only from beside the model
+  file, and every location is checked first: no absolute path, no ``..``, nothing outside the
+  model's folder (``check_external_data``).
+* ``bind_inputs`` fixes every graph input's shape from arrays, shapes or named dimensions
+  (``batch=8``), and refuses a dimension left symbolic, naming the input and the dimension.
+* ``infer`` runs onnx's own shape inference (strict, with data propagation, so ``Shape ->
+  Reshape`` chains resolve) and turns its error into one naming the node where it failed.
+* ``Initializers`` are the stored weights: parameters and bytes at their stored dtype (int4
+  packed two per byte), each initializer once however many nodes read it.
+"""
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Mapping, Sequence
+
+__all__ = ["GraphInfo", "Initializers", "NodeView", "bind_inputs", "check_external_data", "import_onnx",
+           "infer", "initializer_stats", "load_model", "prepare"]
+
+
+def import_onnx() -> Any:
+    """The ``onnx`` module, or an ImportError saying which extra installs it."""
+    try:
+        import onnx
+    except ImportError as exc:
+        raise ImportError("the ONNX backend needs the onnx package, which is not installed here; install it with: "
+                          "pip install 'deeplite-like[onnx]'") from exc
+    return onnx
+
+
+onnx = import_onnx()
+from onnx import TensorProto, helper, numpy_helper  # noqa: E402  (after the clear error above)
+
+#: Floating-point element types: only these cost FLOPs in elementwise ops (integer and bool outputs cost 0).
+FLOAT_TYPES = frozenset({TensorProto.FLOAT, TensorProto.DOUBLE, TensorProto.FLOAT16, TensorProto.BFLOAT16}
+                        | {getattr(TensorProto, n) for n in ("FLOAT8E4M3FN", "FLOAT8E4M3FNUZ", "FLOAT8E5M2",
+                                                             "FLOAT8E5M2FNUZ", "FLOAT4E2M1") if hasattr(TensorProto, n)})
+
+#: Bits per element of packed sub-byte types (stored two per byte, rounded up per tensor).
+_SUB_BYTE_BITS = {getattr(TensorProto, n): 4 for n in ("INT4", "UINT4", "FLOAT4E2M1") if hasattr(TensorProto, n)}
+
+
+def dtype_name(elem_type: int) -> str:
+    return TensorProto.DataType.Name(elem_type).lower()
+
+
+def element_bits(elem_type: int) -> int:
+    """Bits one element of ``elem_type`` occupies as stored."""
+    if elem_type in _SUB_BYTE_BITS:
+        return _SUB_BYTE_BITS[elem_type]
+    if elem_type == TensorProto.STRING:
+        raise ValueError("string tensors have no fixed element size")
+    return 8 * helper.tensor_dtype_to_np_dtype(elem_type).itemsize
+
+
+# ----------------------------------------------------------------------------------- loading
+def check_external_data(model: Any, base_dir: Path | None) -> None:
+    """Refuse external-data locations that would read outside the model's folder (or with no folder).
+
+    A location must be a relative path with no ``..`` part that resolves inside ``base_dir``.
+    Raises ``ValueError`` naming the initializer and the location.
+    """
+    from onnx.external_data_helper import uses_external_data
+
+    for tensor in onnx.external_data_helper._get_all_tensors(model):
+        if not uses_external_data(tensor):
+            continue
+        location = {e.key: e.value for e in tensor.external_data}.get("location", "")
+        where = f"initializer {tensor.name!r} stores its data in external file {location!r}"
+        if base_dir is None:
+            raise ValueError(f"{where}, but the model was given as bytes or a ModelProto: external data is read only "
+                             "from beside a model file; pass the model's path instead")
+        parts = Path(location).parts
+        if not location or Path(location).is_absolute() or os.path.isabs(location) or ".." in parts \
+                or location.startswith(("/", "\\")) or re.match(r"^[A-Za-z]:", location):
+            raise ValueError(f"{where}: an external-data location must be a relative path inside the model's folder "
+                             "(no absolute path, no '..')")
+        resolved = (base_dir / location).resolve()
+        if base_dir.resolve() not in resolved.parents:
+            raise ValueError(f"{where}, which resolves to {resolved}, outside the model's folder {base_dir.resolve()}")
+        if not resolved.is_file():
+            raise FileNotFoundError(f"{where}, which does not exist next to the model ({resolved})")
+
+
+def load_model(model: Any) -> Any:
+    """An ``onnx.ModelProto`` for a path, bytes or ``ModelProto`` (the caller's proto is returned as is: never edited).
+
+    External data is loaded from beside the model file, after ``check_external_data``.
+    """
+    if isinstance(model, onnx.ModelProto):
+        check_external_data(model, None)
+        return model
+    if isinstance(model, (bytes, bytearray, memoryview)):
+        try:
+            proto = onnx.load_model_from_string(bytes(model))
+        except Exception as exc:  # protobuf's DecodeError and friends: the bytes are not a model
+            raise ValueError(f"the bytes given are not an ONNX model ({type(exc).__name__}: {exc})") from exc
+        check_external_data(proto, None)
+        return proto
+    if isinstance(model, (str, os.PathLike)):
+        path = Path(model)
+        if not path.is_file():
+            raise FileNotFoundError(f"no ONNX model file at {str(path)!r}")
+        try:
+            proto = onnx.load_model(str(path), load_external_data=False)
+        except Exception as exc:
+            raise ValueError(f"{str(path)!r} is not a readable ONNX model ({type(exc).__name__}: {exc})") from exc
+        check_external_data(proto, path.parent)
+        from onnx.external_data_helper import load_external_data_for_model
+
+        load_external_data_for_model(proto, str(path.parent))
+        return proto
+    raise TypeError(f"an ONNX model is a path, bytes or onnx.ModelProto; got {type(model).__module__}."
+                    f"{type(model).__qualname__}")
+
+
+# ------------------------------------------------------------------------------------ inputs
+def _graph_inputs(model: Any) -> list[Any]:
+    """The graph's real inputs (initializers listed as inputs, as old exporters do, are weights)."""
+    weights = {t.name for t in model.graph.initializer}
+    return [i for i in model.graph.input if i.name not in weights]
+
+
+def _shape_of(value: Any, name: str) -> tuple[int, ...]:
+    """A shape from an array-like (``.shape``) or a sequence of ints."""
+    shape = getattr(value, "shape", value)
+    try:
+        dims = tuple(int(d) for d in shape)
+    except TypeError:
+        raise TypeError(f"input {name!r}: expected an array or a shape (a sequence of ints), got "
+                        f"{type(value).__qualname__}") from None
+    if any(d < 0 for d in dims) or any(isinstance(d, bool) for d in shape):
+        raise ValueError(f"input {name!r}: a shape has non-negative int dimensions, got {tuple(shape)}")
+    return dims
+
+
+def given_shapes(model: Any, inputs_or_shapes: Any) -> dict[str, tuple[int, ...]]:
+    """Input name -> shape, from ``None``, one array/shape, a sequence of them (graph order) or a dict by name."""
+    inputs = _graph_inputs(model)
+    names = [i.name for i in inputs]
+    if inputs_or_shapes is None:
+        return {}
+    if isinstance(inputs_or_shapes, Mapping):
+        unknown = sorted(set(inputs_or_shapes) - set(names))
+        if unknown:
+            raise ValueError(f"{unknown} are not inputs of this model; its inputs are {names}")
+        return {k: _shape_of(v, k) for k, v in inputs_or_shapes.items()}
+    single = hasattr(inputs_or_shapes, "shape") or (
+        isinstance(inputs_or_shapes, Sequence) and all(isinstance(d, int) for d in inputs_or_shapes))
+    items = [inputs_or_shapes] if single else list(inputs_or_shapes)
+    if len(items) > len(names):
+        raise ValueError(f"{len(items)} inputs given, but the model has {len(names)}: {names}")
+    return {name: _shape_of(value, name) for name, value in zip(names, items)}
+
+
+def bind_inputs(model: Any, inputs_or_shapes: Any = None, dims: Mapping[str, int] | None = None) -> Any:
+    """A copy of ``model`` whose graph inputs all have fixed shapes.
+
+    A shape given for an input must agree with its fixed dimensions; a symbolic dimension is
+    bound by the given shape, or by name from ``dims`` (``batch=8``). Raises ``ValueError``
+    naming the input and the dimension left unbound.
+    """
+    dims = dict(dims or {})
+    for key, value in dims.items():
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise ValueError(f"dimension {key!r} must be a non-negative int, got {value!r}")
+    shapes = given_shapes(model, inputs_or_shapes)
+    bound = onnx.ModelProto()
+    bound.CopyFrom(model)
+    used: set[str] = set()
+    for value_info in _graph_inputs(bound):
+        tensor_type = value_info.type.tensor_type
+        if not value_info.type.HasField("tensor_type"):
+            raise ValueError(f"input {value_info.name!r} is not a tensor; only tensor inputs are supported")
+        model_dims = tensor_type.shape.dim
+        given = shapes.get(value_info.name)
+        if given is not None and len(given) != len(model_dims) and tensor_type.HasField("shape"):
+            raise ValueError(f"input {value_info.name!r} has rank {len(model_dims)} but the shape given is {given}")
+        if given is not None and not tensor_type.HasField("shape"):
+            for d in given:
+                tensor_type.shape.dim.add().dim_value = d
+            continue
+        for axis, dim in enumerate(model_dims):
+            symbol = dim.dim_param if dim.HasField("dim_param") else None
+            if given is not None:
+                if dim.HasField("dim_value") and dim.dim_value != given[axis]:
+                    raise ValueError(f"input {value_info.name!r}: dimension {axis} is fixed at {dim.dim_value} in the "
+                                     f"model, but the shape given is {given}")
+                if symbol and symbol in dims and dims[symbol] != given[axis]:
+                    raise ValueError(f"input {value_info.name!r}: dimension {symbol!r} is bound to {dims[symbol]} but "
+                                     f"the shape given has {given[axis]}")
+                dim.dim_value = given[axis]
+            elif dim.HasField("dim_value"):
+                continue
+            elif symbol and symbol in dims:
+                dim.dim_value = dims[symbol]
+                used.add(symbol)
+            else:
+                label = repr(symbol) if symbol else "with no name"
+                raise ValueError(f"input {value_info.name!r}: dimension {axis} ({label}) is not bound; pass a shape "
+                                 f"for {value_info.name!r}" + (f" or {symbol}=<int>" if symbol else ""))
+            if symbol:
+                used.add(symbol)
+    unused = sorted(set(dims) - used)
+    if unused:
+        symbols = sorted({d.dim_param for v in _graph_inputs(model) for d in v.type.tensor_type.shape.dim
+                          if d.HasField("dim_param")})
+        raise ValueError(f"dimension(s) {unused} are not symbolic dimensions of this model's inputs; "
+                         f"its symbolic dimensions are {symbols or 'none'}")
+    return bound
+
+
+# ------------------------------------------------------------------------------ shape inference
+_NODE_IN_MESSAGE = re.compile(r"\(op_type:(?P<op>[^,]+), node name: (?P<name>[^)]*)\)")
+
+
+def infer(model: Any) -> Any:
+    """``model`` with every value's shape inferred by onnx (strict, with data propagation).
+
+    A failure raises ``ValueError`` naming the node (its op type and name) and onnx's reason.
+    """
+    from onnx.shape_inference import InferenceError, infer_shapes
+
+    try:
+        return infer_shapes(model, check_type=True, strict_mode=True, data_prop=True)
+    except (InferenceError, onnx.checker.ValidationError, RuntimeError) as exc:
+        message = str(exc)
+        found = _NODE_IN_MESSAGE.search(message)
+        where = f"node {found['name']!r} ({found['op']})" if found else "a node onnx did not name"
+        raise ValueError(f"ONNX shape inference failed at {where}: {message.strip()}") from exc
+
+
+@dataclass(frozen=True)
+class GraphInfo:
+    """An inferred graph: each value's shape (``None`` where unknown) and element type."""
+
+    model: Any
+    shapes: Mapping[str, tuple[int, ...] | None]
+    dtypes: Mapping[str, int]
+    constants: Mapping[str, Any]  # initializer / Constant name -> numpy array (scalars an attribute needs)
+    input_shapes: Mapping[str, tuple[int, ...]]
+
+
+def _value_shape(value_info: Any) -> tuple[int, ...] | None:
+    if not value_info.type.HasField("tensor_type") or not value_info.type.tensor_type.HasField("shape"):
+        return None
+    dims = value_info.type.tensor_type.shape.dim
+    if not all(d.HasField("dim_value") for d in dims):
+        return None
+    return tuple(int(d.dim_value) for d in dims)
+
+
+def prepare(model: Any, inputs_or_shapes: Any = None, dims: Mapping[str, int] | None = None) -> GraphInfo:
+    """Load, bind and infer ``model``: the one place the backend reads a file's graph."""
+    proto = load_model(model)
+    inferred = infer(bind_inputs(proto, inputs_or_shapes, dims))
+    graph = inferred.graph
+    shapes: dict[str, tuple[int, ...] | None] = {}
+    dtypes: dict[str, int] = {}
+    for value_info in list(graph.input) + list(graph.value_info) + list(graph.output):
+        shapes[value_info.name] = _value_shape(value_info)
+        if value_info.type.HasField("tensor_type"):
+            dtypes[value_info.name] = value_info.type.tensor_type.elem_type
+    constants: dict[str, Any] = {}
+    for tensor in graph.initializer:
+        shapes[tensor.name] = tuple(int(d) for d in tensor.dims)
+        dtypes[tensor.name] = tensor.data_type
+        if _numel(tensor.dims) <= 16:  # small ones only: scalars and short vectors formulas may read
+            constants[tensor.name] = numpy_helper.to_array(tensor)
+    for node in graph.node:
+        if node.op_type == "Constant" and node.domain in ("", "ai.onnx"):
+            for attribute in node.attribute:
+                if attribute.name == "value":
+                    constants[node.output[0]] = numpy_helper.to_array(attribute.t)
+    input_shapes = {i.name: shapes[i.name] for i in _graph_inputs(inferred)}
+    return GraphInfo(inferred, shapes, dtypes, constants, input_shapes)
+
+
+def _numel(shape: Iterable[int]) -> int:
+    total = 1
+    for d in shape:
+        total *= int(d)
+    return total
+
+
+# ------------------------------------------------------------------------------------- nodes
+@dataclass(frozen=True)
+class NodeView:
+    """One node with the shapes and types of its values: what a formula reads."""
+
+    node: Any
+    info: GraphInfo
+
+    @property
+    def op_type(self) -> str:
+        return self.node.op_type
+
+    @property
+    def label(self) -> str:
+        return f"node {self.node.name or '(unnamed)'!r} ({self.node.op_type})"
+
+    def has_input(self, index: int) -> bool:
+        return index < len(self.node.input) and bool(self.node.input[index])
+
+    def _shape(self, names: Sequence[str], index: int, kind: str) -> tuple[int, ...]:
+        if index >= len(names) or not names[index]:
+            raise ValueError(f"{self.label} has no {kind} {index}")
+        shape = self.info.shapes.get(names[index])
+        if shape is None:
+            raise ValueError(f"{self.label}: the shape of its {kind} {index} ({names[index]!r}) is unknown after "
+                             "shape inference; bind every symbolic input dimension (count_ops(model, shapes, "
+                             "batch=...)) or give the inputs' shapes")
+        return shape
+
+    def input_shape(self, index: int) -> tuple[int, ...]:
+        return self._shape(self.node.input, index, "input")
+
+    def output_shape(self, index: int = 0) -> tuple[int, ...]:
+        return self._shape(self.node.output, index, "output")
+
+    def numel_in(self, index: int = 0) -> int:
+        return _numel(self.input_shape(index))
+
+    def numel_out(self, index: int = 0) -> int:
+        return _numel(self.output_shape(index))
+
+    def is_float(self, name: str) -> bool:
+        return self.info.dtypes.get(name) in FLOAT_TYPES
+
+    def float_out(self, index: int = 0) -> bool:
+        return self.is_float(self.node.output[index])
+
+    def float_in(self, index: int = 0) -> bool:
+        return self.is_float(self.node.input[index])
+
+    def attr(self, name: str, default: Any = None) -> Any:
+        for attribute in self.node.attribute:
+            if attribute.name == name:
+                value = helper.get_attribute_value(attribute)
+                return value.decode() if isinstance(value, bytes) else value
+        return default
+
+    def constant(self, index: int) -> Any:
+        """The value of input ``index`` when it is an initializer or a Constant (else ``None``)."""
+        if not self.has_input(index):
+            return None
+        return self.info.constants.get(self.node.input[index])
+
+
+# ------------------------------------------------------------------------------- initializers
+@dataclass
+class Initializers:
+    """Parameters and bytes of a model's initializers, each once, at its stored dtype.
+
+    ``params`` counts the elements of every initializer except integer index data
+    (``int64``/``int32`` tensors that only shape, axis or index inputs read: ``Reshape``'s shape,
+    ``Gather``'s indices); an ``int32`` bias of a quantized op *is* a parameter.
+    """
+
+    params: int = 0
+    bytes: int = 0
+    by_dtype: dict[str, dict[str, int]] = field(default_factory=dict)  # dtype -> {"params", "bytes"}
+    index_data: int = 0  # elements of integer index initializers, left out of params
+    count: int = 0
+
+
+#: (op type, input position) pairs whose integer tensor is a weight (a quantized op's bias / weights).
+_WEIGHT_SLOTS = {("QLinearConv", 8), ("ConvInteger", 1), ("MatMulInteger", 1), ("QLinearConv", 3),
+                 ("QLinearMatMul", 3), ("DequantizeLinear", 0), ("MatMulNBits", 1), ("Gemm", 2),
+                 ("Conv", 2), ("Add", 0), ("Add", 1)}
+
+
+def initializer_stats(model: Any) -> Initializers:
+    """Parameters and bytes of ``model``'s initializers (see ``Initializers``)."""
+    weight_reads: set[str] = set()
+    for node in model.graph.node:
+        for position, name in enumerate(node.input):
+            if (node.op_type, position) in _WEIGHT_SLOTS:
+                weight_reads.add(name)
+    stats = Initializers()
+    seen: set[str] = set()
+    for tensor in model.graph.initializer:
+        if tensor.name in seen:
+            continue
+        seen.add(tensor.name)
+        count = _numel(tensor.dims)
+        index_like = tensor.data_type in (TensorProto.INT64, TensorProto.INT32) and tensor.name not in weight_reads
+        if index_like:
+            stats.index_data += count
+            continue
+        size = (count * element_bits(tensor.data_type) + 7) // 8
+        stats.params += count
+        stats.bytes += size
+        stats.count += 1
+        entry = stats.by_dtype.setdefault(dtype_name(tensor.data_type), {"params": 0, "bytes": 0})
+        entry["params"] += count
+        entry["bytes"] += size
+    return stats
