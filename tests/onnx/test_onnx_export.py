@@ -103,3 +103,37 @@ def test_onnx_profiler_through_profiler_for(tmp_path):
     timing = profiler.get_status("execution_time")
     assert timing.get_value() > 0 and timing.details["num_threads"] == 1
     assert "CPUExecutionProvider: 1 intra-op thread" in timing.details["threads_reason"]
+
+
+def test_int8_exports_count_the_float_models_macs(tmp_path):
+    """onnxruntime's quantizers, the three forms: static QDQ (QuantizeLinear/DequantizeLinear around float
+    Conv/Gemm), static QOperator (QLinearConv, com.microsoft.QGemm: onnx cannot infer QGemm's shapes, so they
+    come from one ONNX Runtime run) and dynamic (ConvInteger, MatMulInteger, DynamicQuantizeLinear)."""
+    from onnxruntime.quantization import CalibrationDataReader, QuantFormat, quantize_dynamic, quantize_static
+
+    model, x, data = exported("lenet5")
+    path = tmp_path / "lenet5.onnx"
+    path.write_bytes(data)
+
+    class OneBatch(CalibrationDataReader):
+        def __init__(self):
+            self.batches = iter([{"input": x.numpy()}])
+
+        def get_next(self):
+            return next(self.batches, None)
+
+    float_count = count_ops(path)
+    forms = {}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the quantizer's advice to prefer QDQ on x64
+        for form in (QuantFormat.QDQ, QuantFormat.QOperator):
+            forms[form.name] = tmp_path / f"lenet5_{form.name}.onnx"
+            quantize_static(str(path), str(forms[form.name]), OneBatch(), quant_format=form)
+        forms["dynamic"] = tmp_path / "lenet5_dynamic.onnx"
+        quantize_dynamic(str(path), str(forms["dynamic"]))
+    for form, quantized in forms.items():
+        counted = count_ops(quantized)
+        assert (form, counted.macs, counted.untracked) == (form, 2 * 416_520, {})  # the float model's MACs
+    assert "com.microsoft.QGemm" in count_ops(forms["QOperator"]).by_operator
+    assert "ConvInteger" in count_ops(forms["dynamic"]).by_operator
+    assert float_count.macs == 2 * 416_520

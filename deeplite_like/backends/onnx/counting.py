@@ -8,11 +8,15 @@ One pass over the inferred graph in its stored (topological) order: each node's 
 Modules come from the node-name scopes exporters write: ``torch.onnx.export`` names a node
 ``/layer1/layer1.0/conv1/Conv`` (each scope is the module's name in its parent, a ``Sequential``'s
 child spelled with its parent's name), which is the module ``layer1.0.conv1``; tf2onnx writes
-``model/conv1/Conv2D``, the module ``model.conv1``. A node with no scope belongs to the root ``""``.
+``model/conv1/Conv2D``, the module ``model.conv1``. The dynamo exporter (``torch.onnx.export(...,
+dynamo=True)``) names nodes ``node_Conv_0`` and writes the scopes into the node's metadata instead
+(``pkg.torch.onnx.name_scopes``: ``['', 'features', 'features.0', 'conv2d']``), which is read first.
+A node with no scope belongs to the root ``""``.
 ``by_module`` is nested like the torch backend's: a module's figures include its children's.
 """
 from __future__ import annotations
 
+import ast
 import warnings
 from typing import Any, Mapping
 
@@ -20,7 +24,7 @@ from deeplite_like.backends.onnx.formulas import FORMULAS, FREE, op_key
 from deeplite_like.backends.onnx.graph import GraphInfo, NodeView, prepare
 from deeplite_like.opcount import Cost, OpCount, OpStats
 
-__all__ = ["UntrackedOnnxOpWarning", "count_graph", "count_ops", "module_of"]
+__all__ = ["UntrackedOnnxOpWarning", "count_graph", "count_ops", "module_of", "node_module"]
 
 
 class UntrackedOnnxOpWarning(UserWarning):
@@ -41,6 +45,23 @@ def module_of(node_name: str) -> str:
         else:
             module = f"{module}.{scope}" if module else scope
     return module
+
+
+_TORCH_SCOPES = "pkg.torch.onnx.name_scopes"
+
+
+def node_module(node: Any) -> str:
+    """The module of a node: the dynamo exporter's metadata scopes if present, else its name's (``module_of``)."""
+    for prop in node.metadata_props:
+        if prop.key == _TORCH_SCOPES:
+            try:
+                scopes = ast.literal_eval(prop.value)
+            except (ValueError, SyntaxError):
+                break  # not the exporter's list: fall back to the name
+            if isinstance(scopes, list) and len(scopes) >= 2 and all(isinstance(x, str) for x in scopes):
+                return scopes[-2]  # qualified module names, outermost first; the last is the op itself
+            break
+    return module_of(node.name)
 
 
 def _ancestors(module: str) -> list[str]:
@@ -71,7 +92,7 @@ def count_graph(info: GraphInfo) -> OpCount:
             result.untracked[key] = result.untracked.get(key, 0) + 1
             cost = Cost()
         result.by_operator.setdefault(key, OpStats()).add(cost.macs, cost.flops)
-        module = module_of(node.name)
+        module = node_module(node)
         result.module_ops.setdefault(module, {}).setdefault(key, OpStats()).add(cost.macs, cost.flops)
         for name in _ancestors(module):
             by_module.setdefault(name, OpStats()).add(cost.macs, cost.flops, 1 if name == module else 0)

@@ -50,6 +50,23 @@ def formula(*keys: str) -> Callable[[Formula], Formula]:
     return register
 
 
+#: Activations, the torch table's per-element costs (docs/conventions.rst, activation row); also the
+#: ``activation`` attribute of com.microsoft's FusedConv / FusedGemm.
+ACTIVATIONS = {"Relu": 1, "Tanh": 1, "Clip": 2, "LeakyRelu": 2, "PRelu": 2, "Elu": 3, "Selu": 4, "Celu": 4,
+               "Sigmoid": 4, "HardSigmoid": 4, "HardSwish": 5, "Softplus": 3, "Mish": 5, "Swish": 5,
+               "Softsign": 3, "ThresholdedRelu": 1, "Shrink": 2}
+
+
+def _fused_activation(node: NodeView, outputs: int) -> int:
+    """FLOPs of a fused ``activation`` attribute (com.microsoft FusedConv / FusedGemm), 0 when none."""
+    activation = node.attr("activation")
+    if not activation:
+        return 0
+    if activation not in ACTIVATIONS:
+        raise ValueError(f"{node.label}: fused activation {activation!r} has no per-element cost")
+    return ACTIVATIONS[activation] * outputs
+
+
 def _prod(values) -> int:
     return math.prod(int(v) for v in values)
 
@@ -66,6 +83,10 @@ FREE = frozenset({
     "SequenceConstruct", "SequenceEmpty", "SequenceInsert", "SequenceLength", "Optional", "OptionalGetElement",
     "OptionalHasElement", "RandomNormal", "RandomNormalLike", "RandomUniform", "RandomUniformLike", "Bernoulli",
     "Multinomial", "Unique",
+    # quantization edges, free as casts are (torch's quantize_per_tensor / dequantize, and the dynamic
+    # quantization of an input inside torch's linear_dynamic kernel)
+    "DynamicQuantizeLinear", "com.microsoft.QuantizeLinear", "com.microsoft.DequantizeLinear",
+    "com.microsoft.QLinearConcat",
 })
 
 
@@ -81,39 +102,52 @@ def _conv(x_at: int, weight_at: int, bias_at: int | None, transposed: bool = Fal
         weight = node.input_shape(weight_at)
         per_element = _prod(weight[1:])
         positions = node.numel_in(x_at) if transposed else node.numel_out()
-        bias = node.numel_out() if bias_at is not None and node.has_input(bias_at) else 0
-        return Cost.contraction(positions * per_element, bias)
+        outputs = node.numel_out()
+        bias = outputs if bias_at is not None and node.has_input(bias_at) else 0
+        fused_sum = outputs if node.op_type == "FusedConv" and node.has_input(3) else 0  # + Z
+        return Cost.contraction(positions * per_element, bias + fused_sum + _fused_activation(node, outputs))
     return cost
 
 
-formula("Conv")(_conv(0, 1, 2))
+formula("Conv", "com.microsoft.FusedConv")(_conv(0, 1, 2))
 formula("ConvInteger")(_conv(0, 1, None))  # inputs: x, w, x_zero_point, w_zero_point (no bias)
 formula("QLinearConv")(_conv(0, 3, 8))  # x, x_scale, x_zp, w, w_scale, w_zp, y_scale, y_zp, B
 formula("ConvTranspose")(_conv(0, 1, 2, transposed=True))
 
 
-@formula("Gemm")
-def gemm(node: NodeView) -> Cost:
+def _gemm(a_at: int, b_at: int, c_at: int) -> Formula:
     """Gemm: M x N x K; + M x N for C, + M x N for alpha != 1, + M x N for beta != 1 with C."""
-    a, b = node.input_shape(0), node.input_shape(1)
-    m, k = (a[1], a[0]) if node.attr("transA", 0) else (a[0], a[1])
-    n = b[0] if node.attr("transB", 0) else b[1]
-    outputs = m * n
-    has_c = node.has_input(2)
-    extra = outputs * (int(has_c) + int(node.attr("alpha", 1.0) != 1.0) + int(has_c and node.attr("beta", 1.0) != 1.0))
-    return Cost.contraction(m * n * k, extra)
-
-
-def _matmul(a_at: int) -> Formula:
-    """MatMul (numpy semantics, batch broadcast): out x K, K the last dimension of A."""
     def cost(node: NodeView) -> Cost:
-        a = node.input_shape(a_at)
-        return Cost.contraction(node.numel_out() * a[-1])
+        a, b = node.input_shape(a_at), node.input_shape(b_at)
+        m, k = (a[1], a[0]) if node.attr("transA", 0) else (a[0], a[1])
+        n = b[0] if node.attr("transB", 0) else b[1]
+        outputs = m * n
+        has_c = node.has_input(c_at)
+        scaled = int(node.attr("alpha", 1.0) != 1.0) + int(has_c and node.attr("beta", 1.0) != 1.0)
+        return Cost.contraction(m * n * k, outputs * (int(has_c) + scaled) + _fused_activation(node, outputs))
     return cost
 
 
-formula("MatMul", "MatMulInteger")(_matmul(0))
+formula("Gemm", "com.microsoft.FusedGemm")(_gemm(0, 1, 2))
+formula("com.microsoft.QGemm")(_gemm(0, 3, 6))  # A, a_scale, a_zp, B, b_scale, b_zp, C (int32), y_scale, y_zp
+
+
+def _matmul(a_at: int, bias_at: int | None = None) -> Formula:
+    """MatMul (numpy semantics, batch broadcast): out x K, K the last dimension of A (its second last
+    with ``transA``, com.microsoft.FusedMatMul); + 1 per output for a bias and for ``alpha`` != 1."""
+    def cost(node: NodeView) -> Cost:
+        a = node.input_shape(a_at)
+        k = a[-2] if node.attr("transA", 0) and len(a) > 1 else a[-1]
+        outputs = node.numel_out()
+        extra = outputs * (int(bias_at is not None and node.has_input(bias_at)) + int(node.attr("alpha", 1.0) != 1.0))
+        return Cost.contraction(outputs * k, extra)
+    return cost
+
+
+formula("MatMul", "MatMulInteger", "com.microsoft.FusedMatMul")(_matmul(0))
 formula("QLinearMatMul")(_matmul(0))  # a, a_scale, a_zp, b, b_scale, b_zp, y_scale, y_zp
+formula("com.microsoft.DynamicQuantizeMatMul")(_matmul(0, bias_at=4))  # A, B, b_scale, b_zp, bias
+formula("com.microsoft.MatMulIntegerToFloat")(_matmul(0, bias_at=6))  # A, B, a_scale, b_scale, a_zp, b_zp, bias
 
 
 @formula("com.microsoft.MatMulNBits")
@@ -199,23 +233,26 @@ def recurrent(node: NodeView) -> Cost:
 
 
 # ------------------------------------------------------------------------------ per element
-def _per_output(cost_per_element: int) -> Formula:
+def _per_output(cost_per_element: int, any_dtype: bool = False) -> Formula:
     def cost(node: NodeView) -> Cost:
-        return Cost.elementwise(cost_per_element * node.numel_out() if node.float_out() else 0)
-    cost.__doc__ = f"{cost_per_element} FLOP(s) per floating-point output element."
+        priced = any_dtype or node.float_out()
+        return Cost.elementwise(cost_per_element * node.numel_out() if priced else 0)
+    cost.__doc__ = f"{cost_per_element} FLOP(s) per {'' if any_dtype else 'floating-point '}output element."
     return cost
 
 
 #: Elementwise math: 1 per output element (a transcendental is one step), float outputs only.
 for _op in ("Add", "Sub", "Mul", "Div", "Pow", "Sqrt", "Reciprocal", "Exp", "Log", "Abs", "Neg", "Sin", "Cos",
             "Tan", "Asin", "Acos", "Atan", "Sinh", "Cosh", "Asinh", "Acosh", "Atanh", "Erf", "Floor", "Ceil",
-            "Round", "Sign", "Mod", "Relu", "Tanh"):
+            "Round", "Sign", "Mod"):
     formula(_op)(_per_output(1))
-#: Activations, the torch table's per-element costs (docs/conventions.rst, activation row).
-for _op, _cost in (("Clip", 2), ("LeakyRelu", 2), ("PRelu", 2), ("Elu", 3), ("Selu", 4), ("Celu", 4),
-                   ("Sigmoid", 4), ("HardSigmoid", 4), ("HardSwish", 5), ("Softplus", 3), ("Mish", 5),
-                   ("Swish", 5), ("Softsign", 3), ("ThresholdedRelu", 1), ("Shrink", 2)):
-    formula(_op)(_per_output(_cost))
+for _op, _cost in ACTIVATIONS.items():
+    if _op not in FORMULAS:
+        formula(_op)(_per_output(_cost))
+#: Quantized elementwise ops (com.microsoft) as their float twins: priced whatever their integer dtype.
+for _op, _cost in (("QLinearAdd", 1), ("QLinearMul", 1), ("QLinearSigmoid", ACTIVATIONS["Sigmoid"]),
+                   ("QLinearLeakyRelu", ACTIVATIONS["LeakyRelu"])):
+    formula(f"com.microsoft.{_op}")(_per_output(_cost, any_dtype=True))
 
 
 @formula("Gelu", "com.microsoft.Gelu", "com.microsoft.FastGelu")
@@ -275,7 +312,7 @@ def group_norm(node: NodeView) -> Cost:
     return _normalisation(_prod(shape), shape[0] * int(node.attr("num_groups")), True, True)
 
 
-@formula("Softmax", "LogSoftmax")
+@formula("Softmax", "LogSoftmax", "com.microsoft.QLinearSoftmax")
 def softmax(node: NodeView) -> Cost:
     """Softmax / LogSoftmax: 5 per input element (max, sub, exp, sum, div)."""
     return Cost.elementwise(5 * node.numel_in(0))
@@ -286,14 +323,18 @@ def softmax(node: NodeView) -> Cost:
 def pool(node: NodeView) -> Cost:
     """MaxPool: out x K; AveragePool: out x (K + 1); K = prod(kernel_shape), padding included."""
     window = _prod(node.attr("kernel_shape"))
-    per = window if node.op_type == "MaxPool" else window + 1
+    per = window if node.op_type == "MaxPool" else window + 1  # AveragePool, QLinearAveragePool
     return Cost.elementwise(per * node.numel_out())
 
 
-@formula("GlobalMaxPool", "GlobalAveragePool")
+formula("com.microsoft.QLinearAveragePool")(pool)  # x, x_scale, x_zp, y_scale, y_zp: AveragePool's twin
+
+
+@formula("GlobalMaxPool", "GlobalAveragePool", "com.microsoft.QLinearGlobalAveragePool")
 def global_pool(node: NodeView) -> Cost:
-    """Global pools (adaptive to 1): out x K (max), out x (K + 1) (average), K = the spatial size."""
-    window = _prod(node.input_shape(0)[2:])
+    """Global pools (adaptive to 1): out x K (max), out x (K + 1) (average), K = input / output elements
+    (the spatial size, whatever the layout: QLinearGlobalAveragePool may be channels-last)."""
+    window = node.numel_in(0) // node.numel_out()
     per = window if node.op_type == "GlobalMaxPool" else window + 1
     return Cost.elementwise(per * node.numel_out())
 

@@ -22,7 +22,8 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
 __all__ = ["GraphInfo", "Initializers", "NodeView", "bind_inputs", "check_external_data", "import_onnx",
-           "infer", "initializer_stats", "load_model", "prepare"]
+           "infer", "initializer_stats", "load_model", "prepare", "session_inputs",
+           "shapes_by_running"]
 
 
 def import_onnx() -> Any:
@@ -246,6 +247,8 @@ class GraphInfo:
     dtypes: Mapping[str, int]
     constants: Mapping[str, Any]  # initializer / Constant name -> numpy array (scalars an attribute needs)
     input_shapes: Mapping[str, tuple[int, ...]]
+    #: why some values' shapes stayed unknown (no onnxruntime, or the run failed); "" when none did
+    unknown_reason: str = ""
 
 
 def _value_shape(value_info: Any) -> tuple[int, ...] | None:
@@ -258,7 +261,14 @@ def _value_shape(value_info: Any) -> tuple[int, ...] | None:
 
 
 def prepare(model: Any, inputs_or_shapes: Any = None, dims: Mapping[str, int] | None = None) -> GraphInfo:
-    """Load, bind and infer ``model``: the one place the backend reads a file's graph."""
+    """Load, bind and infer ``model``: the one place the backend reads a file's graph.
+
+    Values whose shapes onnx cannot infer (ops outside its schemas: ``com.microsoft.QGemm`` and
+    other contrib ops, custom domains) are read from one ONNX Runtime run on the bound inputs
+    (``shapes_by_running``). Without onnxruntime, or when that run fails (a custom op whose library
+    is not loaded), they stay unknown: a formula that needs one names its node and the reason, and
+    an untracked op needs none.
+    """
     proto = load_model(model)
     inferred = infer(bind_inputs(proto, inputs_or_shapes, dims))
     graph = inferred.graph
@@ -266,7 +276,7 @@ def prepare(model: Any, inputs_or_shapes: Any = None, dims: Mapping[str, int] | 
     dtypes: dict[str, int] = {}
     for value_info in list(graph.input) + list(graph.value_info) + list(graph.output):
         shapes[value_info.name] = _value_shape(value_info)
-        if value_info.type.HasField("tensor_type"):
+        if value_info.type.HasField("tensor_type") and value_info.type.tensor_type.elem_type:
             dtypes[value_info.name] = value_info.type.tensor_type.elem_type
     constants: dict[str, Any] = {}
     for tensor in graph.initializer:
@@ -280,7 +290,92 @@ def prepare(model: Any, inputs_or_shapes: Any = None, dims: Mapping[str, int] | 
                 if attribute.name == "value":
                     constants[node.output[0]] = numpy_helper.to_array(attribute.t)
     input_shapes = {i.name: shapes[i.name] for i in _graph_inputs(inferred)}
-    return GraphInfo(inferred, shapes, dtypes, constants, input_shapes)
+    unknown = [name for node in graph.node for name in node.output if name and shapes.get(name) is None]
+    reason = ""
+    if unknown:
+        try:
+            ran_shapes, ran_dtypes = shapes_by_running(inferred, input_shapes, dtypes, unknown,
+                                                       inputs_or_shapes if _has_arrays(inputs_or_shapes) else None)
+        except ValueError as exc:  # raised only where a formula needs one of these shapes (NodeView)
+            reason = str(exc)
+        else:
+            shapes.update(ran_shapes)
+            for name, elem_type in ran_dtypes.items():
+                dtypes.setdefault(name, elem_type)
+    return GraphInfo(inferred, shapes, dtypes, constants, input_shapes, reason)
+
+
+def _has_arrays(given: Any) -> bool:
+    if isinstance(given, Mapping):
+        return any(hasattr(v, "dtype") for v in given.values())
+    if isinstance(given, (list, tuple)):
+        return any(hasattr(v, "dtype") for v in given)
+    return hasattr(given, "dtype")
+
+
+def session_inputs(input_shapes: Mapping[str, tuple[int, ...]], dtypes: Mapping[str, int], given: Any = None,
+                   seed: int = 0) -> dict[str, Any]:
+    """Input name -> array for ONNX Runtime: the arrays given, else seeded arrays of the bound shapes
+    (standard normal for floating-point inputs, zeros for integer ones: valid token ids and indices)."""
+    import numpy as np
+
+    names = list(input_shapes)
+    if isinstance(given, Mapping):
+        arrays = {k: v for k, v in given.items() if hasattr(v, "shape") and hasattr(v, "dtype")}
+    elif hasattr(given, "shape") and hasattr(given, "dtype"):
+        arrays = {names[0]: given}
+    elif isinstance(given, (list, tuple)):
+        arrays = {n: v for n, v in zip(names, given) if hasattr(v, "shape") and hasattr(v, "dtype")}
+    else:
+        arrays = {}
+    rng = np.random.default_rng(seed)
+    feeds = {}
+    for name, shape in input_shapes.items():
+        dtype = helper.tensor_dtype_to_np_dtype(dtypes[name])
+        if name in arrays:
+            value = arrays[name]
+            value = value.numpy() if hasattr(value, "numpy") and not isinstance(value, np.ndarray) else value
+            feeds[name] = np.ascontiguousarray(value, dtype=dtype)
+        elif np.issubdtype(dtype, np.floating):
+            feeds[name] = rng.standard_normal(shape).astype(dtype)
+        else:
+            feeds[name] = np.zeros(shape, dtype=dtype)
+    return feeds
+
+
+def shapes_by_running(model: Any, input_shapes: Mapping[str, tuple[int, ...]], dtypes: Mapping[str, int],
+                      unknown: Sequence[str], given: Any = None
+                      ) -> tuple[dict[str, tuple[int, ...]], dict[str, int]]:
+    """Shapes and element types of the ``unknown`` values, from one ONNX Runtime run (CPU, 1 thread, no graph
+    optimisation, so every node runs as stored) on the given arrays or seeded ones of the bound shapes."""
+    try:
+        import onnxruntime as ort
+    except ImportError:
+        first = next(n for n in model.graph.node if unknown[0] in n.output)
+        raise ValueError(f"the output shapes of node {first.name or '(unnamed)'!r} ({first.domain or 'ai.onnx'}."
+                         f"{first.op_type}) are unknown to onnx's shape inference; install onnxruntime "
+                         "(pip install 'deeplite-like[onnx]') to read them from a run") from None
+    probe = onnx.ModelProto()
+    probe.CopyFrom(model)
+    present = {o.name for o in probe.graph.output}
+    for name in unknown:
+        if name not in present:
+            probe.graph.output.append(onnx.ValueInfoProto(name=name))
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = 1
+    options.inter_op_num_threads = 1
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    try:
+        session = ort.InferenceSession(probe.SerializeToString(), options, providers=["CPUExecutionProvider"])
+        values = session.run(unknown, session_inputs(input_shapes, dtypes, given))
+    except Exception as exc:  # onnxruntime raises its own exception types (Fail, InvalidGraph, ...)
+        raise ValueError(f"onnx could not infer the shapes of {len(unknown)} value(s) (the first: {unknown[0]!r}) "
+                         f"and ONNX Runtime could not run the model to read them: {type(exc).__name__}: {exc}"
+                         ) from exc
+    shapes = {name: tuple(int(d) for d in value.shape) for name, value in zip(unknown, values)}
+    elem_types = {name: helper.np_dtype_to_tensor_dtype(value.dtype) for name, value in zip(unknown, values)
+                  if hasattr(value, "dtype")}
+    return shapes, elem_types
 
 
 def _numel(shape: Iterable[int]) -> int:
@@ -314,8 +409,9 @@ class NodeView:
             raise ValueError(f"{self.label} has no {kind} {index}")
         shape = self.info.shapes.get(names[index])
         if shape is None:
+            why = f" ({self.info.unknown_reason})" if self.info.unknown_reason else ""
             raise ValueError(f"{self.label}: the shape of its {kind} {index} ({names[index]!r}) is unknown after "
-                             "shape inference; bind every symbolic input dimension (count_ops(model, shapes, "
+                             f"shape inference{why}; bind every symbolic input dimension (count_ops(model, shapes, "
                              "batch=...)) or give the inputs' shapes")
         return shape
 

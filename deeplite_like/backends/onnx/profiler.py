@@ -17,7 +17,8 @@ from typing import Any, Mapping
 
 from deeplite_like.argument_checks import check_profiler_options
 from deeplite_like.backends.onnx.counting import UntrackedOnnxOpWarning, count_graph, untracked_message
-from deeplite_like.backends.onnx.graph import GraphInfo, import_onnx, initializer_stats, load_model, prepare
+from deeplite_like.backends.onnx.graph import (GraphInfo, import_onnx, initializer_stats, load_model, prepare,
+                                               session_inputs)
 from deeplite_like.caller import caller
 from deeplite_like.functions import ProfilerFunction
 from deeplite_like.metrics import ExecutionTime, Flops, Macs, ModelSize, Throughput, TotalParams
@@ -31,7 +32,7 @@ from deeplite_like.timing_values import timing_values
 import_onnx()
 
 __all__ = ["ComputeComplexity", "ComputeExecutionTime", "ComputeFlops", "ComputeParams", "ComputeSize",
-           "DEFAULT_FUNCTIONS", "OnnxProfiler", "session_inputs"]
+           "DEFAULT_FUNCTIONS", "OnnxProfiler"]
 
 #: What ``total_params`` counts in this backend (a compare across backends states it).
 ONNX_PARAMS_CONVENTION = ("ONNX: elements of every initializer, each once, at its stored dtype, except integer index "
@@ -104,35 +105,6 @@ class ComputeSize(ProfilerFunction):
         return Detailed(stats.bytes, {"by_dtype": {k: v["bytes"] for k, v in stats.by_dtype.items()}})
 
 
-def session_inputs(info: GraphInfo, given: Any, seed: int = 0) -> dict[str, Any]:
-    """Input name -> array for ONNX Runtime: the arrays given, else seeded arrays of the bound shapes."""
-    import numpy as np
-    from onnx import helper
-
-    names = list(info.input_shapes)
-    if isinstance(given, Mapping):
-        arrays = {k: v for k, v in given.items() if hasattr(v, "shape") and hasattr(v, "dtype")}
-    elif hasattr(given, "shape") and hasattr(given, "dtype"):
-        arrays = {names[0]: given}
-    elif isinstance(given, (list, tuple)) and all(hasattr(v, "shape") and hasattr(v, "dtype") for v in given):
-        arrays = dict(zip(names, given))
-    else:
-        arrays = {}
-    rng = np.random.default_rng(seed)
-    feeds = {}
-    for name, shape in info.input_shapes.items():
-        dtype = helper.tensor_dtype_to_np_dtype(info.dtypes[name])
-        if name in arrays:
-            value = arrays[name]
-            value = value.numpy() if hasattr(value, "numpy") and not isinstance(value, np.ndarray) else value
-            feeds[name] = np.ascontiguousarray(value, dtype=dtype)
-        elif np.issubdtype(dtype, np.floating):
-            feeds[name] = rng.standard_normal(shape).astype(dtype)
-        else:
-            feeds[name] = np.zeros(shape, dtype=dtype)
-    return feeds
-
-
 class ComputeExecutionTime(ProfilerFunction):
     """Median time of one ONNX Runtime run of one batch (CPU provider) and the throughput it implies.
 
@@ -155,7 +127,7 @@ class ComputeExecutionTime(ProfilerFunction):
         if threads == "auto":
             raise ValueError("num_threads='auto' is not supported by the ONNX backend; pass an int")
         info, given = _graph(onnx_model, inputs, dims, data_splits, split)
-        feeds = session_inputs(info, given)
+        feeds = session_inputs(info.input_shapes, info.dtypes, given)
         options = ort.SessionOptions()
         options.intra_op_num_threads = threads
         options.inter_op_num_threads = 1
