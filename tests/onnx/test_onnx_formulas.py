@@ -294,3 +294,44 @@ def test_missing_onnx_names_the_extra():
             "try:\n    from deeplite_like.backends.onnx import count_ops\nexcept ImportError as e:\n    print(e)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert "pip install 'deeplite-like[onnx]'" in out.stdout
+
+
+def test_contrib_ops_count_as_their_float_twins():
+    ms = ["com.microsoft"]
+    u8 = np.uint8
+    qparams = [_scalar("xs", 0.1, np.float32), _scalar("xz", 0, u8), _scalar("ws", 0.1, np.float32),
+               _scalar("wz", 0, u8), _scalar("ys", 0.1, np.float32), _scalar("yz", 0, u8)]
+    # QGemm A (3, 5) x B^T (4, 5) + int32 C: Gemm's twin, 60 MACs, FLOPs 120 + 12 (C) = 132. onnx has no
+    # schema for QGemm: its output shape comes from one ONNX Runtime run.
+    qgemm = helper.make_node("QGemm", ["a", "xs", "xz", "w", "ws", "wz", "c", "ys", "yz"], ["y"], domain=ms[0],
+                             transB=1)
+    counted = count_ops(model([qgemm], [("a", TensorProto.UINT8, [3, 5])], [("y", TensorProto.UINT8, None)],
+                              qparams + [weight("w", (4, 5), u8), weight("c", (4,), np.int32)], domains=ms))
+    assert (counted.macs, counted.flops) == (60, 132)
+    # FusedConv X (1, 2, 6, 6), W (4, 2, 3, 3), bias, Relu: 64 outputs; 1152 MACs;
+    # FLOPs = 2304 + 64 (bias) + 64 (relu, 1 each) = 2432.
+    fused = helper.make_node("FusedConv", ["x", "w", "b"], ["y"], domain=ms[0], activation="Relu")
+    counted = count_ops(model([fused], [("x", F, [1, 2, 6, 6])], [("y", F, None)],
+                              [weight("w", (4, 2, 3, 3)), weight("b", (4,))], domains=ms))
+    assert (counted.macs, counted.flops) == (1152, 2432)
+    # FusedMatMul with transA: A (5, 3) read as (3, 5), B (5, 4): K = 5, 12 outputs -> 60 MACs;
+    # alpha 2: + 12 FLOPs -> 132.
+    fmm = helper.make_node("FusedMatMul", ["a", "b"], ["y"], domain=ms[0], transA=1, alpha=2.0)
+    counted = count_ops(model([fmm], [("a", F, [5, 3])], [("y", F, None)], [weight("b", (5, 4))], domains=ms))
+    assert (counted.macs, counted.flops) == (60, 132)
+    # QLinearAdd on uint8 (2, 8): the float Add's 1 per output = 16, whatever the integer dtype.
+    qadd = helper.make_node("QLinearAdd", ["a", "xs", "xz", "a", "xs", "xz", "ys", "yz"], ["y"], domain=ms[0])
+    counted = count_ops(model([qadd], [("a", TensorProto.UINT8, [2, 8])], [("y", TensorProto.UINT8, None)],
+                              qparams, domains=ms))
+    assert (counted.macs, counted.flops) == (0, 16)
+
+
+def test_unknown_shapes_are_named_where_a_formula_needs_them():
+    # A custom op ONNX Runtime cannot run (no library loaded): its output shape stays unknown; it is
+    # untracked, and the MatMul after it, which needs that shape, names itself and the reason.
+    nodes = [helper.make_node("MyOp", ["x"], ["z"], domain="custom.ops"),
+             helper.make_node("MatMul", ["z", "w"], ["y"], name="/head/MatMul")]
+    proto = model(nodes, [("x", F, [2, 4])], [("y", F, None)], [weight("w", (4, 3))], domains=["custom.ops"])
+    with pytest.raises(ValueError, match=r"node '/head/MatMul' \(MatMul\): the shape of its input 0 \('z'\) is "
+                                         r"unknown after shape inference \(onnx could not infer.*ONNX Runtime"):
+        count_ops(proto)
