@@ -152,3 +152,20 @@ def test_dynamo_exporter_counts_the_same_and_names_modules_from_metadata():
     assert (counted.macs, counted.flops) == (live.macs, live.flops)
     for module in ("features.0", "features.3", "classifier.1", "classifier.3", "classifier.5"):
         assert counted.by_module[module].macs == live.by_module[module].macs, module
+
+
+def test_torch_teacher_and_its_onnx_file_compare_in_one_report():
+    from deeplite_like.backends.onnx import OnnxProfiler
+    from deeplite_like.backends.torch import TorchProfiler
+
+    model, x, data = exported("lenet5", batch=4, dynamic_batch=True)
+    teacher = TorchProfiler(model, {"test": [(x, torch.zeros(4))]}, name="torch")
+    student = OnnxProfiler(data, {"test": [(x.numpy(), None)]}, name="onnx")
+    report = teacher.compare(student, batch_size=2, min_run_time=0.02)
+    # batch_size=2 binds the file's symbolic batch: 2 x 416,520 MACs on both sides
+    assert student.status_get("macs") == teacher.status_get("macs") == 2 * 416_520
+    assert student.get_status("macs").options["batch_size"] == 2
+    assert "Computational complexity" in report.to_text()
+    fixed = OnnxProfiler(exported("lenet5")[2], name="fixed")
+    with pytest.raises(ValueError, match="input 'input' has a fixed batch of 2 in this file"):
+        fixed.compute_status("macs", batch_size=1)

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
 __all__ = ["GraphInfo", "Initializers", "NodeView", "bind_inputs", "check_external_data", "import_onnx",
-           "infer", "initializer_stats", "load_model", "prepare", "session_inputs",
+           "batch_dims", "infer", "initializer_stats", "load_model", "prepare", "session_inputs",
            "shapes_by_running"]
 
 
@@ -215,6 +215,30 @@ def bind_inputs(model: Any, inputs_or_shapes: Any = None, dims: Mapping[str, int
                           if d.HasField("dim_param")})
         raise ValueError(f"dimension(s) {unused} are not symbolic dimensions of this model's inputs; "
                          f"its symbolic dimensions are {symbols or 'none'}")
+    return bound
+
+
+def batch_dims(model: Any, batch_size: int) -> dict[str, int]:
+    """Symbolic first dimension -> ``batch_size`` for every input whose first dimension is symbolic.
+
+    An input whose first dimension is fixed at another size is an error naming it: the file was
+    exported for one batch size (re-export it with a dynamic batch axis).
+    """
+    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+        raise ValueError(f"batch_size must be a positive int, got {batch_size!r}")
+    bound: dict[str, int] = {}
+    for value_info in _graph_inputs(model):
+        dims = value_info.type.tensor_type.shape.dim
+        if not dims:
+            continue
+        first = dims[0]
+        if first.HasField("dim_param") and first.dim_param:
+            bound[first.dim_param] = batch_size
+        elif first.HasField("dim_value") and first.dim_value != batch_size:
+            raise ValueError(f"input {value_info.name!r} has a fixed batch of {first.dim_value} in this file, so it "
+                             f"cannot be profiled at batch_size={batch_size}; leave batch_size out, or export the "
+                             "model with a dynamic batch axis (torch.onnx.export(..., dynamic_axes={name: {0: "
+                             "'batch'}}))")
     return bound
 
 
@@ -467,19 +491,23 @@ class Initializers:
     count: int = 0
 
 
-#: (op type, input position) pairs whose integer tensor is a weight (a quantized op's bias / weights).
-_WEIGHT_SLOTS = {("QLinearConv", 8), ("ConvInteger", 1), ("MatMulInteger", 1), ("QLinearConv", 3),
-                 ("QLinearMatMul", 3), ("DequantizeLinear", 0), ("MatMulNBits", 1), ("Gemm", 2),
-                 ("Conv", 2), ("Add", 0), ("Add", 1)}
+#: (op type, input position) pairs whose integer tensor is a weight (a quantized op's weights or int32 bias).
+_WEIGHT_SLOTS = {("QLinearConv", 3), ("QLinearConv", 8), ("ConvInteger", 1), ("MatMulInteger", 1),
+                 ("QLinearMatMul", 3), ("DequantizeLinear", 0), ("QGemm", 3), ("QGemm", 6), ("MatMulNBits", 1),
+                 ("DynamicQuantizeMatMul", 1), ("MatMulIntegerToFloat", 1)}
 
 
 def initializer_stats(model: Any) -> Initializers:
     """Parameters and bytes of ``model``'s initializers (see ``Initializers``)."""
     weight_reads: set[str] = set()
+    packed: dict[str, int] = {}  # MatMulNBits' uint8 blob -> its N x K weights (sub-byte, packed)
     for node in model.graph.node:
         for position, name in enumerate(node.input):
             if (node.op_type, position) in _WEIGHT_SLOTS:
                 weight_reads.add(name)
+        if node.op_type == "MatMulNBits" and len(node.input) > 1:
+            attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
+            packed[node.input[1]] = int(attrs["N"]) * int(attrs["K"])
     stats = Initializers()
     seen: set[str] = set()
     for tensor in model.graph.initializer:
@@ -492,6 +520,7 @@ def initializer_stats(model: Any) -> Initializers:
             stats.index_data += count
             continue
         size = (count * element_bits(tensor.data_type) + 7) // 8
+        count = packed.get(tensor.name, count)  # a packed blob holds more (sub-byte) weights than bytes
         stats.params += count
         stats.bytes += size
         stats.count += 1

@@ -17,7 +17,7 @@ from typing import Any, Mapping
 
 from deeplite_like.argument_checks import check_profiler_options
 from deeplite_like.backends.onnx.counting import UntrackedOnnxOpWarning, count_graph, untracked_message
-from deeplite_like.backends.onnx.graph import (GraphInfo, import_onnx, initializer_stats, load_model, prepare,
+from deeplite_like.backends.onnx.graph import (GraphInfo, batch_dims, import_onnx, initializer_stats, load_model, prepare,
                                                session_inputs)
 from deeplite_like.caller import caller
 from deeplite_like.functions import ProfilerFunction
@@ -52,9 +52,22 @@ def _first_batch(data_splits: Mapping[str, Any], split: str | None) -> Any:
 
 
 def _graph(onnx_model: Any, inputs: Any, dims: Mapping[str, int] | None, data_splits: Mapping[str, Any],
-           split: str | None) -> tuple[GraphInfo, Any]:
-    given = inputs if inputs is not None else _first_batch(data_splits, split)
-    return prepare(onnx_model, given, dims), given
+           split: str | None, batch_size: int | None = None) -> tuple[GraphInfo, Any]:
+    """The inferred graph for the profiler's inputs, else the split's first batch (its first ``batch_size``
+    samples); ``batch_size`` binds every symbolic first dimension (``graph.batch_dims``)."""
+    given = inputs
+    if given is None:
+        given = _first_batch(data_splits, split)
+        if batch_size is not None and hasattr(given, "shape"):
+            if len(given) < batch_size:
+                raise ValueError(f"batch_size={batch_size} but the split's first batch has {len(given)} samples")
+            given = given[:batch_size]
+    bound = dict(dims or {})
+    if batch_size is not None:
+        for name, value in batch_dims(onnx_model, batch_size).items():
+            if bound.setdefault(name, value) != value:
+                raise ValueError(f"dims binds {name!r} to {bound[name]}, but batch_size is {batch_size}")
+    return prepare(onnx_model, given, bound), given
 
 
 class ComputeComplexity(ProfilerFunction):
@@ -64,10 +77,11 @@ class ComputeComplexity(ProfilerFunction):
         return Macs, Flops
 
     def __call__(self, onnx_model: Any, data_splits: Mapping[str, Any], inputs: Any = None,
-                 dims: Mapping[str, int] | None = None, split: str | None = None) -> dict:
+                 dims: Mapping[str, int] | None = None, split: str | None = None,
+                 batch_size: int | None = None) -> dict:
         import warnings
 
-        info, _ = _graph(onnx_model, inputs, dims, data_splits, split)
+        info, _ = _graph(onnx_model, inputs, dims, data_splits, split, batch_size)
         counted = count_graph(info)
         if counted.untracked:
             warnings.warn(untracked_message(counted.untracked), UntrackedOnnxOpWarning, stacklevel=2)
@@ -117,16 +131,14 @@ class ComputeExecutionTime(ProfilerFunction):
 
     def __call__(self, onnx_model: Any, data_splits: Mapping[str, Any], inputs: Any = None,
                  dims: Mapping[str, int] | None = None, split: str | None = None, min_run_time: float = 0.2,
-                 num_threads: int | None = None) -> dict:
+                 num_threads: int | None = None, batch_size: int | None = None) -> dict:
         try:
             import onnxruntime as ort
         except ImportError as exc:
             raise ImportError("timing an ONNX model needs onnxruntime, which is not installed here; install it with: "
                               "pip install 'deeplite-like[onnx]'") from exc
         threads = DEFAULT_NUM_THREADS if num_threads is None else num_threads
-        if threads == "auto":
-            raise ValueError("num_threads='auto' is not supported by the ONNX backend; pass an int")
-        info, given = _graph(onnx_model, inputs, dims, data_splits, split)
+        info, given = _graph(onnx_model, inputs, dims, data_splits, split, batch_size)
         feeds = session_inputs(info.input_shapes, info.dtypes, given)
         options = ort.SessionOptions()
         options.intra_op_num_threads = threads
@@ -160,7 +172,9 @@ class OnnxProfiler(Profiler):
         dims: symbolic dimensions by name (``{"batch": 8}``).
         register_defaults: register every built-in ``Compute*`` function (default ``True``).
 
-    Options of ``compute_network_status``: ``split``, ``min_run_time``, ``num_threads``.
+    Options of ``compute_network_status``: ``batch_size`` (binds every symbolic first dimension and takes that
+    many samples of a split's first batch; default: the file's or the inputs' batch), ``split``,
+    ``min_run_time``, ``num_threads``.
     """
 
     backend_name = "onnx"
@@ -177,7 +191,9 @@ class OnnxProfiler(Profiler):
 
     def _check_options(self, kwargs: Mapping[str, Any]) -> None:
         check_profiler_options(kwargs, caller("compute_network_status"))
-        check_num_threads(kwargs.get("num_threads"))
+        if check_num_threads(kwargs.get("num_threads")) == "auto":
+            raise ValueError("num_threads='auto' is not supported by the ONNX backend: pass an int (threads of the "
+                             "ONNX Runtime session), or leave it out for 1")
 
     def context(self) -> dict[str, Any]:
         return {**super().context(), "onnx_model": self.onnx_model, "inputs": self.inputs, "dims": self.dims}
