@@ -335,3 +335,16 @@ def test_unknown_shapes_are_named_where_a_formula_needs_them():
     with pytest.raises(ValueError, match=r"node '/head/MatMul' \(MatMul\): the shape of its input 0 \('z'\) is "
                                          r"unknown after shape inference \(onnx could not infer.*ONNX Runtime"):
         count_ops(proto)
+
+
+def test_matmul_nbits_counts_the_float_matmul_and_its_packed_weights():
+    # MatMulNBits (4-bit, block 32): A (2, 32), K 32, N 8 -> 2 x 8 x 32 = 512 MACs.
+    # Weights: a uint8 blob (N 8, 1 block, 16 bytes) holds 8 x 32 = 256 4-bit weights in 128 bytes;
+    # scales: 8 float32 = 8 params, 32 bytes. Total 264 params, 160 bytes.
+    node = helper.make_node("MatMulNBits", ["a", "bq", "sc"], ["y"], domain="com.microsoft", K=32, N=8, bits=4,
+                            block_size=32)
+    proto = model([node], [("a", F, [2, 32])], [("y", F, None)],
+                  [weight("bq", (8, 1, 16), np.uint8), weight("sc", (8,))], domains=["com.microsoft"])
+    assert count_ops(proto).macs == 512
+    stats = initializer_stats(proto)
+    assert (stats.params, stats.bytes) == (264, 160)

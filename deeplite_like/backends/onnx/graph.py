@@ -62,6 +62,20 @@ def element_bits(elem_type: int) -> int:
 
 
 # ----------------------------------------------------------------------------------- loading
+def _all_tensors(graph: Any) -> Iterable[Any]:
+    """Every TensorProto of ``graph``: initializers and tensor attributes, subgraphs included."""
+    yield from graph.initializer
+    for node in graph.node:
+        for attribute in node.attribute:
+            if attribute.HasField("t"):
+                yield attribute.t
+            yield from attribute.tensors
+            if attribute.HasField("g"):
+                yield from _all_tensors(attribute.g)
+            for subgraph in attribute.graphs:
+                yield from _all_tensors(subgraph)
+
+
 def check_external_data(model: Any, base_dir: Path | None) -> None:
     """Refuse external-data locations that would read outside the model's folder (or with no folder).
 
@@ -70,7 +84,7 @@ def check_external_data(model: Any, base_dir: Path | None) -> None:
     """
     from onnx.external_data_helper import uses_external_data
 
-    for tensor in onnx.external_data_helper._get_all_tensors(model):
+    for tensor in _all_tensors(model.graph):
         if not uses_external_data(tensor):
             continue
         location = {e.key: e.value for e in tensor.external_data}.get("location", "")
