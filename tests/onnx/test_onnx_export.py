@@ -91,6 +91,8 @@ def test_lstm_tagger_counts_the_fused_lstm_the_same():
 
 
 def test_onnx_profiler_through_profiler_for(tmp_path):
+    from deeplite_like.backends.onnx import OnnxProfiler
+
     model, x, data = exported("lenet5")
     path = tmp_path / "lenet5.onnx"
     path.write_bytes(data)
@@ -101,6 +103,10 @@ def test_onnx_profiler_through_profiler_for(tmp_path):
     assert status["macs"] == 2 * 416_520
     # 61,706 float32 parameters (docs/zoo.rst), 4 bytes each: 246,824 bytes
     assert (status["total_params"], status["model_size"]) == (61_706, 4 * 61_706)
+    proto = onnx.load_model_from_string(data)
+    before = proto.SerializeToString()
+    OnnxProfiler(proto).compute_network_status(min_run_time=0.02)
+    assert proto.SerializeToString() == before  # the user's proto is never changed
     timing = profiler.get_status("execution_time")
     assert timing.get_value() > 0 and timing.details["num_threads"] == 1
     assert "CPUExecutionProvider: 1 intra-op thread" in timing.details["threads_reason"]

@@ -249,7 +249,8 @@ def test_parameters_and_size_at_stored_dtype_shared_once(tmp_path):
              helper.make_node("Conv", ["x", "w"], ["c"]),
              helper.make_node("Reshape", ["c", "shape"], ["r"]),
              helper.make_node("Cast", ["h"], ["hf"], to=F),
-             helper.make_node("Add", ["hf", "hf"], ["y"])]
+             helper.make_node("Cast", ["h"], ["hf2"], to=F),  # a second reader of the same initializer
+             helper.make_node("Add", ["hf", "hf2"], ["y"])]
     inits = [weight("w8", (4, 2, 3, 3), np.int8), _scalar("ws", 0.5, np.float32), weight("h", (10,), np.float16),
              numpy_helper.from_array(np.array([1, -1], dtype=np.int64), "shape")]
     proto = model(nodes, [("x", F, [1, 2, 5, 5])], [("r", F, None), ("y", F, None)], inits)
@@ -279,6 +280,12 @@ def test_external_data_is_read_only_beside_the_model(tmp_path):
     evil_path = tmp_path / "evil.onnx"
     onnx.save_model(evil, str(evil_path))
     with pytest.raises(ValueError, match=r"initializer 'w'.*'\.\./secret\.bin'.*no absolute path, no '\.\.'"):
+        count_ops(evil_path)
+    for entry in evil.graph.initializer[0].external_data:
+        if entry.key == "location":
+            entry.value = str(tmp_path / "weights.bin")  # absolute, even though it is the right file
+    onnx.save_model(evil, str(evil_path))
+    with pytest.raises(ValueError, match=r"initializer 'w'.*must be a relative path"):
         count_ops(evil_path)
 
 
