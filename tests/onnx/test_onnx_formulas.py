@@ -238,6 +238,8 @@ def test_shape_inference_failure_names_the_node():
         count_ops(model([bad], [("a", F, [2, 3])], [("y", F, None)], [weight("w", (4, 5))]))
     with pytest.raises(ValueError, match="not an ONNX model"):
         count_ops(b"\x00\x01 definitely not protobuf \xff")
+    with pytest.raises(ValueError, match=r"not an ONNX model \(the bytes given\): it has no IR version or no graph"):
+        count_ops(b"")  # protobuf decodes empty bytes into an empty message
     with pytest.raises(TypeError, match="path, bytes or onnx.ModelProto"):
         count_ops(3.5)
 

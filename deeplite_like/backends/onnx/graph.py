@@ -37,6 +37,7 @@ def import_onnx() -> Any:
 
 
 onnx = import_onnx()
+from google.protobuf.message import DecodeError  # noqa: E402  (onnx's own dependency)
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402  (after the clear error above)
 
 #: Floating-point element types: only these cost FLOPs in elementwise ops (integer and bool outputs cost 0).
@@ -104,6 +105,12 @@ def check_external_data(model: Any, base_dir: Path | None) -> None:
             raise FileNotFoundError(f"{where}, which does not exist next to the model ({resolved})")
 
 
+def _check_is_model(proto: Any, what: str) -> None:
+    """Protobuf decodes many byte strings (an empty one too) into a message: refuse one that is no model."""
+    if not proto.ir_version or not proto.HasField("graph") or not proto.graph.node:
+        raise ValueError(f"not an ONNX model ({what}): it has no IR version or no graph nodes")
+
+
 def load_model(model: Any) -> Any:
     """An ``onnx.ModelProto`` for a path, bytes or ``ModelProto`` (the caller's proto is returned as is: never edited).
 
@@ -115,8 +122,9 @@ def load_model(model: Any) -> Any:
     if isinstance(model, (bytes, bytearray, memoryview)):
         try:
             proto = onnx.load_model_from_string(bytes(model))
-        except Exception as exc:  # protobuf's DecodeError and friends: the bytes are not a model
+        except DecodeError as exc:
             raise ValueError(f"the bytes given are not an ONNX model ({type(exc).__name__}: {exc})") from exc
+        _check_is_model(proto, "the bytes given")
         check_external_data(proto, None)
         return proto
     if isinstance(model, (str, os.PathLike)):
@@ -125,8 +133,9 @@ def load_model(model: Any) -> Any:
             raise FileNotFoundError(f"no ONNX model file at {str(path)!r}")
         try:
             proto = onnx.load_model(str(path), load_external_data=False)
-        except Exception as exc:
+        except DecodeError as exc:
             raise ValueError(f"{str(path)!r} is not a readable ONNX model ({type(exc).__name__}: {exc})") from exc
+        _check_is_model(proto, repr(str(path)))
         check_external_data(proto, path.parent)
         from onnx.external_data_helper import load_external_data_for_model
 
