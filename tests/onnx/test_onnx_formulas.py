@@ -68,6 +68,13 @@ def test_gemm_matmul_and_einsum():
     ellipsis = helper.make_node("Einsum", ["a", "b"], ["y"], equation="...ij,jk")
     counted = count_ops(model([ellipsis], [("a", F, [2, 3, 4]), ("b", F, [4, 5])], [("y", F, None)]))
     assert counted.macs == 120
+    # Upper-case letters beside an ellipsis: ...IJ,JK->...IK on (2, 3, 4), (4, 5): again 120 MACs.
+    upper = helper.make_node("Einsum", ["a", "b"], ["y"], equation="...IJ,JK->...IK")
+    assert count_ops(model([upper], [("a", F, [2, 3, 4]), ("b", F, [4, 5])], [("y", F, None)])).macs == 120
+    # Three operands, left to right: ij,jk -> ik sums j: 2 x 3 x 4 = 24; ik,kl -> il sums k: 2 x 4 x 5 = 40.
+    chain = helper.make_node("Einsum", ["a", "b", "c"], ["y"], equation="ij,jk,kl->il")
+    counted = count_ops(model([chain], [("a", F, [2, 3]), ("b", F, [3, 4]), ("c", F, [4, 5])], [("y", F, None)]))
+    assert (counted.macs, counted.flops) == (64, 128)
 
 
 def test_recurrent_layers():

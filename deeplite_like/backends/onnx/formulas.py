@@ -21,6 +21,7 @@ to its function; ``op_key`` makes the key of a node.
 from __future__ import annotations
 
 import math
+import string
 from typing import Callable
 
 from deeplite_like.backends.onnx.graph import NodeView
@@ -160,29 +161,27 @@ def matmul_nbits(node: NodeView) -> Cost:
 
 
 def _einsum_terms(node: NodeView) -> tuple[list[str], str, dict[str, int]]:
-    """Operand subscripts, output subscript and each letter's size (an ellipsis becomes upper-case letters)."""
+    """Operand subscripts, output subscript and each letter's size; an ellipsis becomes letters the
+    equation does not use, right-aligned across operands as broadcasting aligns them."""
     equation = node.attr("equation").replace(" ", "")
     lhs, arrow, rhs = equation.partition("->")
     operands = lhs.split(",")
+    shapes = [node.input_shape(index) for index in range(len(operands))]
+    extras = [len(shape) - (len(term) - 3) if "..." in term else 0 for term, shape in zip(operands, shapes)]
+    widest = max(extras, default=0)
+    spare = [c for c in string.ascii_letters if c not in equation][:widest]  # the ellipsis's own letters
     sizes: dict[str, int] = {}
     expanded: list[str] = []
-    widest = 0
-    for index, term in enumerate(operands):
-        shape = node.input_shape(index)
-        if "..." in term:
-            extra = len(shape) - (len(term) - 3)
-            widest = max(widest, extra)
-            letters = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"[-extra:] if extra else ""  # right-aligned, as broadcasting
-            term = term.replace("...", letters)
+    for term, shape, extra in zip(operands, shapes, extras):
+        term = term.replace("...", "".join(spare[widest - extra:]))
         for letter, size in zip(term, shape):
             sizes[letter] = max(sizes.get(letter, 1), int(size))
         expanded.append(term)
-    if not arrow:  # implicit output: the letters seen once, in alphabetical order
+    if not arrow:  # implicit output: the ellipsis, then the letters seen once in alphabetical order
         counts = {c: sum(t.count(c) for t in expanded) for c in sizes}
-        broadcast = "".join(sorted(c for c in sizes if c.isupper()))
-        rhs = broadcast + "".join(sorted(c for c in sizes if c.islower() and counts[c] == 1))
+        rhs = "".join(spare) + "".join(sorted(c for c in sizes if c not in spare and counts[c] == 1))
     else:
-        rhs = rhs.replace("...", "ABCDEFGHIJKLMNOPQRSTUVWXYZ"[-widest:] if widest else "")
+        rhs = rhs.replace("...", "".join(spare))
     return expanded, rhs, sizes
 
 
@@ -212,7 +211,6 @@ def einsum(node: NodeView) -> Cost:
 #: GATE_MATH; tests/onnx check the two agree). LSTM 22: gate adds 4, three sigmoids 12, tanh g 1, f*c 1,
 #: i*g 1, c add 1, tanh c 1, o*tanh 1; GRU 16; RNN 2.
 GATE_MATH = {"LSTM": 22, "GRU": 16, "RNN": 2}
-_GATES = {"LSTM": 4, "GRU": 3, "RNN": 1}
 
 
 @formula("LSTM", "GRU", "RNN")
