@@ -211,7 +211,8 @@ def test_module_names_from_export_scopes():
     nodes = [helper.make_node("MatMul", ["a", "w1"], ["h"], name="/block/fc1/MatMul"),
              helper.make_node("MatMul", ["h", "w2"], ["y"], name="/block/fc2/MatMul")]
     # fc1: 2 x 8 outputs x K 4 = 64 MACs; fc2: 2 x 3 x K 8 = 48 MACs; block = 112.
-    counted = count_ops(model(nodes, [("a", F, [2, 4])], [("y", F, None)], [weight("w1", (4, 8)), weight("w2", (8, 3))]))
+    counted = count_ops(model(nodes, [("a", F, [2, 4])], [("y", F, None)],
+                              [weight("w1", (4, 8)), weight("w2", (8, 3))]))
     assert {k: v.macs for k, v in counted.by_module.items()} == {"": 112, "block": 112, "block.fc1": 64,
                                                                   "block.fc2": 48}
 

@@ -12,7 +12,8 @@ child spelled with its parent's name), which is the module ``layer1.0.conv1``; t
 dynamo=True)``) names nodes ``node_Conv_0`` and writes the scopes into the node's metadata instead
 (``pkg.torch.onnx.name_scopes``: ``['', 'features', 'features.0', 'conv2d']``), which is read first.
 A node with no scope belongs to the root ``""``.
-``by_module`` is nested like the torch backend's: a module's figures include its children's.
+``by_module`` is nested like the torch backend's: a module's figures include its children's; its
+``calls`` is the number of nodes directly inside it (a file records no module calls).
 """
 from __future__ import annotations
 

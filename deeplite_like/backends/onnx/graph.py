@@ -41,9 +41,9 @@ from google.protobuf.message import DecodeError  # noqa: E402  (onnx's own depen
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402  (after the clear error above)
 
 #: Floating-point element types: only these cost FLOPs in elementwise ops (integer and bool outputs cost 0).
+_LOW_PRECISION_FLOATS = ("FLOAT8E4M3FN", "FLOAT8E4M3FNUZ", "FLOAT8E5M2", "FLOAT8E5M2FNUZ", "FLOAT4E2M1")
 FLOAT_TYPES = frozenset({TensorProto.FLOAT, TensorProto.DOUBLE, TensorProto.FLOAT16, TensorProto.BFLOAT16}
-                        | {getattr(TensorProto, n) for n in ("FLOAT8E4M3FN", "FLOAT8E4M3FNUZ", "FLOAT8E5M2",
-                                                             "FLOAT8E5M2FNUZ", "FLOAT4E2M1") if hasattr(TensorProto, n)})
+                        | {getattr(TensorProto, n) for n in _LOW_PRECISION_FLOATS if hasattr(TensorProto, n)})
 
 #: Bits per element of packed sub-byte types (stored two per byte, rounded up per tensor).
 _SUB_BYTE_BITS = {getattr(TensorProto, n): 4 for n in ("INT4", "UINT4", "FLOAT4E2M1") if hasattr(TensorProto, n)}

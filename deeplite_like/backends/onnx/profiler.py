@@ -17,8 +17,8 @@ from typing import Any, Mapping
 
 from deeplite_like.argument_checks import check_profiler_options
 from deeplite_like.backends.onnx.counting import UntrackedOnnxOpWarning, count_graph, untracked_message
-from deeplite_like.backends.onnx.graph import (GraphInfo, batch_dims, import_onnx, initializer_stats, load_model, prepare,
-                                               session_inputs)
+from deeplite_like.backends.onnx.graph import (GraphInfo, batch_dims, import_onnx, initializer_stats, load_model,
+                                               prepare, session_inputs)
 from deeplite_like.caller import caller
 from deeplite_like.functions import ProfilerFunction
 from deeplite_like.metrics import ExecutionTime, Flops, Macs, ModelSize, Throughput, TotalParams
