@@ -16,6 +16,8 @@ setup(
     extras_require={
         "torch": ["torch>=2.1", "numpy"],
         "keras": ["keras>=3.0", "tensorflow-cpu>=2.16", "numpy"],
+        # ONNX files: onnx reads and infers them, onnxruntime times them, onnxscript is torch.onnx.export's
+        "onnx": ["onnx>=1.16", "onnxruntime>=1.18", "onnxscript>=0.3", "numpy"],
         # transformers: the hf: models, meta counting of transformers decoders and the HF example run in the tests
         "test": ["pytest>=7", "hypothesis>=6", "numpy", "transformers>=5"],
     },

@@ -6,6 +6,7 @@ choose one; the chosen backend module is imported only then.
 from __future__ import annotations
 
 import importlib
+import os
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
@@ -43,6 +44,13 @@ def _is_torch(model: Any) -> bool:
     return "torch.nn.modules.module.Module" in _mro_names(model)
 
 
+def _is_onnx(model: Any) -> bool:
+    """An ``onnx.ModelProto``, or a path to a ``.onnx`` file (bytes are not guessed: use ``OnnxProfiler``)."""
+    if isinstance(model, (str, os.PathLike)):
+        return os.fspath(model).lower().endswith(".onnx")
+    return any(n.startswith("onnx.") and n.endswith(".ModelProto") for n in _mro_names(model))
+
+
 _BACKENDS: dict[str, Backend] = {}
 
 
@@ -54,6 +62,7 @@ def register_backend(backend: Backend) -> None:
 # Keras first: under Keras' torch backend a Keras model is also a torch.nn.Module.
 register_backend(Backend("keras", _is_keras, "deeplite_like.backends.keras:KerasProfiler", "keras", "keras"))
 register_backend(Backend("torch", _is_torch, "deeplite_like.backends.torch:TorchProfiler", "torch", "torch"))
+register_backend(Backend("onnx", _is_onnx, "deeplite_like.backends.onnx:OnnxProfiler", "onnx", "onnx"))
 
 
 def available_backends() -> tuple[str, ...]:

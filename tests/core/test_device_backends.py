@@ -32,7 +32,7 @@ def test_keras_is_checked_before_torch_and_no_framework_is_imported():
     Model = type("Model", (Layer,), {"__module__": "keras.src.models.model"})
     assert backend_for(Model()).name == "keras"
     assert backend_for(Module()).name == "torch"
-    assert available_backends() == ("keras", "torch")
+    assert available_backends() == ("keras", "torch", "onnx")
     with pytest.raises(TypeError, match="no backend handles a model of type builtins.list"):
         backend_for([])
     with pytest.raises(TypeError, match="no backend handles"):
@@ -40,7 +40,7 @@ def test_keras_is_checked_before_torch_and_no_framework_is_imported():
 
 
 def test_unknown_backend_name():
-    with pytest.raises(ValueError, match="unknown backend 'jax'; available: keras, torch"):
+    with pytest.raises(ValueError, match="unknown backend 'jax'; available: keras, torch, onnx"):
         get_backend("jax")
 
 

@@ -1,0 +1,27 @@
+"""ONNX backend: ``OnnxProfiler``, its ``Compute*`` functions, and ``count_ops`` for ``.onnx`` files.
+
+Names are resolved lazily: importing this package imports neither onnx nor onnxruntime; the
+first use of a name does, and says which extra to install (``pip install 'deeplite-like[onnx]'``)
+when they are missing.
+"""
+from __future__ import annotations
+
+from deeplite_like.lazy import lazy_exports
+
+_EXPORTS = {
+    "count_ops": "deeplite_like.backends.onnx.counting",
+    "UntrackedOnnxOpWarning": "deeplite_like.backends.onnx.counting",
+    "FORMULAS": "deeplite_like.backends.onnx.formulas",
+    "FREE": "deeplite_like.backends.onnx.formulas",
+    "formula": "deeplite_like.backends.onnx.formulas",
+    "OnnxProfiler": "deeplite_like.backends.onnx.profiler",
+    "ComputeComplexity": "deeplite_like.backends.onnx.profiler",
+    "ComputeFlops": "deeplite_like.backends.onnx.profiler",
+    "ComputeParams": "deeplite_like.backends.onnx.profiler",
+    "ComputeSize": "deeplite_like.backends.onnx.profiler",
+    "ComputeExecutionTime": "deeplite_like.backends.onnx.profiler",
+}
+
+__all__ = sorted(_EXPORTS)
+
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS, globals())

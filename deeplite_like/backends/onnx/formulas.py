@@ -1,0 +1,366 @@
+"""The ONNX formula table: one pure function per op family, from a node's shapes and attributes to a ``Cost``.
+
+The conventions are the torch backend's (docs/conventions.rst), so a file counts what the live
+model it came from counts:
+
+* contractions (``Conv``, ``ConvTranspose``, ``Gemm``, ``MatMul``, ``Einsum``, the recurrent
+  layers) give MACs; FLOPs = 2 x MACs + a bias add of 1 per output (+ 1 per output for each
+  ``alpha``/``beta`` != 1 of ``Gemm``);
+* a quantized op (``QLinearConv``, ``QLinearMatMul``, ``ConvInteger``, ``MatMulInteger``,
+  ``com.microsoft.MatMulNBits``) counts as its float twin: its weights are read from the slot
+  that op keeps them in; ``QuantizeLinear`` / ``DequantizeLinear`` at the edges of a QDQ pair are
+  free, as casts are, so the float op between them counts as itself;
+* every other op has a per-element cost (the torch table's: sigmoid 4, GELU 5, softmax 5, layer
+  norm 6N + 4R + affine ...), only on floating-point outputs, or is in ``FREE`` (moves, shapes,
+  casts, comparisons, indexing);
+* an op in neither table is untracked (``counting.count_ops`` names it, never a silent zero).
+
+``FORMULAS`` maps an op key (``Conv``; ``com.microsoft.MatMulNBits`` outside the default domain)
+to its function; ``op_key`` makes the key of a node.
+"""
+from __future__ import annotations
+
+import math
+import string
+from typing import Callable
+
+from deeplite_like.backends.onnx.graph import NodeView
+from deeplite_like.opcount import Cost
+
+__all__ = ["FORMULAS", "FREE", "GATE_MATH", "Formula", "formula", "op_key"]
+
+Formula = Callable[[NodeView], Cost]
+FORMULAS: dict[str, Formula] = {}
+
+_DEFAULT_DOMAINS = ("", "ai.onnx")
+
+
+def op_key(domain: str, op_type: str) -> str:
+    """``Conv`` for the default domain, ``com.microsoft.MatMulNBits`` for another."""
+    return op_type if domain in _DEFAULT_DOMAINS else f"{domain}.{op_type}"
+
+
+def formula(*keys: str) -> Callable[[Formula], Formula]:
+    """Register ``function`` for the op keys; a key registered twice is a bug (refused)."""
+    def register(function: Formula) -> Formula:
+        for key in keys:
+            if key in FORMULAS or key in FREE:
+                raise ValueError(f"ONNX op {key!r} already has a formula or is free")
+            FORMULAS[key] = function
+        return function
+    return register
+
+
+#: Activations, the torch table's per-element costs (docs/conventions.rst, activation row); also the
+#: ``activation`` attribute of com.microsoft's FusedConv / FusedGemm.
+ACTIVATIONS = {"Relu": 1, "Tanh": 1, "Clip": 2, "LeakyRelu": 2, "PRelu": 2, "Elu": 3, "Selu": 4, "Celu": 4,
+               "Sigmoid": 4, "HardSigmoid": 4, "HardSwish": 5, "Softplus": 3, "Mish": 5, "Swish": 5,
+               "Softsign": 3, "ThresholdedRelu": 1, "Shrink": 2}
+
+
+def _fused_activation(node: NodeView, outputs: int) -> int:
+    """FLOPs of a fused ``activation`` attribute (com.microsoft FusedConv / FusedGemm), 0 when none."""
+    activation = node.attr("activation")
+    if not activation:
+        return 0
+    if activation not in ACTIVATIONS:
+        raise ValueError(f"{node.label}: fused activation {activation!r} has no per-element cost")
+    return ACTIVATIONS[activation] * outputs
+
+
+def _prod(values) -> int:
+    return math.prod(int(v) for v in values)
+
+
+#: Known to cost nothing: data movement, shapes, casts, comparisons, indexing, creation, the edges
+#: of quantization (QDQ), and dropout (a deployed graph runs inference).
+FREE = frozenset({
+    "Identity", "Reshape", "Flatten", "Squeeze", "Unsqueeze", "Transpose", "Concat", "Split", "Slice", "Gather",
+    "GatherElements", "GatherND", "ScatterND", "ScatterElements", "Scatter", "Shape", "Size", "Constant",
+    "ConstantOfShape", "Cast", "CastLike", "Expand", "Tile", "Pad", "DepthToSpace", "SpaceToDepth", "Range",
+    "Equal", "Less", "LessOrEqual", "Greater", "GreaterOrEqual", "Not", "And", "Or", "Xor", "Where", "IsNaN", "IsInf",
+    "ArgMax", "ArgMin", "TopK", "NonZero", "OneHot", "EyeLike", "Trilu", "QuantizeLinear", "DequantizeLinear",
+    "Dropout", "Compress", "ReverseSequence", "SplitToSequence", "ConcatFromSequence", "SequenceAt",
+    "SequenceConstruct", "SequenceEmpty", "SequenceInsert", "SequenceLength", "Optional", "OptionalGetElement",
+    "OptionalHasElement", "RandomNormal", "RandomNormalLike", "RandomUniform", "RandomUniformLike", "Bernoulli",
+    "Multinomial", "Unique",
+    # quantization edges, free as casts are (torch's quantize_per_tensor / dequantize, and the dynamic
+    # quantization of an input inside torch's linear_dynamic kernel)
+    "DynamicQuantizeLinear", "com.microsoft.QuantizeLinear", "com.microsoft.DequantizeLinear",
+    "com.microsoft.QLinearConcat",
+})
+
+
+# ---------------------------------------------------------------------------- contractions
+def _conv(x_at: int, weight_at: int, bias_at: int | None, transposed: bool = False) -> Formula:
+    """Conv: out x (C_in / group) x prod(kernel); transposed: N_in x (C_out / group) x prod(kernel).
+
+    The weight is ``(C_out, C_in / group, k...)`` for ``Conv`` and ``(C_in, C_out / group, k...)``
+    for ``ConvTranspose``, so both are ``W[1] x prod(W[2:])`` per output (per input when transposed)
+    element: grouped, depthwise, dilated and strided convolutions included. + 1 per output for a bias.
+    """
+    def cost(node: NodeView) -> Cost:
+        weight = node.input_shape(weight_at)
+        per_element = _prod(weight[1:])
+        positions = node.numel_in(x_at) if transposed else node.numel_out()
+        outputs = node.numel_out()
+        bias = outputs if bias_at is not None and node.has_input(bias_at) else 0
+        fused_sum = outputs if node.op_type == "FusedConv" and node.has_input(3) else 0  # + Z
+        return Cost.contraction(positions * per_element, bias + fused_sum + _fused_activation(node, outputs))
+    return cost
+
+
+formula("Conv", "com.microsoft.FusedConv")(_conv(0, 1, 2))
+formula("ConvInteger")(_conv(0, 1, None))  # inputs: x, w, x_zero_point, w_zero_point (no bias)
+formula("QLinearConv")(_conv(0, 3, 8))  # x, x_scale, x_zp, w, w_scale, w_zp, y_scale, y_zp, B
+formula("ConvTranspose")(_conv(0, 1, 2, transposed=True))
+
+
+def _gemm(a_at: int, b_at: int, c_at: int) -> Formula:
+    """Gemm: M x N x K; + M x N for C, + M x N for alpha != 1, + M x N for beta != 1 with C."""
+    def cost(node: NodeView) -> Cost:
+        a, b = node.input_shape(a_at), node.input_shape(b_at)
+        m, k = (a[1], a[0]) if node.attr("transA", 0) else (a[0], a[1])
+        n = b[0] if node.attr("transB", 0) else b[1]
+        outputs = m * n
+        has_c = node.has_input(c_at)
+        scaled = int(node.attr("alpha", 1.0) != 1.0) + int(has_c and node.attr("beta", 1.0) != 1.0)
+        return Cost.contraction(m * n * k, outputs * (int(has_c) + scaled) + _fused_activation(node, outputs))
+    return cost
+
+
+formula("Gemm", "com.microsoft.FusedGemm")(_gemm(0, 1, 2))
+formula("com.microsoft.QGemm")(_gemm(0, 3, 6))  # A, a_scale, a_zp, B, b_scale, b_zp, C (int32), y_scale, y_zp
+
+
+def _matmul(a_at: int, bias_at: int | None = None) -> Formula:
+    """MatMul (numpy semantics, batch broadcast): out x K, K the last dimension of A (its second last
+    with ``transA``, com.microsoft.FusedMatMul); + 1 per output for a bias and for ``alpha`` != 1."""
+    def cost(node: NodeView) -> Cost:
+        a = node.input_shape(a_at)
+        k = a[-2] if node.attr("transA", 0) and len(a) > 1 else a[-1]
+        outputs = node.numel_out()
+        extra = outputs * (int(bias_at is not None and node.has_input(bias_at)) + int(node.attr("alpha", 1.0) != 1.0))
+        return Cost.contraction(outputs * k, extra)
+    return cost
+
+
+formula("MatMul", "MatMulInteger", "com.microsoft.FusedMatMul")(_matmul(0))
+formula("QLinearMatMul")(_matmul(0))  # a, a_scale, a_zp, b, b_scale, b_zp, y_scale, y_zp
+formula("com.microsoft.DynamicQuantizeMatMul")(_matmul(0, bias_at=4))  # A, B, b_scale, b_zp, bias
+formula("com.microsoft.MatMulIntegerToFloat")(_matmul(0, bias_at=6))  # A, B, a_scale, b_scale, a_zp, b_zp, bias
+
+
+@formula("com.microsoft.MatMulNBits")
+def matmul_nbits(node: NodeView) -> Cost:
+    """MatMulNBits (4-bit weights, com.microsoft): rows x N x K with rows = numel(A) / K; + out for a bias."""
+    k, n = int(node.attr("K")), int(node.attr("N"))
+    rows = node.numel_in(0) // k
+    bias = node.numel_out() if node.has_input(5) else 0
+    return Cost.contraction(rows * n * k, bias)
+
+
+def _einsum_terms(node: NodeView) -> tuple[list[str], str, dict[str, int]]:
+    """Operand subscripts, output subscript and each letter's size; an ellipsis becomes letters the
+    equation does not use, right-aligned across operands as broadcasting aligns them."""
+    equation = node.attr("equation").replace(" ", "")
+    lhs, arrow, rhs = equation.partition("->")
+    operands = lhs.split(",")
+    shapes = [node.input_shape(index) for index in range(len(operands))]
+    extras = [len(shape) - (len(term) - 3) if "..." in term else 0 for term, shape in zip(operands, shapes)]
+    widest = max(extras, default=0)
+    spare = [c for c in string.ascii_letters if c not in equation][:widest]  # the ellipsis's own letters
+    sizes: dict[str, int] = {}
+    expanded: list[str] = []
+    for term, shape, extra in zip(operands, shapes, extras):
+        term = term.replace("...", "".join(spare[widest - extra:]))
+        for letter, size in zip(term, shape):
+            sizes[letter] = max(sizes.get(letter, 1), int(size))
+        expanded.append(term)
+    if not arrow:  # implicit output: the ellipsis, then the letters seen once in alphabetical order
+        counts = {c: sum(t.count(c) for t in expanded) for c in sizes}
+        rhs = "".join(spare) + "".join(sorted(c for c in sizes if c not in spare and counts[c] == 1))
+    else:
+        rhs = rhs.replace("...", "".join(spare))
+    return expanded, rhs, sizes
+
+
+@formula("Einsum")
+def einsum(node: NodeView) -> Cost:
+    """Einsum, contracted pairwise left to right as torch runs it: a pair that sums a letter is a
+    (batched) matmul of prod(all its letters) MACs; a pair that sums none is an outer product, 1 per
+    output (a mul); a single operand summing letters is a reduction, 1 per input element."""
+    terms, output, sizes = _einsum_terms(node)
+    macs = flops = 0
+    current = set(terms[0])
+    if len(terms) == 1:
+        return Cost.elementwise(_prod(sizes[c] for c in current) if current - set(output) else 0)
+    for position, term in enumerate(terms[1:], start=1):
+        union = current | set(term)
+        needed = set(output).union(*map(set, terms[position + 1:]))
+        summed = union - needed
+        if summed:
+            macs += _prod(sizes[c] for c in union)
+        else:
+            flops += _prod(sizes[c] for c in union)
+        current = union & needed
+    return Cost.contraction(macs, flops)
+
+
+#: FLOPs of gate math per hidden unit and row: the torch table's (backends/torch/counting/formulas/rnn.py,
+#: GATE_MATH; tests/onnx check the two agree). LSTM 22: gate adds 4, three sigmoids 12, tanh g 1, f*c 1,
+#: i*g 1, c add 1, tanh c 1, o*tanh 1; GRU 16; RNN 2.
+GATE_MATH = {"LSTM": 22, "GRU": 16, "RNN": 2}
+
+
+@formula("LSTM", "GRU", "RNN")
+def recurrent(node: NodeView) -> Cost:
+    """LSTM / GRU / RNN: per direction rows x G*H x (I + H) MACs, rows = steps x batch.
+
+    FLOPs: 2 x MACs + 2 x rows x G*H per direction for the two biases (input ``B``, when given) +
+    rows x H x the gate math (``GATE_MATH``). The same formula as the torch backend's fused layer.
+    """
+    x, w, r = node.input_shape(0), node.input_shape(1), node.input_shape(2)
+    steps, batch = (x[1], x[0]) if node.attr("layout", 0) else (x[0], x[1])
+    rows = steps * batch
+    directions, gates_h, input_size = w
+    hidden = r[2]
+    macs = directions * rows * gates_h * (input_size + hidden)
+    biases = 2 * rows * gates_h * directions if node.has_input(3) else 0
+    return Cost.contraction(macs, biases + directions * rows * hidden * GATE_MATH[node.op_type])
+
+
+# ------------------------------------------------------------------------------ per element
+def _per_output(cost_per_element: int, any_dtype: bool = False) -> Formula:
+    def cost(node: NodeView) -> Cost:
+        priced = any_dtype or node.float_out()
+        return Cost.elementwise(cost_per_element * node.numel_out() if priced else 0)
+    cost.__doc__ = f"{cost_per_element} FLOP(s) per {'' if any_dtype else 'floating-point '}output element."
+    return cost
+
+
+#: Elementwise math: 1 per output element (a transcendental is one step), float outputs only.
+for _op in ("Add", "Sub", "Mul", "Div", "Pow", "Sqrt", "Reciprocal", "Exp", "Log", "Abs", "Neg", "Sin", "Cos",
+            "Tan", "Asin", "Acos", "Atan", "Sinh", "Cosh", "Asinh", "Acosh", "Atanh", "Erf", "Floor", "Ceil",
+            "Round", "Sign", "Mod"):
+    formula(_op)(_per_output(1))
+for _op, _cost in ACTIVATIONS.items():
+    if _op not in FORMULAS:
+        formula(_op)(_per_output(_cost))
+#: Quantized elementwise ops (com.microsoft) as their float twins: priced whatever their integer dtype.
+for _op, _cost in (("QLinearAdd", 1), ("QLinearMul", 1), ("QLinearSigmoid", ACTIVATIONS["Sigmoid"]),
+                   ("QLinearLeakyRelu", ACTIVATIONS["LeakyRelu"])):
+    formula(f"com.microsoft.{_op}")(_per_output(_cost, any_dtype=True))
+
+
+@formula("Gelu", "com.microsoft.Gelu", "com.microsoft.FastGelu")
+def gelu(node: NodeView) -> Cost:
+    """GELU: 5 per output (erf form), 9 with approximate='tanh' (``FastGelu`` is the tanh form)."""
+    tanh_form = node.attr("approximate", "none") == "tanh" or node.op_type == "FastGelu"
+    return Cost.elementwise((9 if tanh_form else 5) * node.numel_out() if node.float_out() else 0)
+
+
+@formula("Sum", "Max", "Min", "Mean")
+def variadic(node: NodeView) -> Cost:
+    """Sum / Max / Min of n inputs: n - 1 per output element; Mean: n (the sums and a divide)."""
+    inputs = sum(1 for i in range(len(node.node.input)) if node.has_input(i))
+    per = inputs if node.op_type == "Mean" else inputs - 1
+    return Cost.elementwise(per * node.numel_out() if node.float_out() else 0)
+
+
+# ------------------------------------------------------------------------------------ norms
+def _normalisation(n: int, groups: int, weight: bool, bias: bool) -> Cost:
+    """With batch statistics: 6N + 4R (+ N weight, + N bias): the torch table's norm row."""
+    return Cost.elementwise(6 * n + 4 * groups + n * int(weight) + n * int(bias))
+
+
+@formula("BatchNormalization")
+def batch_norm(node: NodeView) -> Cost:
+    """BatchNormalization with running statistics (inference): 2N + 2C + N (scale) + N (bias);
+    ``training_mode=1``: batch statistics, 6N + 4C + N + N."""
+    n, channels = node.numel_in(0), node.input_shape(0)[1]
+    if node.attr("training_mode", 0):
+        return _normalisation(n, channels, True, True)
+    return Cost.elementwise(2 * n + 2 * channels + n + n)
+
+
+@formula("LayerNormalization", "com.microsoft.SimplifiedLayerNormalization", "RMSNormalization")
+def layer_norm(node: NodeView) -> Cost:
+    """LayerNormalization: 6N + 4R + N (scale) (+ N bias), R = rows = prod(shape[:axis]);
+    RMS forms (``RMSNormalization``, ``SimplifiedLayerNormalization``): 3N + 3R + N (scale)."""
+    shape = node.input_shape(0)
+    axis = int(node.attr("axis", -1)) % len(shape)
+    n, rows = _prod(shape), _prod(shape[:axis])
+    if node.op_type in ("RMSNormalization", "SimplifiedLayerNormalization"):
+        return Cost.elementwise(3 * n + 3 * rows + n)
+    return _normalisation(n, rows, True, node.has_input(2))
+
+
+@formula("InstanceNormalization")
+def instance_norm(node: NodeView) -> Cost:
+    """InstanceNormalization: 6N + 4R + N + N, R = batch x channels."""
+    shape = node.input_shape(0)
+    return _normalisation(_prod(shape), shape[0] * shape[1], True, True)
+
+
+@formula("GroupNormalization")
+def group_norm(node: NodeView) -> Cost:
+    """GroupNormalization: 6N + 4R + N + N, R = batch x num_groups."""
+    shape = node.input_shape(0)
+    return _normalisation(_prod(shape), shape[0] * int(node.attr("num_groups")), True, True)
+
+
+@formula("Softmax", "LogSoftmax", "com.microsoft.QLinearSoftmax")
+def softmax(node: NodeView) -> Cost:
+    """Softmax / LogSoftmax: 5 per input element (max, sub, exp, sum, div)."""
+    return Cost.elementwise(5 * node.numel_in(0))
+
+
+# ---------------------------------------------------------------------------------- pooling
+@formula("MaxPool", "AveragePool")
+def pool(node: NodeView) -> Cost:
+    """MaxPool: out x K; AveragePool: out x (K + 1); K = prod(kernel_shape), padding included."""
+    window = _prod(node.attr("kernel_shape"))
+    per = window if node.op_type == "MaxPool" else window + 1  # AveragePool, QLinearAveragePool
+    return Cost.elementwise(per * node.numel_out())
+
+
+formula("com.microsoft.QLinearAveragePool")(pool)  # x, x_scale, x_zp, y_scale, y_zp: AveragePool's twin
+
+
+@formula("GlobalMaxPool", "GlobalAveragePool", "com.microsoft.QLinearGlobalAveragePool")
+def global_pool(node: NodeView) -> Cost:
+    """Global pools (adaptive to 1): out x K (max), out x (K + 1) (average), K = input / output elements
+    (the spatial size, whatever the layout: QLinearGlobalAveragePool may be channels-last)."""
+    window = node.numel_in(0) // node.numel_out()
+    per = window if node.op_type == "GlobalMaxPool" else window + 1
+    return Cost.elementwise(per * node.numel_out())
+
+
+# ------------------------------------------------------------------------------- reductions
+#: (FLOPs per input element, per reduced output): the torch table's reduction row.
+_REDUCTIONS = {"ReduceSum": (1, 0), "ReduceMax": (1, 0), "ReduceMin": (1, 0), "ReduceProd": (1, 0),
+               "ReduceMean": (1, 1), "ReduceL2": (2, 1), "ReduceL1": (2, 0), "ReduceSumSquare": (2, 0),
+               "ReduceLogSum": (1, 1), "ReduceLogSumExp": (4, 2), "CumSum": (1, 0)}
+
+
+@formula(*_REDUCTIONS)
+def reduction(node: NodeView) -> Cost:
+    """Reductions: sum / max / min / prod N; mean N + R; L2 2N + R; L1 and sum of squares 2N;
+    log-sum N + R; log-sum-exp 4N + 2R; cumsum N (R = reduced outputs; float inputs only)."""
+    if not node.float_in(0):
+        return Cost()
+    per_input, per_output = _REDUCTIONS[node.op_type]
+    return Cost.elementwise(per_input * node.numel_in(0) + per_output * node.numel_out())
+
+
+@formula("Resize", "Upsample")
+def resize(node: NodeView) -> Cost:
+    """Resize: per output element, nearest 0; linear over d resized axes 2 x 2^d - 1 (bilinear 7);
+    cubic 2 x 4^d - 1 (bicubic 31): a weighted sum of the neighbours, as the torch table."""
+    mode = node.attr("mode", "nearest")
+    if mode == "nearest":
+        return Cost()
+    resized = sum(1 for a, b in zip(node.input_shape(0), node.output_shape()) if a != b)
+    neighbours = (2 if mode == "linear" else 4) ** resized
+    return Cost.elementwise((2 * neighbours - 1) * node.numel_out() if resized else 0)

@@ -1,0 +1,553 @@
+"""Reading an ONNX model: loading (path, bytes, ``ModelProto``), binding inputs, shape inference, initializers.
+
+Everything the counting pass and the profiler need to know about the file is read here, once:
+
+* ``load_model`` accepts a path, bytes or an ``onnx.ModelProto`` and never changes the caller's
+  proto (binding dimensions works on a copy). External data is read only from beside the model
+  file, and every location is checked first: no absolute path, no ``..``, nothing outside the
+  model's folder (``check_external_data``).
+* ``bind_inputs`` fixes every graph input's shape from arrays, shapes or named dimensions
+  (``batch=8``), and refuses a dimension left symbolic, naming the input and the dimension.
+* ``infer`` runs onnx's own shape inference (strict, with data propagation, so ``Shape ->
+  Reshape`` chains resolve) and turns its error into one naming the node where it failed.
+* ``Initializers`` are the stored weights: parameters and bytes at their stored dtype (int4
+  packed two per byte), each initializer once however many nodes read it.
+"""
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Mapping, Sequence
+
+__all__ = ["GraphInfo", "Initializers", "NodeView", "bind_inputs", "check_external_data", "import_onnx",
+           "batch_dims", "infer", "initializer_stats", "load_model", "prepare", "session_inputs",
+           "shapes_by_running"]
+
+
+def import_onnx() -> Any:
+    """The ``onnx`` module, or an ImportError saying which extra installs it."""
+    try:
+        import onnx
+    except ImportError as exc:
+        raise ImportError("the ONNX backend needs the onnx package, which is not installed here; install it with: "
+                          "pip install 'deeplite-like[onnx]'") from exc
+    return onnx
+
+
+onnx = import_onnx()
+from google.protobuf.message import DecodeError  # noqa: E402  (onnx's own dependency)
+from onnx import TensorProto, helper, numpy_helper  # noqa: E402  (after the clear error above)
+
+#: Floating-point element types: only these cost FLOPs in elementwise ops (integer and bool outputs cost 0).
+_LOW_PRECISION_FLOATS = ("FLOAT8E4M3FN", "FLOAT8E4M3FNUZ", "FLOAT8E5M2", "FLOAT8E5M2FNUZ", "FLOAT4E2M1")
+FLOAT_TYPES = frozenset({TensorProto.FLOAT, TensorProto.DOUBLE, TensorProto.FLOAT16, TensorProto.BFLOAT16}
+                        | {getattr(TensorProto, n) for n in _LOW_PRECISION_FLOATS if hasattr(TensorProto, n)})
+
+#: Bits per element of packed sub-byte types (stored two per byte, rounded up per tensor).
+_SUB_BYTE_BITS = {getattr(TensorProto, n): 4 for n in ("INT4", "UINT4", "FLOAT4E2M1") if hasattr(TensorProto, n)}
+
+
+def dtype_name(elem_type: int) -> str:
+    return TensorProto.DataType.Name(elem_type).lower()
+
+
+def element_bits(elem_type: int) -> int:
+    """Bits one element of ``elem_type`` occupies as stored."""
+    if elem_type in _SUB_BYTE_BITS:
+        return _SUB_BYTE_BITS[elem_type]
+    if elem_type == TensorProto.STRING:
+        raise ValueError("string tensors have no fixed element size")
+    return 8 * helper.tensor_dtype_to_np_dtype(elem_type).itemsize
+
+
+# ----------------------------------------------------------------------------------- loading
+def _all_tensors(graph: Any) -> Iterable[Any]:
+    """Every TensorProto of ``graph``: initializers and tensor attributes, subgraphs included."""
+    yield from graph.initializer
+    for node in graph.node:
+        for attribute in node.attribute:
+            if attribute.HasField("t"):
+                yield attribute.t
+            yield from attribute.tensors
+            if attribute.HasField("g"):
+                yield from _all_tensors(attribute.g)
+            for subgraph in attribute.graphs:
+                yield from _all_tensors(subgraph)
+
+
+def check_external_data(model: Any, base_dir: Path | None) -> None:
+    """Refuse external-data locations that would read outside the model's folder (or with no folder).
+
+    A location must be a relative path with no ``..`` part that resolves inside ``base_dir``.
+    Raises ``ValueError`` naming the initializer and the location.
+    """
+    from onnx.external_data_helper import uses_external_data
+
+    for tensor in _all_tensors(model.graph):
+        if not uses_external_data(tensor):
+            continue
+        location = {e.key: e.value for e in tensor.external_data}.get("location", "")
+        where = f"initializer {tensor.name!r} stores its data in external file {location!r}"
+        if base_dir is None:
+            raise ValueError(f"{where}, but the model was given as bytes or a ModelProto: external data is read only "
+                             "from beside a model file; pass the model's path instead")
+        parts = Path(location).parts
+        if not location or Path(location).is_absolute() or os.path.isabs(location) or ".." in parts \
+                or location.startswith(("/", "\\")) or re.match(r"^[A-Za-z]:", location):
+            raise ValueError(f"{where}: an external-data location must be a relative path inside the model's folder "
+                             "(no absolute path, no '..')")
+        resolved = (base_dir / location).resolve()
+        if base_dir.resolve() not in resolved.parents:
+            raise ValueError(f"{where}, which resolves to {resolved}, outside the model's folder {base_dir.resolve()}")
+        if not resolved.is_file():
+            raise FileNotFoundError(f"{where}, which does not exist next to the model ({resolved})")
+
+
+def _check_is_model(proto: Any, what: str) -> None:
+    """Protobuf decodes many byte strings (an empty one too) into a message: refuse one that is no model."""
+    if not proto.ir_version or not proto.HasField("graph") or not proto.graph.node:
+        raise ValueError(f"not an ONNX model ({what}): it has no IR version or no graph nodes")
+
+
+def load_model(model: Any) -> Any:
+    """An ``onnx.ModelProto`` for a path, bytes or ``ModelProto`` (the caller's proto is returned as is: never edited).
+
+    External data is loaded from beside the model file, after ``check_external_data``.
+    """
+    if isinstance(model, onnx.ModelProto):
+        check_external_data(model, None)
+        return model
+    if isinstance(model, (bytes, bytearray, memoryview)):
+        try:
+            proto = onnx.load_model_from_string(bytes(model))
+        except DecodeError as exc:
+            raise ValueError(f"the bytes given are not an ONNX model ({type(exc).__name__}: {exc})") from exc
+        _check_is_model(proto, "the bytes given")
+        check_external_data(proto, None)
+        return proto
+    if isinstance(model, (str, os.PathLike)):
+        path = Path(model)
+        if not path.is_file():
+            raise FileNotFoundError(f"no ONNX model file at {str(path)!r}")
+        try:
+            proto = onnx.load_model(str(path), load_external_data=False)
+        except DecodeError as exc:
+            raise ValueError(f"{str(path)!r} is not a readable ONNX model ({type(exc).__name__}: {exc})") from exc
+        _check_is_model(proto, repr(str(path)))
+        check_external_data(proto, path.parent)
+        from onnx.external_data_helper import load_external_data_for_model
+
+        load_external_data_for_model(proto, str(path.parent))
+        return proto
+    raise TypeError(f"an ONNX model is a path, bytes or onnx.ModelProto; got {type(model).__module__}."
+                    f"{type(model).__qualname__}")
+
+
+# ------------------------------------------------------------------------------------ inputs
+def _graph_inputs(model: Any) -> list[Any]:
+    """The graph's real inputs (initializers listed as inputs, as old exporters do, are weights)."""
+    weights = {t.name for t in model.graph.initializer}
+    return [i for i in model.graph.input if i.name not in weights]
+
+
+def _shape_of(value: Any, name: str) -> tuple[int, ...]:
+    """A shape from an array-like (``.shape``) or a sequence of ints."""
+    shape = getattr(value, "shape", value)
+    try:
+        dims = tuple(int(d) for d in shape)
+    except TypeError:
+        raise TypeError(f"input {name!r}: expected an array or a shape (a sequence of ints), got "
+                        f"{type(value).__qualname__}") from None
+    if any(d < 0 for d in dims) or any(isinstance(d, bool) for d in shape):
+        raise ValueError(f"input {name!r}: a shape has non-negative int dimensions, got {tuple(shape)}")
+    return dims
+
+
+def given_shapes(model: Any, inputs_or_shapes: Any) -> dict[str, tuple[int, ...]]:
+    """Input name -> shape, from ``None``, one array/shape, a sequence of them (graph order) or a dict by name."""
+    inputs = _graph_inputs(model)
+    names = [i.name for i in inputs]
+    if inputs_or_shapes is None:
+        return {}
+    if isinstance(inputs_or_shapes, Mapping):
+        unknown = sorted(set(inputs_or_shapes) - set(names))
+        if unknown:
+            raise ValueError(f"{unknown} are not inputs of this model; its inputs are {names}")
+        return {k: _shape_of(v, k) for k, v in inputs_or_shapes.items()}
+    single = hasattr(inputs_or_shapes, "shape") or (
+        isinstance(inputs_or_shapes, Sequence) and all(isinstance(d, int) for d in inputs_or_shapes))
+    items = [inputs_or_shapes] if single else list(inputs_or_shapes)
+    if len(items) > len(names):
+        raise ValueError(f"{len(items)} inputs given, but the model has {len(names)}: {names}")
+    return {name: _shape_of(value, name) for name, value in zip(names, items)}
+
+
+def bind_inputs(model: Any, inputs_or_shapes: Any = None, dims: Mapping[str, int] | None = None) -> Any:
+    """A copy of ``model`` whose graph inputs all have fixed shapes.
+
+    A shape given for an input must agree with its fixed dimensions; a symbolic dimension is
+    bound by the given shape, or by name from ``dims`` (``batch=8``). Raises ``ValueError``
+    naming the input and the dimension left unbound.
+    """
+    dims = dict(dims or {})
+    for key, value in dims.items():
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise ValueError(f"dimension {key!r} must be a non-negative int, got {value!r}")
+    shapes = given_shapes(model, inputs_or_shapes)
+    bound = onnx.ModelProto()
+    bound.CopyFrom(model)
+    used: set[str] = set()
+    for value_info in _graph_inputs(bound):
+        tensor_type = value_info.type.tensor_type
+        if not value_info.type.HasField("tensor_type"):
+            raise ValueError(f"input {value_info.name!r} is not a tensor; only tensor inputs are supported")
+        model_dims = tensor_type.shape.dim
+        given = shapes.get(value_info.name)
+        if given is not None and len(given) != len(model_dims) and tensor_type.HasField("shape"):
+            raise ValueError(f"input {value_info.name!r} has rank {len(model_dims)} but the shape given is {given}")
+        if given is not None and not tensor_type.HasField("shape"):
+            for d in given:
+                tensor_type.shape.dim.add().dim_value = d
+            continue
+        for axis, dim in enumerate(model_dims):
+            symbol = dim.dim_param if dim.HasField("dim_param") else None
+            if given is not None:
+                if dim.HasField("dim_value") and dim.dim_value != given[axis]:
+                    raise ValueError(f"input {value_info.name!r}: dimension {axis} is fixed at {dim.dim_value} in the "
+                                     f"model, but the shape given is {given}")
+                if symbol and symbol in dims and dims[symbol] != given[axis]:
+                    raise ValueError(f"input {value_info.name!r}: dimension {symbol!r} is bound to {dims[symbol]} but "
+                                     f"the shape given has {given[axis]}")
+                dim.dim_value = given[axis]
+            elif dim.HasField("dim_value"):
+                continue
+            elif symbol and symbol in dims:
+                dim.dim_value = dims[symbol]
+                used.add(symbol)
+            else:
+                label = repr(symbol) if symbol else "with no name"
+                raise ValueError(f"input {value_info.name!r}: dimension {axis} ({label}) is not bound; pass a shape "
+                                 f"for {value_info.name!r}" + (f" or {symbol}=<int>" if symbol else ""))
+            if symbol:
+                used.add(symbol)
+    unused = sorted(set(dims) - used)
+    if unused:
+        symbols = sorted({d.dim_param for v in _graph_inputs(model) for d in v.type.tensor_type.shape.dim
+                          if d.HasField("dim_param")})
+        raise ValueError(f"dimension(s) {unused} are not symbolic dimensions of this model's inputs; "
+                         f"its symbolic dimensions are {symbols or 'none'}")
+    return bound
+
+
+def batch_dims(model: Any, batch_size: int) -> dict[str, int]:
+    """Symbolic first dimension -> ``batch_size`` for every input whose first dimension is symbolic.
+
+    An input whose first dimension is fixed at another size is an error naming it: the file was
+    exported for one batch size (re-export it with a dynamic batch axis).
+    """
+    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+        raise ValueError(f"batch_size must be a positive int, got {batch_size!r}")
+    bound: dict[str, int] = {}
+    for value_info in _graph_inputs(model):
+        dims = value_info.type.tensor_type.shape.dim
+        if not dims:
+            continue
+        first = dims[0]
+        if first.HasField("dim_param") and first.dim_param:
+            bound[first.dim_param] = batch_size
+        elif first.HasField("dim_value") and first.dim_value != batch_size:
+            raise ValueError(f"input {value_info.name!r} has a fixed batch of {first.dim_value} in this file, so it "
+                             f"cannot be profiled at batch_size={batch_size}; leave batch_size out, or export the "
+                             "model with a dynamic batch axis (torch.onnx.export(..., dynamic_axes={name: {0: "
+                             "'batch'}}))")
+    return bound
+
+
+# ------------------------------------------------------------------------------ shape inference
+_NODE_IN_MESSAGE = re.compile(r"\(op_type:(?P<op>[^,]+), node name: (?P<name>[^)]*)\)")
+
+
+def infer(model: Any) -> Any:
+    """``model`` with every value's shape inferred by onnx (strict, with data propagation).
+
+    A failure raises ``ValueError`` naming the node (its op type and name) and onnx's reason.
+    """
+    from onnx.shape_inference import InferenceError, infer_shapes
+
+    try:
+        return infer_shapes(model, check_type=True, strict_mode=True, data_prop=True)
+    except (InferenceError, onnx.checker.ValidationError, RuntimeError) as exc:
+        message = str(exc)
+        found = _NODE_IN_MESSAGE.search(message)
+        where = f"node {found['name']!r} ({found['op']})" if found else "a node onnx did not name"
+        raise ValueError(f"ONNX shape inference failed at {where}: {message.strip()}") from exc
+
+
+@dataclass(frozen=True)
+class GraphInfo:
+    """An inferred graph: each value's shape (``None`` where unknown) and element type."""
+
+    model: Any
+    shapes: Mapping[str, tuple[int, ...] | None]
+    dtypes: Mapping[str, int]
+    constants: Mapping[str, Any]  # initializer / Constant name -> numpy array (scalars an attribute needs)
+    input_shapes: Mapping[str, tuple[int, ...]]
+    #: why some values' shapes stayed unknown (no onnxruntime, or the run failed); "" when none did
+    unknown_reason: str = ""
+
+
+def _value_shape(value_info: Any) -> tuple[int, ...] | None:
+    if not value_info.type.HasField("tensor_type") or not value_info.type.tensor_type.HasField("shape"):
+        return None
+    dims = value_info.type.tensor_type.shape.dim
+    if not all(d.HasField("dim_value") for d in dims):
+        return None
+    return tuple(int(d.dim_value) for d in dims)
+
+
+def prepare(model: Any, inputs_or_shapes: Any = None, dims: Mapping[str, int] | None = None) -> GraphInfo:
+    """Load, bind and infer ``model``: the one place the backend reads a file's graph.
+
+    Values whose shapes onnx cannot infer (ops outside its schemas: ``com.microsoft.QGemm`` and
+    other contrib ops, custom domains) are read from one ONNX Runtime run on the bound inputs
+    (``shapes_by_running``). Without onnxruntime, or when that run fails (a custom op whose library
+    is not loaded), they stay unknown: a formula that needs one names its node and the reason, and
+    an untracked op needs none.
+    """
+    proto = load_model(model)
+    inferred = infer(bind_inputs(proto, inputs_or_shapes, dims))
+    graph = inferred.graph
+    shapes: dict[str, tuple[int, ...] | None] = {}
+    dtypes: dict[str, int] = {}
+    for value_info in list(graph.input) + list(graph.value_info) + list(graph.output):
+        shapes[value_info.name] = _value_shape(value_info)
+        if value_info.type.HasField("tensor_type") and value_info.type.tensor_type.elem_type:
+            dtypes[value_info.name] = value_info.type.tensor_type.elem_type
+    constants: dict[str, Any] = {}
+    for tensor in graph.initializer:
+        shapes[tensor.name] = tuple(int(d) for d in tensor.dims)
+        dtypes[tensor.name] = tensor.data_type
+        if _numel(tensor.dims) <= 16:  # small ones only: scalars and short vectors formulas may read
+            constants[tensor.name] = numpy_helper.to_array(tensor)
+    for node in graph.node:
+        if node.op_type == "Constant" and node.domain in ("", "ai.onnx"):
+            for attribute in node.attribute:
+                if attribute.name == "value":
+                    constants[node.output[0]] = numpy_helper.to_array(attribute.t)
+    input_shapes = {i.name: shapes[i.name] for i in _graph_inputs(inferred)}
+    unknown = [name for node in graph.node for name in node.output if name and shapes.get(name) is None]
+    reason = ""
+    if unknown:
+        try:
+            ran_shapes, ran_dtypes = shapes_by_running(inferred, input_shapes, dtypes, unknown,
+                                                       inputs_or_shapes if _has_arrays(inputs_or_shapes) else None)
+        except ValueError as exc:  # raised only where a formula needs one of these shapes (NodeView)
+            reason = str(exc)
+        else:
+            shapes.update(ran_shapes)
+            for name, elem_type in ran_dtypes.items():
+                dtypes.setdefault(name, elem_type)
+    return GraphInfo(inferred, shapes, dtypes, constants, input_shapes, reason)
+
+
+def _has_arrays(given: Any) -> bool:
+    if isinstance(given, Mapping):
+        return any(hasattr(v, "dtype") for v in given.values())
+    if isinstance(given, (list, tuple)):
+        return any(hasattr(v, "dtype") for v in given)
+    return hasattr(given, "dtype")
+
+
+def session_inputs(input_shapes: Mapping[str, tuple[int, ...]], dtypes: Mapping[str, int], given: Any = None,
+                   seed: int = 0) -> dict[str, Any]:
+    """Input name -> array for ONNX Runtime: the arrays given, else seeded arrays of the bound shapes
+    (standard normal for floating-point inputs, zeros for integer ones: valid token ids and indices)."""
+    import numpy as np
+
+    names = list(input_shapes)
+    if isinstance(given, Mapping):
+        arrays = {k: v for k, v in given.items() if hasattr(v, "shape") and hasattr(v, "dtype")}
+    elif hasattr(given, "shape") and hasattr(given, "dtype"):
+        arrays = {names[0]: given}
+    elif isinstance(given, (list, tuple)):
+        arrays = {n: v for n, v in zip(names, given) if hasattr(v, "shape") and hasattr(v, "dtype")}
+    else:
+        arrays = {}
+    rng = np.random.default_rng(seed)
+    feeds = {}
+    for name, shape in input_shapes.items():
+        dtype = helper.tensor_dtype_to_np_dtype(dtypes[name])
+        if name in arrays:
+            value = arrays[name]
+            value = value.numpy() if hasattr(value, "numpy") and not isinstance(value, np.ndarray) else value
+            feeds[name] = np.ascontiguousarray(value, dtype=dtype)
+        elif np.issubdtype(dtype, np.floating):
+            feeds[name] = rng.standard_normal(shape).astype(dtype)
+        else:
+            feeds[name] = np.zeros(shape, dtype=dtype)
+    return feeds
+
+
+def shapes_by_running(model: Any, input_shapes: Mapping[str, tuple[int, ...]], dtypes: Mapping[str, int],
+                      unknown: Sequence[str], given: Any = None
+                      ) -> tuple[dict[str, tuple[int, ...]], dict[str, int]]:
+    """Shapes and element types of the ``unknown`` values, from one ONNX Runtime run (CPU, 1 thread, no graph
+    optimisation, so every node runs as stored) on the given arrays or seeded ones of the bound shapes."""
+    try:
+        import onnxruntime as ort
+    except ImportError:
+        first = next(n for n in model.graph.node if unknown[0] in n.output)
+        raise ValueError(f"the output shapes of node {first.name or '(unnamed)'!r} ({first.domain or 'ai.onnx'}."
+                         f"{first.op_type}) are unknown to onnx's shape inference; install onnxruntime "
+                         "(pip install 'deeplite-like[onnx]') to read them from a run") from None
+    probe = onnx.ModelProto()
+    probe.CopyFrom(model)
+    present = {o.name for o in probe.graph.output}
+    for name in unknown:
+        if name not in present:
+            probe.graph.output.append(onnx.ValueInfoProto(name=name))
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = 1
+    options.inter_op_num_threads = 1
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    try:
+        session = ort.InferenceSession(probe.SerializeToString(), options, providers=["CPUExecutionProvider"])
+        values = session.run(unknown, session_inputs(input_shapes, dtypes, given))
+    except Exception as exc:  # onnxruntime raises its own exception types (Fail, InvalidGraph, ...)
+        raise ValueError(f"onnx could not infer the shapes of {len(unknown)} value(s) (the first: {unknown[0]!r}) "
+                         f"and ONNX Runtime could not run the model to read them: {type(exc).__name__}: {exc}"
+                         ) from exc
+    shapes = {name: tuple(int(d) for d in value.shape) for name, value in zip(unknown, values)}
+    elem_types = {name: helper.np_dtype_to_tensor_dtype(value.dtype) for name, value in zip(unknown, values)
+                  if hasattr(value, "dtype")}
+    return shapes, elem_types
+
+
+def _numel(shape: Iterable[int]) -> int:
+    total = 1
+    for d in shape:
+        total *= int(d)
+    return total
+
+
+# ------------------------------------------------------------------------------------- nodes
+@dataclass(frozen=True)
+class NodeView:
+    """One node with the shapes and types of its values: what a formula reads."""
+
+    node: Any
+    info: GraphInfo
+
+    @property
+    def op_type(self) -> str:
+        return self.node.op_type
+
+    @property
+    def label(self) -> str:
+        return f"node {self.node.name or '(unnamed)'!r} ({self.node.op_type})"
+
+    def has_input(self, index: int) -> bool:
+        return index < len(self.node.input) and bool(self.node.input[index])
+
+    def _shape(self, names: Sequence[str], index: int, kind: str) -> tuple[int, ...]:
+        if index >= len(names) or not names[index]:
+            raise ValueError(f"{self.label} has no {kind} {index}")
+        shape = self.info.shapes.get(names[index])
+        if shape is None:
+            why = f" ({self.info.unknown_reason})" if self.info.unknown_reason else ""
+            raise ValueError(f"{self.label}: the shape of its {kind} {index} ({names[index]!r}) is unknown after "
+                             f"shape inference{why}; bind every symbolic input dimension (count_ops(model, shapes, "
+                             "batch=...)) or give the inputs' shapes")
+        return shape
+
+    def input_shape(self, index: int) -> tuple[int, ...]:
+        return self._shape(self.node.input, index, "input")
+
+    def output_shape(self, index: int = 0) -> tuple[int, ...]:
+        return self._shape(self.node.output, index, "output")
+
+    def numel_in(self, index: int = 0) -> int:
+        return _numel(self.input_shape(index))
+
+    def numel_out(self, index: int = 0) -> int:
+        return _numel(self.output_shape(index))
+
+    def is_float(self, name: str) -> bool:
+        return self.info.dtypes.get(name) in FLOAT_TYPES
+
+    def float_out(self, index: int = 0) -> bool:
+        return self.is_float(self.node.output[index])
+
+    def float_in(self, index: int = 0) -> bool:
+        return self.is_float(self.node.input[index])
+
+    def attr(self, name: str, default: Any = None) -> Any:
+        for attribute in self.node.attribute:
+            if attribute.name == name:
+                value = helper.get_attribute_value(attribute)
+                return value.decode() if isinstance(value, bytes) else value
+        return default
+
+    def constant(self, index: int) -> Any:
+        """The value of input ``index`` when it is an initializer or a Constant (else ``None``)."""
+        if not self.has_input(index):
+            return None
+        return self.info.constants.get(self.node.input[index])
+
+
+# ------------------------------------------------------------------------------- initializers
+@dataclass
+class Initializers:
+    """Parameters and bytes of a model's initializers, each once, at its stored dtype.
+
+    ``params`` counts the elements of every initializer except integer index data
+    (``int64``/``int32`` tensors that only shape, axis or index inputs read: ``Reshape``'s shape,
+    ``Gather``'s indices); an ``int32`` bias of a quantized op *is* a parameter.
+    """
+
+    params: int = 0
+    bytes: int = 0
+    by_dtype: dict[str, dict[str, int]] = field(default_factory=dict)  # dtype -> {"params", "bytes"}
+    index_data: int = 0  # elements of integer index initializers, left out of params
+    count: int = 0
+
+
+#: (op type, input position) pairs whose integer tensor is a weight (a quantized op's weights or int32 bias).
+_WEIGHT_SLOTS = {("QLinearConv", 3), ("QLinearConv", 8), ("ConvInteger", 1), ("MatMulInteger", 1),
+                 ("QLinearMatMul", 3), ("DequantizeLinear", 0), ("QGemm", 3), ("QGemm", 6), ("MatMulNBits", 1),
+                 ("DynamicQuantizeMatMul", 1), ("MatMulIntegerToFloat", 1)}
+
+
+def initializer_stats(model: Any) -> Initializers:
+    """Parameters and bytes of ``model``'s initializers (see ``Initializers``)."""
+    weight_reads: set[str] = set()
+    packed: dict[str, int] = {}  # MatMulNBits' uint8 blob -> its N x K weights (sub-byte, packed)
+    for node in model.graph.node:
+        for position, name in enumerate(node.input):
+            if (node.op_type, position) in _WEIGHT_SLOTS:
+                weight_reads.add(name)
+        if node.op_type == "MatMulNBits" and len(node.input) > 1:
+            attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
+            packed[node.input[1]] = int(attrs["N"]) * int(attrs["K"])
+    stats = Initializers()
+    seen: set[str] = set()
+    for tensor in model.graph.initializer:
+        if tensor.name in seen:
+            continue
+        seen.add(tensor.name)
+        count = _numel(tensor.dims)
+        index_like = tensor.data_type in (TensorProto.INT64, TensorProto.INT32) and tensor.name not in weight_reads
+        if index_like:
+            stats.index_data += count
+            continue
+        size = (count * element_bits(tensor.data_type) + 7) // 8
+        count = packed.get(tensor.name, count)  # a packed blob holds more (sub-byte) weights than bytes
+        stats.params += count
+        stats.bytes += size
+        stats.count += 1
+        entry = stats.by_dtype.setdefault(dtype_name(tensor.data_type), {"params": 0, "bytes": 0})
+        entry["params"] += count
+        entry["bytes"] += size
+    return stats
