@@ -12,6 +12,7 @@ setup(
     license="Apache-2.0",
     python_requires=">=3.9",
     packages=find_packages(include=["deeplite_like", "deeplite_like.*"]),
+    package_data={"deeplite_like": ["py.typed"]},  # (PEP 561: the package ships its type hints)
     install_requires=["prettytable>=3.0", "tqdm>=4.60"],
     extras_require={
         "torch": ["torch>=2.1", "numpy"],
