@@ -49,6 +49,11 @@ REVIEWED = {
     ("commands/hub_models.py", "importlib.import_module"):
         "'transformers' or 'timm' only (the fixed names of the hf: and timm: forms); the hf: config is read with "
         "trust_remote_code=False, so no code from the hub runs",
+    ("backends/onnx/graph.py", "onnx.load_model"):
+        "an ONNX file is a protobuf (data, no code); external data is not followed here (load_external_data=False), "
+        "then read only from beside the file after check_external_data refused absolute paths and '..'",
+    ("backends/onnx/graph.py", "load_model"): "graph.load_model, the ONNX loader above",
+    ("backends/onnx/profiler.py", "load_model"): "graph.load_model, the ONNX loader above",
     # --- user code the user asked to run
     ("commands/loading.py", "module_spec.loader.exec_module"):
         "imports the Python file the user named as path/to/file.py:factory: running its code is what was asked; "
