@@ -31,6 +31,7 @@ from __future__ import annotations
 import contextlib
 import functools
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -58,6 +59,7 @@ from deeplite_like.backends.torch.training_step import StepRecord, StepTracker, 
 __all__ = ["estimate_training_memory", "build_optimizer", "PHASES"]
 
 PHASES = ("forward", "loss", "backward", "optimizer")
+ZERO_GRAD_PLACES = ("start", "after_forward", "end")
 
 def _default_loss(output: Any) -> torch.Tensor:
     """``output.loss`` / ``output["loss"]`` when the model computes its loss, else the sum of the output."""
@@ -96,6 +98,8 @@ def estimate_training_memory(
     fused: bool = False,
     set_to_none: bool = True,
     accumulation_steps: int = 1,
+    zero_grad_at: str = "start",
+    keep_output: bool = False,
     **kwargs: Any,
 ) -> TrainingMemory:
     """Measure the memory of one training step of ``model(*inputs, **kwargs)``, per rank, in bytes.
@@ -126,7 +130,13 @@ def estimate_training_memory(
     refuses it on meta). ``set_to_none=False``: the step starts with ``optimizer.zero_grad(
     set_to_none=False)``, so the gradients are zeros held from the step before, accumulated into
     in place. ``accumulation_steps=k``: k forward / loss / backward passes of ``loss / k`` on
-    ``inputs`` (one micro-batch), then one ``optimizer.step()``.
+    ``inputs`` (one micro-batch), then one ``optimizer.step()``. ``zero_grad_at``: where the loop
+    calls ``optimizer.zero_grad()``: ``"start"`` of the step (before the forward), ``"after_forward"``
+    (between the loss and ``backward``: the step before's gradients are held through the forward),
+    ``"end"`` (after ``optimizer.step()``). ``keep_output=True``: the loop keeps its ``output`` and
+    ``loss`` variables until the next step rebinds them (``out = model(x); loss = f(out)``): the
+    output is held through backward and the optimizer step, and the step before's output and loss
+    through the forward (the figures are then those of a step after the first, ``steady_state``).
     """
     if not isinstance(model, nn.Module):
         raise TypeError(f"estimate_training_memory expects a torch.nn.Module, got {type(model).__name__}")
@@ -144,6 +154,11 @@ def estimate_training_memory(
     else:  # it labels the figures: it must be the batch that runs
         batch_size = check_batch_size(batch_size, "batch_size", "estimate_training_memory", allow_none=False)
         check_batch_agrees(batch_size, input_shapes(inputs, kwargs), "estimate_training_memory")
+    if zero_grad_at not in ZERO_GRAD_PLACES:
+        raise ValueError(f"zero_grad_at={zero_grad_at!r}: where the loop calls optimizer.zero_grad(); use one of "
+                         f"{', '.join(map(repr, ZERO_GRAD_PLACES))}")
+    keep_output = check_flag(keep_output, "keep_output", "estimate_training_memory")
+    loop = _Loop(set_to_none, accumulation_steps, zero_grad_at, keep_output)
     meta = check_flag(meta, "meta", "estimate_training_memory")
     steady_state = check_flag(steady_state, "steady_state", "estimate_training_memory")
     checkpoint_names = ([] if activation_checkpointing in (None, False)
@@ -209,13 +224,20 @@ def estimate_training_memory(
                 for kernel in kernels:
                     stack.enter_context(kernel)
                 stack.enter_context(mode)
+                held: dict[str, Any] = {}  # the loop's output and loss variables (keep_output=True)
                 if steady_state:
                     with tracker.in_phase("warm-up"):
-                        for t in trainable:
-                            t.grad = torch.zeros_like(t)
-                        opt.step()
-                        opt.zero_grad(set_to_none=set_to_none)
-                _run_step(model, inputs, kwargs, target, loss_fn, opt, tracker, policy, accumulation_steps)
+                        if keep_output:  # the step before, whole: its output and loss are still held
+                            _run_step(model, inputs, kwargs, target, loss_fn, opt, tracker, policy, loop, held,
+                                      label="warm-up")
+                        else:  # its gradients and the optimizer's states, as that step leaves them
+                            for t in trainable:
+                                t.grad = torch.zeros_like(t)
+                            opt.step()
+                            if zero_grad_at == "end":
+                                opt.zero_grad(set_to_none=set_to_none)
+                _run_step(model, inputs, kwargs, target, loss_fn, opt, tracker, policy, loop, held)
+                held.clear()
             grads = tensor_storages([t.grad for t in trainable if t.grad is not None])
             grad_serials = {tracker.serial_of(t): t for t in grads}
             states = _state_storages(opt)
@@ -253,7 +275,7 @@ def estimate_training_memory(
             autocast=str(autocast_dtype).removeprefix("torch.") if autocast_dtype else None,
             world_size=plan.world_size, sharding=plan.strategy, checkpointed=tuple(checkpoint_names),
             steady_state=steady_state, meta=meta, implementation=implementation, set_to_none=set_to_none,
-            accumulation_steps=accumulation_steps,
+            accumulation_steps=accumulation_steps, zero_grad_at=zero_grad_at, keep_output=keep_output,
         )
 
 
@@ -354,35 +376,68 @@ def _copied_state(model: nn.Module, device: torch.device, dtype: torch.dtype | N
     return state
 
 
+@dataclass(frozen=True)
+class _Loop:
+    """The training loop as the user writes it (see ``estimate_training_memory``)."""
+
+    set_to_none: bool
+    accumulation_steps: int
+    zero_grad_at: str
+    keep_output: bool
+
+
 def _run_step(model: nn.Module, inputs: tuple, kwargs: dict, target: Any, loss_fn: Callable | None,
-              opt: torch.optim.Optimizer, tracker: StepTracker, policy: Any, accumulation_steps: int) -> None:
-    """Forward, loss, backward (``accumulation_steps`` times, the loss divided by it), optimizer step,
-    each in its phase; the activations are those of the first micro-batch's forward."""
-    for micro in range(accumulation_steps):
+              opt: torch.optim.Optimizer, tracker: StepTracker, policy: Any, loop: _Loop, held: dict[str, Any],
+              label: str | None = None) -> None:
+    """One step of the loop: ``zero_grad`` where ``loop`` places it; forward, loss, backward
+    (``accumulation_steps`` times, the loss divided by it); optimizer step; each in its phase (all
+    in phase ``label`` when given: a warm-up step). The activations are those of the first
+    micro-batch's forward. ``held``: the loop's ``output`` / ``loss`` variables, kept across steps
+    with ``keep_output`` (rebinding one frees the step before's, as in the user's loop).
+
+    ``zero_grad`` at the start runs before the forward's phase begins (a ``set_to_none=False``
+    zeroing is no forward operator); after the forward it runs at the end of the loss phase.
+    """
+    def phase(name: str) -> Any:
+        return tracker.in_phase(label or name)
+
+    if loop.zero_grad_at == "start":
+        opt.zero_grad(set_to_none=loop.set_to_none)
+    k = loop.accumulation_steps
+    for micro in range(k):
         with policy or contextlib.nullcontext():
-            with tracker.in_phase("forward"):
+            with phase("forward"):
                 output = model(*inputs, **kwargs)
-            if micro == 0:
+            if micro == 0 and label is None:
                 tracker.record.forward_end_events = len(tracker.record.events)
-            with tracker.in_phase("loss"):
+            with phase("loss"):
+                if loop.keep_output:
+                    held["output"] = output  # (frees the step before's output)
                 if loss_fn is None:
                     loss = _default_loss(output)
                 else:
                     loss = loss_fn(output) if target is None else loss_fn(output, target)
                 del output
-                if isinstance(loss, torch.Tensor) and accumulation_steps > 1:
-                    loss = loss / accumulation_steps
-        if not isinstance(loss, torch.Tensor) or loss.numel() != 1:
-            raise ValueError("the loss must be a tensor with one element; loss_fn returned "
-                             f"{type(loss).__name__}{tuple(loss.shape) if isinstance(loss, torch.Tensor) else ''}")
-        with tracker.in_phase("backward"):
+                if isinstance(loss, torch.Tensor) and k > 1:
+                    loss = loss / k
+                if not isinstance(loss, torch.Tensor) or loss.numel() != 1:
+                    raise ValueError("the loss must be a tensor with one element; loss_fn returned "
+                                     f"{type(loss).__name__}"
+                                     f"{tuple(loss.shape) if isinstance(loss, torch.Tensor) else ''}")
+                if loop.keep_output:
+                    held["loss"] = loss  # (frees the step before's loss)
+                if micro == 0 and loop.zero_grad_at == "after_forward":
+                    opt.zero_grad(set_to_none=loop.set_to_none)
+        with phase("backward"):
             # torch.autograd.backward, not loss.backward(): a Tensor method is a torch function, and the
             # function modes (autocast policy, attention kernel) would be off during the whole backward,
             # checkpoint recomputations included.
             torch.autograd.backward(loss)
             del loss
-    with tracker.in_phase("optimizer"):
+    with phase("optimizer"):
         opt.step()
+        if loop.zero_grad_at == "end":
+            opt.zero_grad(set_to_none=loop.set_to_none)
 
 
 def _rank_bytes(tensor: torch.Tensor, plan: ShardPlan, divided: bool) -> int:

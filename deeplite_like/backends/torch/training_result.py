@@ -58,7 +58,9 @@ class TrainingMemory:
     ``comm_buffer_bytes`` / ``gather_bytes``: what the sharding strategy adds (already inside
     ``peak_bytes``). ``allowance``: what is not seen, apart (``Allowance``). The loop measured:
     ``implementation`` of the optimizer step (``"foreach"``, ``"for-loop"``, ``"fused"``, ...),
-    ``set_to_none`` of its ``zero_grad``, ``accumulation_steps`` micro-batches per optimizer step.
+    ``set_to_none`` of its ``zero_grad``, ``accumulation_steps`` micro-batches per optimizer step,
+    ``zero_grad_at`` where the loop zeroes the gradients, ``keep_output`` whether it keeps its output
+    and loss alive until the next step.
     """
 
     params_bytes: int
@@ -89,6 +91,8 @@ class TrainingMemory:
     implementation: str = "foreach"
     set_to_none: bool = True
     accumulation_steps: int = 1
+    zero_grad_at: str = "start"
+    keep_output: bool = False
 
     @property
     def peak_at(self) -> str:
@@ -109,6 +113,8 @@ class TrainingMemory:
         lines = [f"training step, batch {self.batch_size}, optimizer {self.optimizer} ({self.implementation})"
                  + ("" if self.set_to_none else ", zero_grad(set_to_none=False)")
                  + (f", {self.accumulation_steps} micro-batches" if self.accumulation_steps > 1 else "")
+                 + (f", zero_grad at {self.zero_grad_at}" if self.zero_grad_at != "start" else "")
+                 + (", output kept across steps" if self.keep_output else "")
                  + (f", autocast {self.autocast}" if self.autocast else "")
                  + (f", {self.sharding} x{self.world_size} (per rank)" if self.sharding else "")]
         for label, value in (("parameters", self.params_bytes), ("gradients", self.grads_bytes),
