@@ -30,15 +30,21 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
 GIB = 2**30
-CONFIGS = [  # model, sharding, world size, activation checkpointing
-    ("7b", "none", 1, False),
-    ("7b", "none", 1, True),
-    ("7b", "zero2", 8, False),
-    ("7b", "fsdp", 8, False),
-    ("7b", "fsdp", 8, True),
-    ("70b", "fsdp", 64, False),
-    ("70b", "fsdp", 64, True),
+CONFIGS = [  # model, sharding, world size, activation checkpointing, precision
+    ("7b", "none", 1, False, "autocast"),
+    ("7b", "none", 1, True, "autocast"),
+    ("7b", "zero2", 8, False, "autocast"),
+    ("7b", "fsdp", 8, False, "autocast"),
+    ("7b", "fsdp", 8, True, "autocast"),
+    ("7b", "fsdp", 8, False, "fsdp-mp"),
+    ("7b", "fsdp", 8, True, "fsdp-mp"),
+    ("70b", "fsdp", 64, False, "autocast"),
+    ("70b", "fsdp", 64, True, "autocast"),
+    ("70b", "fsdp", 64, False, "fsdp-mp"),
+    ("70b", "fsdp", 64, True, "fsdp-mp"),
 ]
+# precision: "autocast" - bf16 autocast over float32 parameters (under FSDP: torch.autocast over fully_shard);
+# "fsdp-mp" - FSDP2's MixedPrecisionPolicy(param_dtype=bf16, reduce_dtype=fp32), no autocast.
 
 
 def deepspeed_zero2(params: int, gpus: int) -> int:
@@ -79,8 +85,9 @@ def accelerate_peer() -> dict | None:
     return {"model": type(model).__name__, "params": sum(p.numel() for p in model.parameters()), **rows}
 
 
-def one(model_name: str, sharding: str, world_size: int, checkpointing: bool) -> dict:
+def one(model_name: str, sharding: str, world_size: int, checkpointing: bool, precision: str = "autocast") -> dict:
     import torch
+    from torch.distributed.fsdp import MixedPrecisionPolicy
 
     from benchmarks.llama import llama_7b, llama_70b
     from deeplite_like.backends.torch import estimate_training_memory
@@ -88,14 +95,19 @@ def one(model_name: str, sharding: str, world_size: int, checkpointing: bool) ->
     start, cpu = time.perf_counter(), time.process_time()
     model = llama_7b() if model_name == "7b" else llama_70b()
     ids = torch.zeros(1, 2048, dtype=torch.long, device="meta")
-    result = estimate_training_memory(model, ids, labels=ids, optimizer="adamw", autocast="bf16",
+    if precision == "fsdp-mp":
+        mixed = {"mixed_precision": MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)}
+    else:
+        mixed = {"autocast": "bf16"}
+    result = estimate_training_memory(model, ids, labels=ids, optimizer="adamw",
                                       sharding=None if sharding == "none" else sharding, world_size=world_size,
-                                      activation_checkpointing=True if checkpointing else None)
+                                      activation_checkpointing=True if checkpointing else None, **mixed)
     seconds, cpu_seconds = time.perf_counter() - start, time.process_time() - cpu
     params = sum(p.numel() for p in model.parameters())
     largest = max(sum(p.numel() for p in m.parameters(recurse=False)) for m in model.modules())
     return {
         "model": model_name, "sharding": sharding, "world_size": world_size, "checkpointing": checkpointing,
+        "precision": precision, "gather_bytes": result.gather_bytes,
         "seconds": round(seconds, 2), "cpu_seconds": round(cpu_seconds, 2), "max_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024,
         "params": params, "params_bytes": result.params_bytes, "grads_bytes": result.grads_bytes,
         "optimizer_bytes": result.optimizer_bytes, "activations_bytes": result.activations_bytes,
@@ -107,7 +119,8 @@ def one(model_name: str, sharding: str, world_size: int, checkpointing: bool) ->
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--one", nargs=4, metavar=("MODEL", "SHARDING", "WORLD", "CKPT"))
+    parser.add_argument("--one", nargs="+", metavar="MODEL SHARDING WORLD CKPT [PRECISION]",
+                        help="one row: e.g. 70b fsdp 64 0 fsdp-mp (precision: autocast, the default, or fsdp-mp)")
     parser.add_argument("--peers", action="store_true")
     args = parser.parse_args()
     if args.peers:
@@ -120,23 +133,24 @@ def main() -> None:
                           "deepspeed_zero3_x8": deepspeed_zero3(params, largest, 8), "params": params}))
         return
     if args.one:
-        name, sharding, world, ckpt = args.one
-        print(json.dumps(one(name, sharding, int(world), ckpt in ("1", "true", "True"))))
+        name, sharding, world, ckpt, *precision = args.one
+        print(json.dumps(one(name, sharding, int(world), ckpt in ("1", "true", "True"), *precision)))
         return
     from prettytable import PrettyTable
 
-    table = PrettyTable(["model", "sharding", "ckpt", "params", "grads", "optimizer", "activations", "peak",
+    table = PrettyTable(["model", "sharding", "ckpt", "precision", "params", "grads", "optimizer", "activations", "peak",
                          "peak at", "time s", "CPU s", "RSS MiB", "DS zero2", "DS zero3"])
-    for name, sharding, world, ckpt in CONFIGS:
-        out = subprocess.run([sys.executable, __file__, "--one", name, sharding, str(world), str(int(ckpt))],
+    for name, sharding, world, ckpt, precision in CONFIGS:
+        out = subprocess.run([sys.executable, __file__, "--one", name, sharding, str(world), str(int(ckpt)), precision],
                              capture_output=True, text=True, check=True)
         row = json.loads(out.stdout.strip().splitlines()[-1])
         gib = lambda n: f"{n / GIB:.2f}"  # noqa: E731
-        table.add_row([name, f"{sharding} x{world}", "yes" if ckpt else "no", gib(row["params_bytes"]),
+        table.add_row([name, f"{sharding} x{world}", "yes" if ckpt else "no", precision, gib(row["params_bytes"]),
                        gib(row["grads_bytes"]), gib(row["optimizer_bytes"]), gib(row["activations_bytes"]),
                        gib(row["peak_bytes"]), row["peak_at"], row["seconds"], row["cpu_seconds"], row["max_rss_mib"],
                        gib(row["deepspeed_zero2"]), gib(row["deepspeed_zero3"])])
-    print("figures in GiB (2**30 bytes), per rank; Llama-shaped, seq 2048, batch 1, AdamW, bf16 autocast")
+    print("figures in GiB (2**30 bytes), per rank; Llama-shaped, seq 2048, batch 1, AdamW; bf16 autocast or "
+          "FSDP2's bf16 / fp32 MixedPrecisionPolicy")
     print(table)
 
 

@@ -79,6 +79,7 @@ def allocator_step(model: nn.Module, inputs: tuple, *, optimizer: Callable[[Any]
     held = [*model.parameters(), *model.buffers(), *inputs, *(v for v in kwargs.values() if isinstance(v, torch.Tensor)),
             *((target,) if isinstance(target, torch.Tensor) else ())]
     base = _storages_bytes(held)
+    del held  # (a wrapper that replaces the parameters, as fully_shard, frees them: no reference here may keep them)
 
     def loss_of(output: Any) -> torch.Tensor:
         if loss_fn is None:

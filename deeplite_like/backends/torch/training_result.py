@@ -60,7 +60,8 @@ class TrainingMemory:
     ``implementation`` of the optimizer step (``"foreach"``, ``"for-loop"``, ``"fused"``, ...),
     ``set_to_none`` of its ``zero_grad``, ``accumulation_steps`` micro-batches per optimizer step,
     ``zero_grad_at`` where the loop zeroes the gradients, ``keep_output`` whether it keeps its output
-    and loss alive until the next step.
+    and loss alive until the next step. FSDP2: ``mixed_precision`` (``"param bfloat16, reduce
+    float32"``: the policy's dtypes) and ``reshard_after_forward``.
     """
 
     params_bytes: int
@@ -93,6 +94,8 @@ class TrainingMemory:
     accumulation_steps: int = 1
     zero_grad_at: str = "start"
     keep_output: bool = False
+    mixed_precision: str | None = None
+    reshard_after_forward: bool = True
 
     @property
     def peak_at(self) -> str:
@@ -116,7 +119,9 @@ class TrainingMemory:
                  + (f", zero_grad at {self.zero_grad_at}" if self.zero_grad_at != "start" else "")
                  + (", output kept across steps" if self.keep_output else "")
                  + (f", autocast {self.autocast}" if self.autocast else "")
-                 + (f", {self.sharding} x{self.world_size} (per rank)" if self.sharding else "")]
+                 + (f", {self.sharding} x{self.world_size} (per rank)" if self.sharding else "")
+                 + (f", mixed precision {self.mixed_precision}" if self.mixed_precision else "")
+                 + ("" if self.reshard_after_forward else ", no reshard after forward")]
         for label, value in (("parameters", self.params_bytes), ("gradients", self.grads_bytes),
                              ("optimizer states", self.optimizer_bytes),
                              ("activations (end of forward)", self.activations_bytes),
