@@ -42,9 +42,11 @@ CONFIGS = [  # model, sharding, world size, activation checkpointing, precision
     ("70b", "fsdp", 64, True, "autocast"),
     ("70b", "fsdp", 64, False, "fsdp-mp"),
     ("70b", "fsdp", 64, True, "fsdp-mp"),
+    ("70b", "fsdp", 64, True, "fsdp-mp-offload"),
 ]
 # precision: "autocast" - bf16 autocast over float32 parameters (under FSDP: torch.autocast over fully_shard);
-# "fsdp-mp" - FSDP2's MixedPrecisionPolicy(param_dtype=bf16, reduce_dtype=fp32), no autocast.
+# "fsdp-mp" - FSDP2's MixedPrecisionPolicy(param_dtype=bf16, reduce_dtype=fp32), no autocast; "fsdp-mp-offload" -
+# that policy and FSDP2's CPUOffloadPolicy (shards and the optimizer step on the host).
 
 
 def deepspeed_zero2(params: int, gpus: int) -> int:
@@ -95,8 +97,9 @@ def one(model_name: str, sharding: str, world_size: int, checkpointing: bool, pr
     start, cpu = time.perf_counter(), time.process_time()
     model = llama_7b() if model_name == "7b" else llama_70b()
     ids = torch.zeros(1, 2048, dtype=torch.long, device="meta")
-    if precision == "fsdp-mp":
-        mixed = {"mixed_precision": MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)}
+    if precision.startswith("fsdp-mp"):
+        mixed = {"mixed_precision": MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32),
+                 "cpu_offload": precision.endswith("-offload")}
     else:
         mixed = {"autocast": "bf16"}
     result = estimate_training_memory(model, ids, labels=ids, optimizer="adamw",
@@ -107,7 +110,7 @@ def one(model_name: str, sharding: str, world_size: int, checkpointing: bool, pr
     largest = max(sum(p.numel() for p in m.parameters(recurse=False)) for m in model.modules())
     return {
         "model": model_name, "sharding": sharding, "world_size": world_size, "checkpointing": checkpointing,
-        "precision": precision, "gather_bytes": result.gather_bytes,
+        "precision": precision, "gather_bytes": result.gather_bytes, "offloaded_bytes": result.offloaded_bytes,
         "seconds": round(seconds, 2), "cpu_seconds": round(cpu_seconds, 2), "max_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024,
         "params": params, "params_bytes": result.params_bytes, "grads_bytes": result.grads_bytes,
         "optimizer_bytes": result.optimizer_bytes, "activations_bytes": result.activations_bytes,

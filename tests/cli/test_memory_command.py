@@ -71,12 +71,13 @@ def test_loop_and_fsdp_policy_flags(cli):
     # 1 of 2 rows, bias 1 of 2: (12 + 3 + 5 + 1) * 4 = 84 B per rank, in float32 under the policy too.
     code, out, err = cli("memory", MLP, "--input-shape", "2,4", "--train", "--zero-grad-at", "after_forward",
                          "--keep-output", "--sharding", "fsdp", "--world-size", "2", "--fsdp-mixed-precision",
-                         "--no-reshard-after-forward", "--format", "json")
+                         "--no-reshard-after-forward", "--cpu-offload", "--format", "json")
     assert code == 0, err
     report = json.loads(out)
     assert (report["zero_grad_at"], report["keep_output"], report["reshard_after_forward"]) == ("after_forward", True,
                                                                                                  False)
     assert report["mixed_precision"] == "param bfloat16, reduce float32"
     assert report["params_bytes"] == report["grads_bytes"] == 84
+    assert report["offloaded_bytes"] == 84 + 84 + 2 * 84  # parameters, gradients, AdamW's two states: on the host
     code, _, err = cli("memory", MLP, "--input-shape", "2,4", "--train", "--fsdp-mixed-precision")
     assert code == 2 and "--sharding fsdp" in err

@@ -194,3 +194,23 @@ def test_fsdp_options_errors_name_what_to_pass():
         run(sharding="fsdp", world_size=2, mixed_precision={"param_dtype": torch.int8})
     with pytest.raises(TypeError, match="MixedPrecisionPolicy"):
         run(sharding="fsdp", world_size=2, mixed_precision="bf16")
+
+
+def test_fsdp_cpu_offload_moves_the_shards_and_the_update_to_the_host():
+    # MLP, fsdp x2, AdamW: the rank's shards - parameters 424, gradients 424, states 2 * 424 - are host memory.
+    plain = run(sharding="fsdp", world_size=2)
+    offloaded = run(sharding="fsdp", world_size=2, cpu_offload=True)
+    assert offloaded.offloaded_bytes == HALF + HALF + 2 * HALF == 1696
+    assert (offloaded.params_bytes, offloaded.grads_bytes, offloaded.optimizer_bytes) == (HALF, HALF, 2 * HALF)
+    phases = {p.name: p for p in offloaded.phases}
+    # the forward starts with the input (64 B) and the gathered root unit (848 B) on the device
+    assert phases["forward"].start_bytes == INPUT + FULL
+    # the update runs on the host: the device holds the input alone through the optimizer step
+    assert phases["optimizer"].start_bytes == phases["optimizer"].peak_bytes == INPUT
+    # the backward on the device is the plain one less the sharded parameters (424), the states (848) and
+    # the gradients' shards made so far
+    plain_phases = {p.name: p for p in plain.phases}
+    assert phases["backward"].start_bytes == plain_phases["backward"].start_bytes - HALF - 2 * HALF
+    assert offloaded.peak_bytes < plain.peak_bytes - HALF - 2 * HALF
+    with pytest.raises(ValueError, match="cpu_offload=True is an option of FSDP2"):
+        run(cpu_offload=True)

@@ -29,6 +29,10 @@ FSDP2 options (``'fsdp'`` / ``'zero3'`` only):
 * ``reshard_after_forward=False``: each unit keeps its gathered parameters from its forward to
   its backward (no re-gather): ``gather_bytes`` holds every unit's from the forward on, the bound
   reached at the end of the forward and the start of the backward.
+* ``cpu_offload=True``: FSDP2's ``CPUOffloadPolicy``: each rank's shards of the parameters,
+  gradients and optimizer states live in host memory and the optimizer step runs there; the
+  device holds the gathered units, the activations and one unit's gradients before
+  reduce-scatter.
 
 Units are the modules FSDP would wrap: by default the children of the largest
 ``nn.ModuleList`` (the repeated blocks of a transformer); the whole model when it has none.
@@ -74,6 +78,7 @@ class ShardPlan:
     reduce_dtype: torch.dtype | None = None
     cast_forward_inputs: bool = True
     reshard_after_forward: bool = True
+    cpu_offload: bool = False
 
 
 _POLICY_FIELDS = ("param_dtype", "reduce_dtype", "output_dtype", "cast_forward_inputs")
@@ -106,7 +111,7 @@ def _policy_fields(policy: Any) -> dict[str, Any]:
 
 
 def resolve_sharding(sharding: str | None, world_size: int, mixed_precision: Any = None,
-                     reshard_after_forward: bool = True) -> ShardPlan:
+                     reshard_after_forward: bool = True, cpu_offload: bool = False) -> ShardPlan:
     """Check ``sharding`` / ``world_size`` (and FSDP2's options) and say what the strategy divides."""
     if not isinstance(world_size, int) or isinstance(world_size, bool) or world_size < 1:
         raise ValueError(f"world_size must be a positive int, got {world_size!r}")
@@ -121,16 +126,21 @@ def resolve_sharding(sharding: str | None, world_size: int, mixed_precision: Any
     if not isinstance(reshard_after_forward, bool):
         raise TypeError(f"reshard_after_forward must be a bool (FSDP2's int form, resharding to a smaller group, is "
                         f"not modelled), got {reshard_after_forward!r}")
-    if (mixed_precision is not None or not reshard_after_forward) and not params:
-        option = "mixed_precision" if mixed_precision is not None else "reshard_after_forward=False"
+    if not isinstance(cpu_offload, bool):
+        raise TypeError(f"cpu_offload must be a bool (FSDP2's CPUOffloadPolicy), got {cpu_offload!r}")
+    if (mixed_precision is not None or not reshard_after_forward or cpu_offload) and not params:
+        option = ("mixed_precision" if mixed_precision is not None else
+                  "reshard_after_forward=False" if not reshard_after_forward else "cpu_offload=True")
         raise ValueError(f"{option} is an option of FSDP2 (fully_shard): pass sharding='fsdp' (or 'zero3'), not "
                          f"sharding={sharding!r}")
     if mixed_precision is None:
-        return ShardPlan(key, world_size, params, grads, states, reshard_after_forward=reshard_after_forward)
+        return ShardPlan(key, world_size, params, grads, states, reshard_after_forward=reshard_after_forward,
+                         cpu_offload=cpu_offload)
     fields = _policy_fields(mixed_precision)
     return ShardPlan(key, world_size, params, grads, states, param_dtype=fields["param_dtype"],
                      reduce_dtype=fields["reduce_dtype"] or fields["param_dtype"],
-                     cast_forward_inputs=fields["cast_forward_inputs"], reshard_after_forward=reshard_after_forward)
+                     cast_forward_inputs=fields["cast_forward_inputs"], reshard_after_forward=reshard_after_forward,
+                     cpu_offload=cpu_offload)
 
 
 def shard_bytes(tensor: torch.Tensor, world_size: int, element_size: int | None = None) -> int:

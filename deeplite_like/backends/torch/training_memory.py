@@ -103,6 +103,7 @@ def estimate_training_memory(
     keep_output: bool = False,
     mixed_precision: Any = None,
     reshard_after_forward: bool = True,
+    cpu_offload: bool = False,
     **kwargs: Any,
 ) -> TrainingMemory:
     """Measure the memory of one training step of ``model(*inputs, **kwargs)``, per rank, in bytes.
@@ -144,12 +145,15 @@ def estimate_training_memory(
     FSDP2 (``sharding='fsdp'``): ``mixed_precision``, its ``MixedPrecisionPolicy`` (or a dict of its
     fields): the step computes in ``param_dtype`` while the sharded parameters, gradients and
     optimizer states stay in the parameters' dtype; ``reshard_after_forward=False`` keeps each
-    unit's gathered parameters from its forward to its backward (``sharding.py``).
+    unit's gathered parameters from its forward to its backward; ``cpu_offload=True``, its
+    ``CPUOffloadPolicy``: the rank's shards of parameters, gradients and states are host memory
+    (``offloaded_bytes``, outside every device figure) and the optimizer step runs on the host
+    (``sharding.py``).
     """
     if not isinstance(model, nn.Module):
         raise TypeError(f"estimate_training_memory expects a torch.nn.Module, got {type(model).__name__}")
     _refuse_deepspeed(model)
-    plan = resolve_sharding(sharding, world_size, mixed_precision, reshard_after_forward)
+    plan = resolve_sharding(sharding, world_size, mixed_precision, reshard_after_forward, cpu_offload)
     if not isinstance(accumulation_steps, int) or isinstance(accumulation_steps, bool) or accumulation_steps < 1:
         raise ValueError(f"accumulation_steps must be an int >= 1 (micro-batches per optimizer step), got "
                          f"{accumulation_steps!r}")
@@ -275,21 +279,25 @@ def estimate_training_memory(
 
         grads_full = sum(t.untyped_storage().nbytes() for t in grads)
         master = functools.partial(_rank_bytes, plan=plan, master_sizes=master_sizes)
+        grads_rank = sum(master(t, divided=plan.grads) for t in grads)
+        states_rank = sum(master(t, divided=plan.states) for t in device_states)
         params_rank = sum(master(t, divided=plan.params) for t in tensor_storages(
             [t for n, t in state.items() if n in param_names]))
         weights = _rank_weights(tracker.record, grad_serials, state_serials, host_serials, plan, master_sizes,
                                 _master_ratio(state, param_names, master_sizes))
         extras = _strategy_extras(model, state, param_names, unit_names, plan, grads_full)
-        base_rank = params_rank + buffers_bytes + input_bytes
-        base_blocks = [master(t, divided=plan.params) for t in tensor_storages(
+        device_params = 0 if plan.cpu_offload else params_rank
+        base_rank = device_params + buffers_bytes + input_bytes
+        base_blocks = [] if plan.cpu_offload else [master(t, divided=plan.params) for t in tensor_storages(
             [t for n, t in state.items() if n in param_names])]
         base_blocks += [t.untyped_storage().nbytes() for t in tensor_storages(
             [*(t for n, t in state.items() if n not in param_names), *leaves])]
         return _summarise(
             tracker.record, weights, base_rank, extras, base_blocks,
             params_bytes=params_rank,
-            grads_bytes=sum(master(t, divided=plan.grads) for t in grads),
-            optimizer_bytes=sum(master(t, divided=plan.states) for t in device_states),
+            grads_bytes=grads_rank,
+            optimizer_bytes=states_rank,
+            offloaded_bytes=params_rank + grads_rank + states_rank if plan.cpu_offload else 0,
             optimizer_host_bytes=sum(t.untyped_storage().nbytes() for t in host),
             buffers_bytes=buffers_bytes, input_bytes=input_bytes, batch_size=batch_size, optimizer=opt_name,
             autocast=str(autocast_dtype).removeprefix("torch.") if autocast_dtype else None,
@@ -516,6 +524,13 @@ def _rank_weights(record: StepRecord, grad_serials: dict, state_serials: dict, h
         for serial, tensor in serials.items():
             if serial is not None and (divided or storage_key(tensor) in master_sizes):
                 weights[serial] = _rank_bytes(tensor, plan, divided, master_sizes)
+    if plan.cpu_offload:  # the shards of gradients and states, and the optimizer's work, are on the host
+        for serial in [*grad_serials, *state_serials]:
+            if serial is not None:
+                weights[serial] = 0
+        for serial, (phase, _) in enumerate(record.origin):
+            if phase in ("warm-up", "optimizer"):
+                weights[serial] = 0
     return weights
 
 

@@ -61,7 +61,9 @@ class TrainingMemory:
     ``set_to_none`` of its ``zero_grad``, ``accumulation_steps`` micro-batches per optimizer step,
     ``zero_grad_at`` where the loop zeroes the gradients, ``keep_output`` whether it keeps its output
     and loss alive until the next step. FSDP2: ``mixed_precision`` (``"param bfloat16, reduce
-    float32"``: the policy's dtypes) and ``reshard_after_forward``.
+    float32"``: the policy's dtypes), ``reshard_after_forward``, and ``offloaded_bytes``: under
+    ``cpu_offload`` the rank's shards of parameters, gradients and states (``params_bytes`` +
+    ``grads_bytes`` + ``optimizer_bytes``), held in host memory, in no device figure.
     """
 
     params_bytes: int
@@ -96,6 +98,7 @@ class TrainingMemory:
     keep_output: bool = False
     mixed_precision: str | None = None
     reshard_after_forward: bool = True
+    offloaded_bytes: int = 0
 
     @property
     def peak_at(self) -> str:
@@ -121,7 +124,8 @@ class TrainingMemory:
                  + (f", autocast {self.autocast}" if self.autocast else "")
                  + (f", {self.sharding} x{self.world_size} (per rank)" if self.sharding else "")
                  + (f", mixed precision {self.mixed_precision}" if self.mixed_precision else "")
-                 + ("" if self.reshard_after_forward else ", no reshard after forward")]
+                 + ("" if self.reshard_after_forward else ", no reshard after forward")
+                 + (f", {format_bytes(self.offloaded_bytes)} offloaded to the host" if self.offloaded_bytes else "")]
         for label, value in (("parameters", self.params_bytes), ("gradients", self.grads_bytes),
                              ("optimizer states", self.optimizer_bytes),
                              ("activations (end of forward)", self.activations_bytes),
