@@ -120,12 +120,75 @@ def one(model_name: str, sharding: str, world_size: int, checkpointing: bool, pr
     }
 
 
+class _Stack:
+    """The FSDP2 probe's model: 3 blocks Linear(64, 256), ReLU, Linear(256, 64) in an nn.ModuleList (the units)
+    and a Linear(64, 64) head (the root). Built inside each rank (a plain function: picklable by name)."""
+
+    @staticmethod
+    def build():
+        import torch
+        from torch import nn
+
+        class Stack(nn.Module):
+            def __init__(self) -> None:
+                super().__init__()
+                torch.manual_seed(0)
+                self.blocks = nn.ModuleList(nn.Sequential(nn.Linear(64, 256), nn.ReLU(), nn.Linear(256, 64))
+                                            for _ in range(3))
+                self.head = nn.Linear(64, 64)
+
+            def forward(self, x):
+                for block in self.blocks:
+                    x = block(x)
+                return self.head(x)
+        return Stack()
+
+
+def _fsdp_probe_rank(rank: int, world: int) -> dict:
+    """One gloo rank: the estimate beside a real fully_shard step read from the allocator, per option."""
+    import torch
+    from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+
+    from deeplite_like.backends.torch import estimate_training_memory
+    from tests.torch.allocator_steps import allocator_step
+
+    policy = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
+    out = {}
+    for label, mixed, reshard in (("plain", None, True), ("policy", policy, True), ("no reshard", None, False)):
+        model, x = _Stack.build(), torch.randn(8, 64)
+        estimate = estimate_training_memory(model, x, optimizer="adamw", sharding="fsdp", world_size=world,
+                                            reshard_after_forward=reshard, mixed_precision=mixed)
+
+        def wrap(m, mixed=mixed, reshard=reshard):
+            extra = {} if mixed is None else {"mp_policy": mixed}
+            for block in m.blocks:
+                fully_shard(block, reshard_after_forward=reshard, **extra)
+            fully_shard(m, reshard_after_forward=reshard, **extra)
+            return m
+        real = allocator_step(model, (x,), optimizer=lambda p: torch.optim.AdamW(p, foreach=True), wrap=wrap)
+        out[label] = {"estimate": estimate.peak_bytes + estimate.optimizer_host_bytes,
+                      "real": real.dispatcher_peak_bytes}
+    return out
+
+
+def fsdp_probe(world: int) -> list:
+    """The estimate against real FSDP2 steps on ``world`` gloo ranks (docs/memory.rst, Sharding)."""
+    from tests.distributed.launch import run_ranks
+
+    return run_ranks(_fsdp_probe_rank, world, timeout=600)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--one", nargs="+", metavar="MODEL SHARDING WORLD CKPT [PRECISION]",
                         help="one row: e.g. 70b fsdp 64 0 fsdp-mp (precision: autocast, the default, or fsdp-mp)")
     parser.add_argument("--peers", action="store_true")
+    parser.add_argument("--fsdp-probe", type=int, metavar="RANKS", default=None,
+                        help="the estimate against real FSDP2 steps on RANKS gloo CPU ranks, read from the allocator")
     args = parser.parse_args()
+    if args.fsdp_probe:
+        print(json.dumps(fsdp_probe(args.fsdp_probe)))
+        return
     if args.peers:
         from benchmarks.llama import llama_7b
 

@@ -115,6 +115,8 @@ def allocator_step(model: nn.Module, inputs: tuple, *, optimizer: Callable[[Any]
 
         if steady_state:
             step()
+        if zero_grad_at == "start":  # (before the window too, as the reference always did; the step's own
+            opt.zero_grad(set_to_none=set_to_none)  # zero_grad then frees nothing: gloo's work gets this time to end)
         with record_function(_STEP), _MarkOperators():
             step()
     events = list(prof.profiler.kineto_results.events())
