@@ -140,8 +140,10 @@ def test_fsdp_mixed_precision_keeps_master_states_and_gathers_bf16():
     # the float32 input (64 B) and the bf16 copy FSDP casts (cast_forward_inputs): 64 + 32
     assert mixed.input_bytes == INPUT + INPUT // 2
     assert mixed.mixed_precision == "param bfloat16, reduce float32"
-    # a dict of the policy's fields is the same policy
+    # a dict of the policy's fields is the same policy; real bf16 copies give the meta figures
     assert run(sharding="fsdp", world_size=2, mixed_precision=BF16_FP32).peak_bytes == mixed.peak_bytes
+    real = run(sharding="fsdp", world_size=2, mixed_precision=policy, meta=False)
+    assert real.timeline == mixed.timeline and real.activations_bytes == mixed.activations_bytes
 
 
 def test_fsdp_mixed_precision_saves_no_weight_copy():
