@@ -30,15 +30,23 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
 GIB = 2**30
-CONFIGS = [  # model, sharding, world size, activation checkpointing
-    ("7b", "none", 1, False),
-    ("7b", "none", 1, True),
-    ("7b", "zero2", 8, False),
-    ("7b", "fsdp", 8, False),
-    ("7b", "fsdp", 8, True),
-    ("70b", "fsdp", 64, False),
-    ("70b", "fsdp", 64, True),
+CONFIGS = [  # model, sharding, world size, activation checkpointing, precision
+    ("7b", "none", 1, False, "autocast"),
+    ("7b", "none", 1, True, "autocast"),
+    ("7b", "zero2", 8, False, "autocast"),
+    ("7b", "fsdp", 8, False, "autocast"),
+    ("7b", "fsdp", 8, True, "autocast"),
+    ("7b", "fsdp", 8, False, "fsdp-mp"),
+    ("7b", "fsdp", 8, True, "fsdp-mp"),
+    ("70b", "fsdp", 64, False, "autocast"),
+    ("70b", "fsdp", 64, True, "autocast"),
+    ("70b", "fsdp", 64, False, "fsdp-mp"),
+    ("70b", "fsdp", 64, True, "fsdp-mp"),
+    ("70b", "fsdp", 64, True, "fsdp-mp-offload"),
 ]
+# precision: "autocast" - bf16 autocast over float32 parameters (under FSDP: torch.autocast over fully_shard);
+# "fsdp-mp" - FSDP2's MixedPrecisionPolicy(param_dtype=bf16, reduce_dtype=fp32), no autocast; "fsdp-mp-offload" -
+# that policy and FSDP2's CPUOffloadPolicy (shards and the optimizer step on the host).
 
 
 def deepspeed_zero2(params: int, gpus: int) -> int:
@@ -79,8 +87,9 @@ def accelerate_peer() -> dict | None:
     return {"model": type(model).__name__, "params": sum(p.numel() for p in model.parameters()), **rows}
 
 
-def one(model_name: str, sharding: str, world_size: int, checkpointing: bool) -> dict:
+def one(model_name: str, sharding: str, world_size: int, checkpointing: bool, precision: str = "autocast") -> dict:
     import torch
+    from torch.distributed.fsdp import MixedPrecisionPolicy
 
     from benchmarks.llama import llama_7b, llama_70b
     from deeplite_like.backends.torch import estimate_training_memory
@@ -88,14 +97,20 @@ def one(model_name: str, sharding: str, world_size: int, checkpointing: bool) ->
     start, cpu = time.perf_counter(), time.process_time()
     model = llama_7b() if model_name == "7b" else llama_70b()
     ids = torch.zeros(1, 2048, dtype=torch.long, device="meta")
-    result = estimate_training_memory(model, ids, labels=ids, optimizer="adamw", autocast="bf16",
+    if precision.startswith("fsdp-mp"):
+        mixed = {"mixed_precision": MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32),
+                 "cpu_offload": precision.endswith("-offload")}
+    else:
+        mixed = {"autocast": "bf16"}
+    result = estimate_training_memory(model, ids, labels=ids, optimizer="adamw",
                                       sharding=None if sharding == "none" else sharding, world_size=world_size,
-                                      activation_checkpointing=True if checkpointing else None)
+                                      activation_checkpointing=True if checkpointing else None, **mixed)
     seconds, cpu_seconds = time.perf_counter() - start, time.process_time() - cpu
     params = sum(p.numel() for p in model.parameters())
     largest = max(sum(p.numel() for p in m.parameters(recurse=False)) for m in model.modules())
     return {
         "model": model_name, "sharding": sharding, "world_size": world_size, "checkpointing": checkpointing,
+        "precision": precision, "gather_bytes": result.gather_bytes, "offloaded_bytes": result.offloaded_bytes,
         "seconds": round(seconds, 2), "cpu_seconds": round(cpu_seconds, 2), "max_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024,
         "params": params, "params_bytes": result.params_bytes, "grads_bytes": result.grads_bytes,
         "optimizer_bytes": result.optimizer_bytes, "activations_bytes": result.activations_bytes,
@@ -105,11 +120,75 @@ def one(model_name: str, sharding: str, world_size: int, checkpointing: bool) ->
     }
 
 
+class _Stack:
+    """The FSDP2 probe's model: 3 blocks Linear(64, 256), ReLU, Linear(256, 64) in an nn.ModuleList (the units)
+    and a Linear(64, 64) head (the root). Built inside each rank (a plain function: picklable by name)."""
+
+    @staticmethod
+    def build():
+        import torch
+        from torch import nn
+
+        class Stack(nn.Module):
+            def __init__(self) -> None:
+                super().__init__()
+                torch.manual_seed(0)
+                self.blocks = nn.ModuleList(nn.Sequential(nn.Linear(64, 256), nn.ReLU(), nn.Linear(256, 64))
+                                            for _ in range(3))
+                self.head = nn.Linear(64, 64)
+
+            def forward(self, x):
+                for block in self.blocks:
+                    x = block(x)
+                return self.head(x)
+        return Stack()
+
+
+def _fsdp_probe_rank(rank: int, world: int) -> dict:
+    """One gloo rank: the estimate beside a real fully_shard step read from the allocator, per option."""
+    import torch
+    from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+
+    from deeplite_like.backends.torch import estimate_training_memory
+    from tests.torch.allocator_steps import allocator_step
+
+    policy = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
+    out = {}
+    for label, mixed, reshard in (("plain", None, True), ("policy", policy, True), ("no reshard", None, False)):
+        model, x = _Stack.build(), torch.randn(8, 64)
+        estimate = estimate_training_memory(model, x, optimizer="adamw", sharding="fsdp", world_size=world,
+                                            reshard_after_forward=reshard, mixed_precision=mixed)
+
+        def wrap(m, mixed=mixed, reshard=reshard):
+            extra = {} if mixed is None else {"mp_policy": mixed}
+            for block in m.blocks:
+                fully_shard(block, reshard_after_forward=reshard, **extra)
+            fully_shard(m, reshard_after_forward=reshard, **extra)
+            return m
+        real = allocator_step(model, (x,), optimizer=lambda p: torch.optim.AdamW(p, foreach=True), wrap=wrap)
+        out[label] = {"estimate": estimate.peak_bytes + estimate.optimizer_host_bytes,
+                      "real": real.dispatcher_peak_bytes}
+    return out
+
+
+def fsdp_probe(world: int) -> list:
+    """The estimate against real FSDP2 steps on ``world`` gloo ranks (docs/memory.rst, Sharding)."""
+    from tests.distributed.launch import run_ranks
+
+    return run_ranks(_fsdp_probe_rank, world, timeout=600)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--one", nargs=4, metavar=("MODEL", "SHARDING", "WORLD", "CKPT"))
+    parser.add_argument("--one", nargs="+", metavar="MODEL SHARDING WORLD CKPT [PRECISION]",
+                        help="one row: e.g. 70b fsdp 64 0 fsdp-mp (precision: autocast, the default, or fsdp-mp)")
     parser.add_argument("--peers", action="store_true")
+    parser.add_argument("--fsdp-probe", type=int, metavar="RANKS", default=None,
+                        help="the estimate against real FSDP2 steps on RANKS gloo CPU ranks, read from the allocator")
     args = parser.parse_args()
+    if args.fsdp_probe:
+        print(json.dumps(fsdp_probe(args.fsdp_probe)))
+        return
     if args.peers:
         from benchmarks.llama import llama_7b
 
@@ -120,23 +199,24 @@ def main() -> None:
                           "deepspeed_zero3_x8": deepspeed_zero3(params, largest, 8), "params": params}))
         return
     if args.one:
-        name, sharding, world, ckpt = args.one
-        print(json.dumps(one(name, sharding, int(world), ckpt in ("1", "true", "True"))))
+        name, sharding, world, ckpt, *precision = args.one
+        print(json.dumps(one(name, sharding, int(world), ckpt in ("1", "true", "True"), *precision)))
         return
     from prettytable import PrettyTable
 
-    table = PrettyTable(["model", "sharding", "ckpt", "params", "grads", "optimizer", "activations", "peak",
+    table = PrettyTable(["model", "sharding", "ckpt", "precision", "params", "grads", "optimizer", "activations", "peak",
                          "peak at", "time s", "CPU s", "RSS MiB", "DS zero2", "DS zero3"])
-    for name, sharding, world, ckpt in CONFIGS:
-        out = subprocess.run([sys.executable, __file__, "--one", name, sharding, str(world), str(int(ckpt))],
+    for name, sharding, world, ckpt, precision in CONFIGS:
+        out = subprocess.run([sys.executable, __file__, "--one", name, sharding, str(world), str(int(ckpt)), precision],
                              capture_output=True, text=True, check=True)
         row = json.loads(out.stdout.strip().splitlines()[-1])
         gib = lambda n: f"{n / GIB:.2f}"  # noqa: E731
-        table.add_row([name, f"{sharding} x{world}", "yes" if ckpt else "no", gib(row["params_bytes"]),
+        table.add_row([name, f"{sharding} x{world}", "yes" if ckpt else "no", precision, gib(row["params_bytes"]),
                        gib(row["grads_bytes"]), gib(row["optimizer_bytes"]), gib(row["activations_bytes"]),
                        gib(row["peak_bytes"]), row["peak_at"], row["seconds"], row["cpu_seconds"], row["max_rss_mib"],
                        gib(row["deepspeed_zero2"]), gib(row["deepspeed_zero3"])])
-    print("figures in GiB (2**30 bytes), per rank; Llama-shaped, seq 2048, batch 1, AdamW, bf16 autocast")
+    print("figures in GiB (2**30 bytes), per rank; Llama-shaped, seq 2048, batch 1, AdamW; bf16 autocast or "
+          "FSDP2's bf16 / fp32 MixedPrecisionPolicy")
     print(table)
 
 

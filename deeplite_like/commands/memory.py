@@ -3,7 +3,9 @@
 ::
 
     deeplite-like memory MODEL --train [--optimizer adamw] [--autocast bf16] [--checkpointing]
-                         [--sharding fsdp --world-size 8] [--fit 80GiB [--fit-axis seq]]
+                         [--sharding fsdp --world-size 8 [--fsdp-mixed-precision] [--no-reshard-after-forward]
+                          [--cpu-offload]]
+                         [--zero-grad-at after_forward] [--keep-output] [--fit 80GiB [--fit-axis seq]]
                          [--meta-init] [--input-shape 1,2048 --int-inputs] [--format json|html] [-o FILE]
 
 Without ``--train`` it measures the forward alone (``peak_activation_memory`` on meta). The
@@ -53,7 +55,17 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
                       help="scaled_dot_product_attention kernel (default cuda: flash / memory-efficient)")
     step.add_argument("--first-step", action="store_true",
                       help="measure the first step (no optimizer state yet) instead of a steady-state one")
+    step.add_argument("--zero-grad-at", choices=("start", "after_forward", "end"), default="start",
+                      help="where the loop calls optimizer.zero_grad() (default start: before the forward)")
+    step.add_argument("--keep-output", action="store_true",
+                      help="the loop keeps its output and loss alive until the next step rebinds them")
     step.add_argument("--sharding", choices=SHARDINGS, default=None, help="data-parallel strategy")
+    step.add_argument("--fsdp-mixed-precision", action="store_true",
+                      help="FSDP2's MixedPrecisionPolicy(param_dtype=bf16, reduce_dtype=fp32) (with --sharding fsdp)")
+    step.add_argument("--cpu-offload", action="store_true",
+                      help="FSDP2's CPUOffloadPolicy: the rank's shards and the optimizer step on the host")
+    step.add_argument("--no-reshard-after-forward", action="store_true",
+                      help="FSDP2's reshard_after_forward=False: every unit keeps its gathered parameters until backward")
     step.add_argument("--world-size", type=positive_int, default=1, metavar="N", help="ranks (with --sharding)")
     step.add_argument("--fit", type=device_size, metavar="SIZE", default=None,
                       help="find the largest batch that fits SIZE (e.g. 80GiB), allowance included")
@@ -89,6 +101,10 @@ def run(args: argparse.Namespace, stdout: IO[str] | None = None, stderr: IO[str]
     stdout, stderr = stdout or sys.stdout, stderr or sys.stderr
     if args.sharding is None and args.world_size != 1:
         raise UsageError(f"--world-size {args.world_size} needs --sharding", f"one of {', '.join(SHARDINGS)}")
+    if ((args.fsdp_mixed_precision or args.no_reshard_after_forward or args.cpu_offload)
+            and args.sharding not in ("fsdp", "zero3")):
+        raise UsageError("--fsdp-mixed-precision / --no-reshard-after-forward / --cpu-offload are options of FSDP2",
+                         "add --sharding fsdp --world-size N")
     if args.fit is not None and not args.train:
         raise UsageError("--fit searches the batch of a training step", "add --train")
     fmt = args.format or ("html" if (args.output or "").endswith((".html", ".htm")) else
@@ -142,7 +158,13 @@ def _measure(args: argparse.Namespace, model: Any, inputs: tuple, kwargs: dict) 
 
     options = dict(optimizer=args.optimizer, autocast=args.autocast, attention=args.attention,
                    activation_checkpointing=True if args.checkpointing else None, sharding=args.sharding,
-                   world_size=args.world_size, steady_state=not args.first_step, **kwargs)
+                   world_size=args.world_size, steady_state=not args.first_step, zero_grad_at=args.zero_grad_at,
+                   keep_output=args.keep_output, reshard_after_forward=not args.no_reshard_after_forward,
+                   cpu_offload=args.cpu_offload, **kwargs)
+    if args.fsdp_mixed_precision:
+        import torch
+
+        options["mixed_precision"] = {"param_dtype": torch.bfloat16, "reduce_dtype": torch.float32}
     result = estimate_training_memory(model, *inputs, **options)
     report = _result_dict(result)
     text = [result.summary()]

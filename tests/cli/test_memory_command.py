@@ -64,3 +64,20 @@ def test_html_page_has_the_timeline_and_the_categories(cli, tmp_path):
 def test_html_needs_train(cli):
     code, _, err = cli("memory", MLP, "--input-shape", "2,4", "--format", "html")
     assert code == 2 and "add --train" in err
+
+
+def test_loop_and_fsdp_policy_flags(cli):
+    # MLP: 37 fp32 parameters (148 B); fsdp x2: Linear(4,5) weight 3 of 5 rows, bias 3 of 5, Linear(5,2) weight
+    # 1 of 2 rows, bias 1 of 2: (12 + 3 + 5 + 1) * 4 = 84 B per rank, in float32 under the policy too.
+    code, out, err = cli("memory", MLP, "--input-shape", "2,4", "--train", "--zero-grad-at", "after_forward",
+                         "--keep-output", "--sharding", "fsdp", "--world-size", "2", "--fsdp-mixed-precision",
+                         "--no-reshard-after-forward", "--cpu-offload", "--format", "json")
+    assert code == 0, err
+    report = json.loads(out)
+    assert (report["zero_grad_at"], report["keep_output"], report["reshard_after_forward"]) == ("after_forward", True,
+                                                                                                 False)
+    assert report["mixed_precision"] == "param bfloat16, reduce float32"
+    assert report["params_bytes"] == report["grads_bytes"] == 84
+    assert report["offloaded_bytes"] == 84 + 84 + 2 * 84  # parameters, gradients, AdamW's two states: on the host
+    code, _, err = cli("memory", MLP, "--input-shape", "2,4", "--train", "--fsdp-mixed-precision")
+    assert code == 2 and "--sharding fsdp" in err

@@ -60,12 +60,16 @@ def _storages_bytes(tensors: list[torch.Tensor]) -> int:
 def allocator_step(model: nn.Module, inputs: tuple, *, optimizer: Callable[[Any], torch.optim.Optimizer],
                    loss_fn: Callable[..., torch.Tensor] | None = None, target: Any = None,
                    steady_state: bool = True, set_to_none: bool = True, accumulation_steps: int = 1,
+                   zero_grad_at: str = "start", keep_output: bool = False,
                    wrap: Callable[[nn.Module], nn.Module] | None = None, **kwargs: Any) -> AllocatorStep:
     """Live bytes of the CPU allocator during one real training step of a copy of ``model``.
 
     ``steady_state``: a first step runs before the one measured (the optimizer's states exist and
     the gradients are ``None``, or zeros with ``set_to_none=False``). ``accumulation_steps``: k
     forward/backward passes of ``loss / k`` on ``inputs``, then one ``optimizer.step()``.
+    ``zero_grad_at``: ``"start"`` (before the forward), ``"after_forward"`` (between the loss and
+    ``backward``, first micro-batch) or ``"end"`` (after ``optimizer.step()``). ``keep_output``: the
+    loop's ``out`` and ``loss`` variables live until the next step rebinds them.
     ``wrap``: applied to the copy before the optimizer is built (``DistributedDataParallel``).
 
     The profiler runs from before the optimizer (and ``wrap``) are made, so every byte made after
@@ -75,6 +79,7 @@ def allocator_step(model: nn.Module, inputs: tuple, *, optimizer: Callable[[Any]
     held = [*model.parameters(), *model.buffers(), *inputs, *(v for v in kwargs.values() if isinstance(v, torch.Tensor)),
             *((target,) if isinstance(target, torch.Tensor) else ())]
     base = _storages_bytes(held)
+    del held  # (a wrapper that replaces the parameters, as fully_shard, frees them: no reference here may keep them)
 
     def loss_of(output: Any) -> torch.Tensor:
         if loss_fn is None:
@@ -85,19 +90,33 @@ def allocator_step(model: nn.Module, inputs: tuple, *, optimizer: Callable[[Any]
         trained = wrap(model) if wrap is not None else model
         opt = optimizer([p for p in model.parameters() if p.requires_grad])
 
+        kept: dict[str, Any] = {}  # the loop's variables `out` and `loss`, when it keeps them
+
         def step() -> None:
-            opt.zero_grad(set_to_none=set_to_none)
-            for _ in range(accumulation_steps):
-                loss = loss_of(trained(*inputs, **kwargs))
+            if zero_grad_at == "start":
+                opt.zero_grad(set_to_none=set_to_none)
+            for micro in range(accumulation_steps):
+                out = trained(*inputs, **kwargs)
+                if keep_output:
+                    kept["out"] = out
+                loss = loss_of(out)
+                del out
                 if accumulation_steps > 1:
                     loss = loss / accumulation_steps
+                if keep_output:
+                    kept["loss"] = loss
+                if zero_grad_at == "after_forward" and micro == 0:
+                    opt.zero_grad(set_to_none=set_to_none)
                 loss.backward()
                 del loss
             opt.step()
+            if zero_grad_at == "end":
+                opt.zero_grad(set_to_none=set_to_none)
 
         if steady_state:
             step()
-        opt.zero_grad(set_to_none=set_to_none)
+        if zero_grad_at == "start":  # (before the window too, as the reference always did; the step's own
+            opt.zero_grad(set_to_none=set_to_none)  # zero_grad then frees nothing: gloo's work gets this time to end)
         with record_function(_STEP), _MarkOperators():
             step()
     events = list(prof.profiler.kineto_results.events())

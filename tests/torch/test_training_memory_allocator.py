@@ -217,3 +217,82 @@ def test_deepspeed_engine_and_zero3_parameters_are_refused_with_what_to_pass():
     model[0].weight.ds_status = "NOT_AVAILABLE"
     with pytest.raises(TypeError, match=r"parameter '0.weight' .* partitioned by DeepSpeed ZeRO-3.*sharding='zero3'"):
         estimate_training_memory(model, torch.randn(2, 8))
+
+
+# The loop as users write it: where zero_grad() sits, and whether `out` / `loss` outlive the step.
+LOOP_PLACES = [(opt, set_to_none, at, keep) for opt in ("sgd", "adamw") for set_to_none in (True, False)
+               for at in ("start", "after_forward", "end") for keep in (False, True)
+               if opt == "sgd" or (set_to_none and keep != (at == "end"))]
+
+
+@pytest.mark.parametrize("name, set_to_none, at, keep", LOOP_PLACES)
+def test_zero_grad_placement_and_kept_output_match_the_allocator(name, set_to_none, at, keep):
+    ids = torch.randint(0, 64, (2, 16))
+    result = estimate_training_memory(LlamaDecoder(), ids, loss_fn=lm_loss, target=ids, attention="cpu",
+                                      optimizer=name, set_to_none=set_to_none, zero_grad_at=at, keep_output=keep)
+    real = allocator_step(LlamaDecoder(), (ids,), optimizer=torch_optimizer(name), loss_fn=lm_loss, target=ids,
+                          set_to_none=set_to_none, zero_grad_at=at, keep_output=keep)
+    assert (result.zero_grad_at, result.keep_output) == (at, keep)
+    assert real.dispatcher_peak_bytes == result.peak_bytes + result.optimizer_host_bytes
+
+
+LOGITS = 2 * 16 * 64 * 4  # the decoder's output: batch 2, 16 tokens, vocabulary 64, fp32 = 8,192 B
+LOSS = 4  # a 0-dim fp32 loss
+
+
+def test_zero_grad_after_forward_holds_the_gradients_through_the_forward():
+    # SGD, set_to_none=True. zero_grad() between the loss and backward: the step before's gradients
+    # (86,656 B) are alive from the forward's start to the end of the loss; the peak moves from the
+    # backward (log_softmax's gradient) to the loss (nll_loss), and backward starts as before.
+    ids = torch.randint(0, 64, (2, 16))
+    run = {"loss_fn": lm_loss, "target": ids, "attention": "cpu", "optimizer": "sgd"}
+    start = estimate_training_memory(LlamaDecoder(), ids, **run)
+    after = estimate_training_memory(LlamaDecoder(), ids, zero_grad_at="after_forward", **run)
+    end = estimate_training_memory(LlamaDecoder(), ids, zero_grad_at="end", **run)
+    after_phases = {p.name: p for p in after.phases}
+    start_phases = {p.name: p for p in start.phases}
+    for name in ("forward", "loss"):
+        assert after_phases[name].start_bytes == start_phases[name].start_bytes + DECODER_BYTES
+        assert after_phases[name].peak_bytes == start_phases[name].peak_bytes + DECODER_BYTES
+    assert after_phases["backward"].start_bytes == start_phases["backward"].start_bytes
+    assert start.peak_phase == "backward" and after.peak_phase == "loss"
+    assert after.peak_bytes == start_phases["loss"].peak_bytes + DECODER_BYTES
+    # zero_grad at the end of the step before is zero_grad at the start of this one: same bytes
+    assert end.peak_bytes == start.peak_bytes and end.phases[:3] == start.phases[:3]
+
+
+def test_kept_output_and_loss_add_their_bytes():
+    # keep_output: the step before's logits and loss (8,192 + 4 B) are alive through this forward,
+    # until `out = model(x)` / `loss = ...` rebind them; this step's logits stay through backward
+    # (log_softmax saves its output, not the logits: without the variable they are freed in the loss).
+    ids = torch.randint(0, 64, (2, 16))
+    run = {"loss_fn": lm_loss, "target": ids, "attention": "cpu", "optimizer": "sgd"}
+    plain = estimate_training_memory(LlamaDecoder(), ids, **run)
+    kept = estimate_training_memory(LlamaDecoder(), ids, keep_output=True, **run)
+    assert kept.phases[0].start_bytes == plain.phases[0].start_bytes + LOGITS + LOSS
+    assert kept.peak_phase == plain.peak_phase == "backward"
+    assert kept.peak_bytes == plain.peak_bytes + LOGITS  # (the step before's loss is freed by then)
+    assert kept.activations_bytes == plain.activations_bytes  # the step before's output is not this forward's
+    real = estimate_training_memory(LlamaDecoder(), ids, keep_output=True, meta=False, **run)
+    assert real.timeline == kept.timeline and real.phases == kept.phases
+
+
+def test_kept_output_of_a_linear_layer():
+    # Linear(1000, 1000), batch 8, SGD (momentum). The peak is in backward, at the bias's gradient:
+    # params 4,004,000 + input 32,000 + momentum 4,004,000 + weight gradient 4,000,000 + bias gradient
+    # 4,000 + the loss 4 + its gradient 4 (the sum's backward expands it: a view, no copy) = 12,044,008.
+    # keep_output adds the output [8, 1000] fp32, 32,000 B (the step before's loss is freed by then).
+    x = torch.randn(8, 1000)
+    result = estimate_training_memory(linear(), x, optimizer="sgd", keep_output=True)
+    plain = estimate_training_memory(linear(), x, optimizer="sgd")
+    assert plain.peak_bytes == 3 * LINEAR_BYTES + INPUT_BYTES + 4 + 4 == 12_044_008
+    assert result.peak_bytes == plain.peak_bytes + 32_000 == 12_076_008
+    real = allocator_step(linear(), (x,), optimizer=torch_optimizer("sgd"), keep_output=True)
+    assert real.dispatcher_peak_bytes == result.peak_bytes
+
+
+def test_loop_place_errors_name_the_choices():
+    with pytest.raises(ValueError, match="zero_grad_at='middle'.*'start', 'after_forward', 'end'"):
+        estimate_training_memory(mlp(), torch.randn(2, 8), zero_grad_at="middle")
+    with pytest.raises(TypeError, match="keep_output"):
+        estimate_training_memory(mlp(), torch.randn(2, 8), keep_output="yes")

@@ -117,3 +117,102 @@ def test_largest_sequence_length():
 def test_nothing_fits():
     found = largest_batch(mlp(), torch.randn(1, 8), fit=100, allowance=False)
     assert found.size == 0 and found.result is None
+
+
+# FSDP2's MixedPrecisionPolicy(param_dtype=bf16, reduce_dtype=fp32) and reshard_after_forward.
+BF16_FP32 = {"param_dtype": torch.bfloat16, "reduce_dtype": torch.float32}
+
+
+def test_fsdp_mixed_precision_keeps_master_states_and_gathers_bf16():
+    from torch.distributed.fsdp import MixedPrecisionPolicy
+
+    policy = MixedPrecisionPolicy(**BF16_FP32)
+    plain = run(sharding="fsdp", world_size=2)
+    mixed = run(sharding="fsdp", world_size=2, mixed_precision=policy)
+    # the sharded float32 parameters, gradients and AdamW states are those of the plain run: 424, 424, 2 * 424
+    assert (mixed.params_bytes, mixed.grads_bytes, mixed.optimizer_bytes) == (HALF, HALF, 2 * HALF)
+    # gathered: the root unit (the whole MLP, 212 parameters) in bf16, 424 B, in forward and backward; one
+    # unit's gradients before reduce-scatter in fp32, 848 B, in backward (plain: 848 + 848)
+    assert mixed.gather_bytes == 212 * 2 + 212 * 4 == 1272 and plain.gather_bytes == 2 * FULL
+    # the forward computes in bf16: the activations are those of a pure-bf16 run, half the float32 ones
+    pure_bf16 = run(dtype=torch.bfloat16)
+    assert mixed.activations_bytes == pure_bf16.activations_bytes == plain.activations_bytes // 2
+    # the float32 input (64 B) and the bf16 copy FSDP casts (cast_forward_inputs): 64 + 32
+    assert mixed.input_bytes == INPUT + INPUT // 2
+    assert mixed.mixed_precision == "param bfloat16, reduce float32"
+    # a dict of the policy's fields is the same policy; real bf16 copies give the meta figures
+    assert run(sharding="fsdp", world_size=2, mixed_precision=BF16_FP32).peak_bytes == mixed.peak_bytes
+    real = run(sharding="fsdp", world_size=2, mixed_precision=policy, meta=False)
+    assert real.timeline == mixed.timeline and real.activations_bytes == mixed.activations_bytes
+
+
+def test_fsdp_mixed_precision_saves_no_weight_copy():
+    # bf16 autocast over FSDP casts every weight it uses and linear saves the copy for backward (an
+    # activation of the linear layer); under the policy the bf16 weights are FSDP's gathered buffers, freed
+    # after each unit, and a linear layer whose input another module made holds nothing. The output
+    # projection o (32 x 32) and down (48 -> 32) of each block: their weight copy is all they hold under
+    # autocast, 32 * 32 * 2 = 2,048 B and 32 * 48 * 2 = 3,072 B.
+    ids = torch.randint(0, 64, (2, 16))
+    options = {"loss_fn": lm_loss, "target": ids, "attention": "cuda", "sharding": "fsdp", "world_size": 2}
+    autocast = estimate_training_memory(LlamaDecoder(), ids, autocast="bf16", **options)
+    mixed = estimate_training_memory(LlamaDecoder(), ids, mixed_precision=BF16_FP32, **options)
+    for block in ("blocks.0", "blocks.1"):
+        assert autocast.activations_by_module[f"{block}.o"] == 32 * 32 * 2
+        assert autocast.activations_by_module[f"{block}.down"] == 32 * 48 * 2
+        assert f"{block}.o" not in mixed.activations_by_module and f"{block}.down" not in mixed.activations_by_module
+
+
+def test_fsdp_reshard_after_forward_false_holds_every_unit():
+    # units=nn.Linear: every linear layer is a unit (q, k, v, o: 32*32 = 1,024; gate, up, down: 32*48 = 1,536;
+    # head 64*32 = 2,048 parameters); the root holds the rest: embedding 2,048 + 5 norms * 32 = 2,208.
+    # 21,664 parameters in all (86,656 B fp32).
+    ids = torch.randint(0, 64, (2, 16))
+    options = {"loss_fn": lm_loss, "target": ids, "sharding": "fsdp", "world_size": 2, "units": torch.nn.Linear}
+    resharded = estimate_training_memory(LlamaDecoder(), ids, **options)
+    kept = estimate_training_memory(LlamaDecoder(), ids, reshard_after_forward=False, **options)
+    # resharded: root 2,208 + two head-sized units 2 * 2,048 = 6,304 parameters = 25,216 B gathered, plus
+    # one unit's gradients (the head, 8,192 B) in backward
+    assert resharded.gather_bytes == (2208 + 2 * 2048) * 4 + 2048 * 4 == 33_408
+    # kept: every unit's from the forward on, all 21,664 parameters = 86,656 B, plus the head's gradients
+    assert kept.gather_bytes == 86_656 + 8_192 == 94_848
+    assert kept.peak_bytes - resharded.peak_bytes == 94_848 - 33_408
+    # with the policy, gathered in bf16, reduced in fp32: 43,328 + 8,192
+    mixed = estimate_training_memory(LlamaDecoder(), ids, reshard_after_forward=False, mixed_precision=BF16_FP32,
+                                     **options)
+    assert mixed.gather_bytes == 86_656 // 2 + 8_192 == 51_520
+    assert not kept.reshard_after_forward
+
+
+def test_fsdp_options_errors_name_what_to_pass():
+    with pytest.raises(ValueError, match="mixed_precision is an option of FSDP2.*sharding='fsdp'"):
+        run(mixed_precision=BF16_FP32)
+    with pytest.raises(ValueError, match="reshard_after_forward=False is an option of FSDP2"):
+        run(sharding="ddp", world_size=2, reshard_after_forward=False)
+    with pytest.raises(TypeError, match="reshard_after_forward must be a bool"):
+        run(sharding="fsdp", world_size=2, reshard_after_forward=8)
+    with pytest.raises(ValueError, match="unknown field 'param'"):
+        run(sharding="fsdp", world_size=2, mixed_precision={"param": torch.bfloat16})
+    with pytest.raises(ValueError, match="param_dtype=torch.int8 is not a floating"):
+        run(sharding="fsdp", world_size=2, mixed_precision={"param_dtype": torch.int8})
+    with pytest.raises(TypeError, match="MixedPrecisionPolicy"):
+        run(sharding="fsdp", world_size=2, mixed_precision="bf16")
+
+
+def test_fsdp_cpu_offload_moves_the_shards_and_the_update_to_the_host():
+    # MLP, fsdp x2, AdamW: the rank's shards - parameters 424, gradients 424, states 2 * 424 - are host memory.
+    plain = run(sharding="fsdp", world_size=2)
+    offloaded = run(sharding="fsdp", world_size=2, cpu_offload=True)
+    assert offloaded.offloaded_bytes == HALF + HALF + 2 * HALF == 1696
+    assert (offloaded.params_bytes, offloaded.grads_bytes, offloaded.optimizer_bytes) == (HALF, HALF, 2 * HALF)
+    phases = {p.name: p for p in offloaded.phases}
+    # the forward starts with the input (64 B) and the gathered root unit (848 B) on the device
+    assert phases["forward"].start_bytes == INPUT + FULL
+    # the update runs on the host: the device holds the input alone through the optimizer step
+    assert phases["optimizer"].start_bytes == phases["optimizer"].peak_bytes == INPUT
+    # the backward on the device is the plain one less the sharded parameters (424), the states (848) and
+    # the gradients' shards made so far
+    plain_phases = {p.name: p for p in plain.phases}
+    assert phases["backward"].start_bytes == plain_phases["backward"].start_bytes - HALF - 2 * HALF
+    assert offloaded.peak_bytes < plain.peak_bytes - HALF - 2 * HALF
+    with pytest.raises(ValueError, match="cpu_offload=True is an option of FSDP2"):
+        run(cpu_offload=True)

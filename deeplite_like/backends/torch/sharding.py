@@ -17,6 +17,23 @@ own micro-batch:
   one running and the one prefetched), and during backward the unsharded gradients of one unit
   before reduce-scatter. This is FSDP2's ``fully_shard`` applied to each unit and to the root.
 
+FSDP2 options (``'fsdp'`` / ``'zero3'`` only):
+
+* ``mixed_precision``: FSDP2's ``MixedPrecisionPolicy`` (or a mapping with its fields). The
+  sharded parameters stay in their own dtype (the float32 master weights), and so do the sharded
+  gradients and the optimizer states; each unit's parameters are all-gathered in ``param_dtype``
+  and the forward and backward compute in it (floating inputs cast when ``cast_forward_inputs``);
+  one unit's gradients are reduce-scattered from a flat buffer in ``reduce_dtype``. No weight is
+  copied by autocast and saved for backward: the gathered ``param_dtype`` parameters are FSDP's
+  buffers (``gather_bytes``), freed after each unit.
+* ``reshard_after_forward=False``: each unit keeps its gathered parameters from its forward to
+  its backward (no re-gather): ``gather_bytes`` holds every unit's from the forward on, the bound
+  reached at the end of the forward and the start of the backward.
+* ``cpu_offload=True``: FSDP2's ``CPUOffloadPolicy``: each rank's shards of the parameters,
+  gradients and optimizer states live in host memory and the optimizer step runs there; the
+  device holds the gathered units, the activations and one unit's gradients before
+  reduce-scatter.
+
 Units are the modules FSDP would wrap: by default the children of the largest
 ``nn.ModuleList`` (the repeated blocks of a transformer); the whole model when it has none.
 A tensor is divided as FSDP2 divides it: on dim 0, each rank holding ``ceil(dim0 / world_size)``
@@ -46,17 +63,56 @@ _STRATEGIES = {
 
 @dataclass(frozen=True)
 class ShardPlan:
-    """Which model states a strategy divides among ``world_size`` ranks."""
+    """Which model states a strategy divides among ``world_size`` ranks; FSDP2's policy (module docstring).
+
+    ``param_dtype`` / ``reduce_dtype``: the dtypes of the gathered parameters and of the gradient
+    reduce-scatter under a mixed-precision policy (``None``: the parameters' own).
+    """
 
     strategy: str | None
     world_size: int
     params: bool
     grads: bool
     states: bool
+    param_dtype: torch.dtype | None = None
+    reduce_dtype: torch.dtype | None = None
+    cast_forward_inputs: bool = True
+    reshard_after_forward: bool = True
+    cpu_offload: bool = False
 
 
-def resolve_sharding(sharding: str | None, world_size: int) -> ShardPlan:
-    """Check ``sharding`` / ``world_size`` and say what the strategy divides."""
+_POLICY_FIELDS = ("param_dtype", "reduce_dtype", "output_dtype", "cast_forward_inputs")
+
+
+def _policy_fields(policy: Any) -> dict[str, Any]:
+    """The fields of FSDP2's ``MixedPrecisionPolicy`` (read from the object or a mapping), checked."""
+    if isinstance(policy, dict):
+        unknown = sorted(set(policy) - set(_POLICY_FIELDS))
+        if unknown:
+            raise ValueError(f"mixed_precision: unknown field {unknown[0]!r}; FSDP2's MixedPrecisionPolicy has "
+                             f"{', '.join(_POLICY_FIELDS)}")
+        fields = {name: policy.get(name) for name in _POLICY_FIELDS}
+        fields["cast_forward_inputs"] = policy.get("cast_forward_inputs", True)
+    elif all(hasattr(policy, name) for name in _POLICY_FIELDS):
+        fields = {name: getattr(policy, name) for name in _POLICY_FIELDS}
+    else:
+        raise TypeError("mixed_precision takes FSDP2's torch.distributed.fsdp.MixedPrecisionPolicy(param_dtype=..., "
+                        f"reduce_dtype=...) or a dict of its fields, got {policy!r}")
+    for name in ("param_dtype", "reduce_dtype", "output_dtype"):
+        value = fields[name]
+        if value is not None and not (isinstance(value, torch.dtype) and value.is_floating_point):
+            raise ValueError(f"mixed_precision: {name}={value!r} is not a floating torch.dtype")
+    if fields["output_dtype"] is not None:
+        raise ValueError("mixed_precision: output_dtype is not modelled (the output stays in param_dtype); leave it "
+                         "None")
+    if not isinstance(fields["cast_forward_inputs"], bool):
+        raise TypeError(f"mixed_precision: cast_forward_inputs must be a bool, got {fields['cast_forward_inputs']!r}")
+    return fields
+
+
+def resolve_sharding(sharding: str | None, world_size: int, mixed_precision: Any = None,
+                     reshard_after_forward: bool = True, cpu_offload: bool = False) -> ShardPlan:
+    """Check ``sharding`` / ``world_size`` (and FSDP2's options) and say what the strategy divides."""
     if not isinstance(world_size, int) or isinstance(world_size, bool) or world_size < 1:
         raise ValueError(f"world_size must be a positive int, got {world_size!r}")
     key = sharding.lower() if isinstance(sharding, str) else sharding
@@ -67,15 +123,34 @@ def resolve_sharding(sharding: str | None, world_size: int) -> ShardPlan:
         raise ValueError(f"world_size={world_size} needs a sharding strategy (sharding='ddp', 'zero1', 'zero2', "
                          "'zero3' or 'fsdp'); sharding=None means one device")
     params, grads, states = _STRATEGIES[key]
-    return ShardPlan(key, world_size, params, grads, states)
+    if not isinstance(reshard_after_forward, bool):
+        raise TypeError(f"reshard_after_forward must be a bool (FSDP2's int form, resharding to a smaller group, is "
+                        f"not modelled), got {reshard_after_forward!r}")
+    if not isinstance(cpu_offload, bool):
+        raise TypeError(f"cpu_offload must be a bool (FSDP2's CPUOffloadPolicy), got {cpu_offload!r}")
+    if (mixed_precision is not None or not reshard_after_forward or cpu_offload) and not params:
+        option = ("mixed_precision" if mixed_precision is not None else
+                  "reshard_after_forward=False" if not reshard_after_forward else "cpu_offload=True")
+        raise ValueError(f"{option} is an option of FSDP2 (fully_shard): pass sharding='fsdp' (or 'zero3'), not "
+                         f"sharding={sharding!r}")
+    if mixed_precision is None:
+        return ShardPlan(key, world_size, params, grads, states, reshard_after_forward=reshard_after_forward,
+                         cpu_offload=cpu_offload)
+    fields = _policy_fields(mixed_precision)
+    return ShardPlan(key, world_size, params, grads, states, param_dtype=fields["param_dtype"],
+                     reduce_dtype=fields["reduce_dtype"] or fields["param_dtype"],
+                     cast_forward_inputs=fields["cast_forward_inputs"], reshard_after_forward=reshard_after_forward,
+                     cpu_offload=cpu_offload)
 
 
-def shard_bytes(tensor: torch.Tensor, world_size: int) -> int:
-    """Bytes one rank holds of ``tensor`` divided on dim 0 (``ceil(dim0 / world_size)`` rows)."""
+def shard_bytes(tensor: torch.Tensor, world_size: int, element_size: int | None = None) -> int:
+    """Bytes one rank holds of ``tensor`` divided on dim 0 (``ceil(dim0 / world_size)`` rows), at
+    ``element_size`` bytes per element when given (a shard kept in another dtype than ``tensor``'s)."""
+    size = tensor.element_size() if element_size is None else element_size
     if tensor.dim() == 0 or world_size == 1:
-        return tensor.numel() * tensor.element_size()
+        return tensor.numel() * size
     rows = tensor.shape[0]
-    row_bytes = (tensor.numel() // rows if rows else 0) * tensor.element_size()
+    row_bytes = (tensor.numel() // rows if rows else 0) * size
     return math.ceil(rows / world_size) * row_bytes
 
 

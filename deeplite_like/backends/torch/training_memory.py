@@ -31,6 +31,8 @@ from __future__ import annotations
 import contextlib
 import functools
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from fractions import Fraction
 from typing import Any
 
 import torch
@@ -58,6 +60,7 @@ from deeplite_like.backends.torch.training_step import StepRecord, StepTracker, 
 __all__ = ["estimate_training_memory", "build_optimizer", "PHASES"]
 
 PHASES = ("forward", "loss", "backward", "optimizer")
+ZERO_GRAD_PLACES = ("start", "after_forward", "end")
 
 def _default_loss(output: Any) -> torch.Tensor:
     """``output.loss`` / ``output["loss"]`` when the model computes its loss, else the sum of the output."""
@@ -96,6 +99,11 @@ def estimate_training_memory(
     fused: bool = False,
     set_to_none: bool = True,
     accumulation_steps: int = 1,
+    zero_grad_at: str = "start",
+    keep_output: bool = False,
+    mixed_precision: Any = None,
+    reshard_after_forward: bool = True,
+    cpu_offload: bool = False,
     **kwargs: Any,
 ) -> TrainingMemory:
     """Measure the memory of one training step of ``model(*inputs, **kwargs)``, per rank, in bytes.
@@ -126,12 +134,26 @@ def estimate_training_memory(
     refuses it on meta). ``set_to_none=False``: the step starts with ``optimizer.zero_grad(
     set_to_none=False)``, so the gradients are zeros held from the step before, accumulated into
     in place. ``accumulation_steps=k``: k forward / loss / backward passes of ``loss / k`` on
-    ``inputs`` (one micro-batch), then one ``optimizer.step()``.
+    ``inputs`` (one micro-batch), then one ``optimizer.step()``. ``zero_grad_at``: where the loop
+    calls ``optimizer.zero_grad()``: ``"start"`` of the step (before the forward), ``"after_forward"``
+    (between the loss and ``backward``: the step before's gradients are held through the forward),
+    ``"end"`` (after ``optimizer.step()``). ``keep_output=True``: the loop keeps its ``output`` and
+    ``loss`` variables until the next step rebinds them (``out = model(x); loss = f(out)``): the
+    output is held through backward and the optimizer step, and the step before's output and loss
+    through the forward (the figures are then those of a step after the first, ``steady_state``).
+
+    FSDP2 (``sharding='fsdp'``): ``mixed_precision``, its ``MixedPrecisionPolicy`` (or a dict of its
+    fields): the step computes in ``param_dtype`` while the sharded parameters, gradients and
+    optimizer states stay in the parameters' dtype; ``reshard_after_forward=False`` keeps each
+    unit's gathered parameters from its forward to its backward; ``cpu_offload=True``, its
+    ``CPUOffloadPolicy``: the rank's shards of parameters, gradients and states are host memory
+    (``offloaded_bytes``, outside every device figure) and the optimizer step runs on the host
+    (``sharding.py``).
     """
     if not isinstance(model, nn.Module):
         raise TypeError(f"estimate_training_memory expects a torch.nn.Module, got {type(model).__name__}")
     _refuse_deepspeed(model)
-    plan = resolve_sharding(sharding, world_size)
+    plan = resolve_sharding(sharding, world_size, mixed_precision, reshard_after_forward, cpu_offload)
     if not isinstance(accumulation_steps, int) or isinstance(accumulation_steps, bool) or accumulation_steps < 1:
         raise ValueError(f"accumulation_steps must be an int >= 1 (micro-batches per optimizer step), got "
                          f"{accumulation_steps!r}")
@@ -144,6 +166,11 @@ def estimate_training_memory(
     else:  # it labels the figures: it must be the batch that runs
         batch_size = check_batch_size(batch_size, "batch_size", "estimate_training_memory", allow_none=False)
         check_batch_agrees(batch_size, input_shapes(inputs, kwargs), "estimate_training_memory")
+    if zero_grad_at not in ZERO_GRAD_PLACES:
+        raise ValueError(f"zero_grad_at={zero_grad_at!r}: where the loop calls optimizer.zero_grad(); use one of "
+                         f"{', '.join(map(repr, ZERO_GRAD_PLACES))}")
+    keep_output = check_flag(keep_output, "keep_output", "estimate_training_memory")
+    loop = _Loop(set_to_none, accumulation_steps, zero_grad_at, keep_output)
     meta = check_flag(meta, "meta", "estimate_training_memory")
     steady_state = check_flag(steady_state, "steady_state", "estimate_training_memory")
     checkpoint_names = ([] if activation_checkpointing in (None, False)
@@ -172,16 +199,20 @@ def estimate_training_memory(
         _train_mode(model)
         device = torch.device("meta") if meta else model_device(model)
         real_buffers = dict(model.named_buffers())
-        state = _copied_state(model, device, dtype)
+        state, master_sizes = _copied_state(model, device, dtype, plan.param_dtype)
         originals = tensor_leaves((inputs, kwargs, target))
         inputs, kwargs, target = _moved((inputs, kwargs, target), device, dtype)
+        uncast: list[torch.Tensor] = []  # inputs as given, beside the copies FSDP casts (both are held)
+        if plan.param_dtype is not None and plan.cast_forward_inputs:
+            uncast = [t for t in tensor_leaves((inputs, kwargs)) if t.is_floating_point() and t.dtype != plan.param_dtype]
+            inputs, kwargs = _moved((inputs, kwargs), device, plan.param_dtype)
         trainable = [t for name, t in state.items() if t.requires_grad]
         if not trainable:
             raise ValueError(f"{type(model).__name__} has no parameter that requires grad: there is no training "
                              "step to measure")
         opt, opt_name, implementation = build_optimizer(optimizer, trainable, foreach=foreach, fused=fused)
 
-        leaves = tensor_leaves((inputs, kwargs, target))
+        leaves = [*tensor_leaves((inputs, kwargs, target)), *uncast]
         input_bytes = spanned_bytes(leaves)
         param_names = {name for name, _ in model.named_parameters()}
         params_full = sum(t.untyped_storage().nbytes() for t in tensor_storages(
@@ -196,7 +227,7 @@ def estimate_training_memory(
         tracker.adopt([t for t in _state_storages(opt) if not _host_scalar(t)])
         if meta:
             mode.values.made_on_meta = False  # (tensors made from nothing stay where torch puts them)
-            for real, moved in zip(originals, tensor_leaves((inputs, kwargs, target))):
+            for real, moved in zip(originals, tensor_leaves((inputs, kwargs, target))):  # (same shapes if cast)
                 mode.values.seed(moved, real)
             for name, buffer in real_buffers.items():
                 mode.values.seed(state[name], buffer)
@@ -209,19 +240,32 @@ def estimate_training_memory(
                 for kernel in kernels:
                     stack.enter_context(kernel)
                 stack.enter_context(mode)
+                held: dict[str, Any] = {}  # the loop's output and loss variables (keep_output=True)
                 if steady_state:
                     with tracker.in_phase("warm-up"):
-                        for t in trainable:
-                            t.grad = torch.zeros_like(t)
-                        opt.step()
-                        opt.zero_grad(set_to_none=set_to_none)
-                _run_step(model, inputs, kwargs, target, loss_fn, opt, tracker, policy, accumulation_steps)
+                        if keep_output:  # the step before, whole: its output and loss are still held
+                            _run_step(model, inputs, kwargs, target, loss_fn, opt, tracker, policy, loop, held,
+                                      label="warm-up")
+                        else:  # its gradients and the optimizer's states, as that step leaves them
+                            for t in trainable:
+                                t.grad = torch.zeros_like(t)
+                            opt.step()
+                            if zero_grad_at == "end":
+                                opt.zero_grad(set_to_none=set_to_none)
+                _run_step(model, inputs, kwargs, target, loss_fn, opt, tracker, policy, loop, held)
+                held.clear()
             grads = tensor_storages([t.grad for t in trainable if t.grad is not None])
             grad_serials = {tracker.serial_of(t): t for t in grads}
             states = _state_storages(opt)
             host = [t for t in states if _host_scalar(t)]
             device_states = [t for t in states if not _host_scalar(t)]
             state_serials = {tracker.serial_of(t): t for t in device_states}
+            # a gradient and a state are kept in their parameter's (master) dtype
+            for p in trainable:
+                size = master_sizes[storage_key(p)]
+                for t in [p.grad, *(v for v in opt.state.get(p, {}).values() if isinstance(v, torch.Tensor))]:
+                    if t is not None and t.dtype == p.dtype and storage_key(t) is not None:
+                        master_sizes.setdefault(storage_key(t), size)
             host_serials = {tracker.serial_of(t) for t in host} - {None}
         except (RuntimeError, NotImplementedError) as error:
             if meta:
@@ -234,26 +278,35 @@ def estimate_training_memory(
             tracker.detach_all()
 
         grads_full = sum(t.untyped_storage().nbytes() for t in grads)
-        params_rank = sum(_rank_bytes(t, plan, plan.params) for t in tensor_storages(
+        master = functools.partial(_rank_bytes, plan=plan, master_sizes=master_sizes)
+        grads_rank = sum(master(t, divided=plan.grads) for t in grads)
+        states_rank = sum(master(t, divided=plan.states) for t in device_states)
+        params_rank = sum(master(t, divided=plan.params) for t in tensor_storages(
             [t for n, t in state.items() if n in param_names]))
-        weights = _rank_weights(tracker.record, grad_serials, state_serials, host_serials, plan)
+        weights = _rank_weights(tracker.record, grad_serials, state_serials, host_serials, plan, master_sizes,
+                                _master_ratio(state, param_names, master_sizes))
         extras = _strategy_extras(model, state, param_names, unit_names, plan, grads_full)
-        base_rank = params_rank + buffers_bytes + input_bytes
-        base_blocks = [_rank_bytes(t, plan, plan.params) for t in tensor_storages(
+        device_params = 0 if plan.cpu_offload else params_rank
+        base_rank = device_params + buffers_bytes + input_bytes
+        base_blocks = [] if plan.cpu_offload else [master(t, divided=plan.params) for t in tensor_storages(
             [t for n, t in state.items() if n in param_names])]
         base_blocks += [t.untyped_storage().nbytes() for t in tensor_storages(
             [*(t for n, t in state.items() if n not in param_names), *leaves])]
         return _summarise(
             tracker.record, weights, base_rank, extras, base_blocks,
             params_bytes=params_rank,
-            grads_bytes=sum(_rank_bytes(t, plan, plan.grads) for t in grads),
-            optimizer_bytes=sum(_rank_bytes(t, plan, plan.states) for t in device_states),
+            grads_bytes=grads_rank,
+            optimizer_bytes=states_rank,
+            offloaded_bytes=params_rank + grads_rank + states_rank if plan.cpu_offload else 0,
             optimizer_host_bytes=sum(t.untyped_storage().nbytes() for t in host),
             buffers_bytes=buffers_bytes, input_bytes=input_bytes, batch_size=batch_size, optimizer=opt_name,
             autocast=str(autocast_dtype).removeprefix("torch.") if autocast_dtype else None,
             world_size=plan.world_size, sharding=plan.strategy, checkpointed=tuple(checkpoint_names),
             steady_state=steady_state, meta=meta, implementation=implementation, set_to_none=set_to_none,
-            accumulation_steps=accumulation_steps,
+            accumulation_steps=accumulation_steps, zero_grad_at=zero_grad_at, keep_output=keep_output,
+            mixed_precision=(None if plan.param_dtype is None else
+                             f"param {_dtype_name(plan.param_dtype)}, reduce {_dtype_name(plan.reduce_dtype)}"),
+            reshard_after_forward=plan.reshard_after_forward,
         )
 
 
@@ -323,16 +376,22 @@ def _add_note(error: BaseException, note: str) -> None:
         error.add_note(note)
 
 
-def _copied_state(model: nn.Module, device: torch.device, dtype: torch.dtype | None) -> dict[str, torch.Tensor]:
+def _copied_state(model: nn.Module, device: torch.device, dtype: torch.dtype | None,
+                  param_dtype: torch.dtype | None = None) -> tuple[dict[str, torch.Tensor], dict[Any, int]]:
     """Leaf copies of parameters (keeping requires_grad) and buffers, on ``device``, optionally cast,
     swapped into the modules in place of the originals (every owner of a tied tensor gets the same
     copy). The caller restores the modules (``preserved_model_state`` puts the dicts back).
+
+    ``param_dtype`` (FSDP2's mixed precision): the floating parameters compute in it; their master
+    copies keep ``dtype`` (or their own). Also returned: the master element size of each parameter
+    copy, by storage key.
 
     Swapped for the whole step rather than through ``functional_call``: a checkpointed module
     recomputes its forward during backward, and must find the copies there too.
     """
     state: dict[str, torch.Tensor] = {}
     copies: dict[int, torch.Tensor] = {}
+    master_sizes: dict[Any, int] = {}
     for kind, named in (("param", model.named_parameters()), ("buffer", model.named_buffers())):
         for name, tensor in named:
             copy = tensor.detach().to(device)
@@ -342,8 +401,12 @@ def _copied_state(model: nn.Module, device: torch.device, dtype: torch.dtype | N
                 copy = copy.clone()  # real run: never step or update the user's own storage
             elif copy.device.type == "meta" and copy is tensor:
                 copy = copy.detach()
+            size = copy.element_size()
+            if kind == "param" and param_dtype is not None and copy.is_floating_point():
+                copy = copy.to(param_dtype)
             if kind == "param":
                 copy.requires_grad_(tensor.requires_grad)
+                master_sizes[storage_key(copy)] = size
             state[name] = copy
             copies[id(tensor)] = copy
     for module in model.modules():
@@ -351,62 +414,123 @@ def _copied_state(model: nn.Module, device: torch.device, dtype: torch.dtype | N
             for attr, tensor in slots.items():
                 if tensor is not None and id(tensor) in copies:
                     slots[attr] = copies[id(tensor)]
-    return state
+    return state, master_sizes
+
+
+@dataclass(frozen=True)
+class _Loop:
+    """The training loop as the user writes it (see ``estimate_training_memory``)."""
+
+    set_to_none: bool
+    accumulation_steps: int
+    zero_grad_at: str
+    keep_output: bool
 
 
 def _run_step(model: nn.Module, inputs: tuple, kwargs: dict, target: Any, loss_fn: Callable | None,
-              opt: torch.optim.Optimizer, tracker: StepTracker, policy: Any, accumulation_steps: int) -> None:
-    """Forward, loss, backward (``accumulation_steps`` times, the loss divided by it), optimizer step,
-    each in its phase; the activations are those of the first micro-batch's forward."""
-    for micro in range(accumulation_steps):
+              opt: torch.optim.Optimizer, tracker: StepTracker, policy: Any, loop: _Loop, held: dict[str, Any],
+              label: str | None = None) -> None:
+    """One step of the loop: ``zero_grad`` where ``loop`` places it; forward, loss, backward
+    (``accumulation_steps`` times, the loss divided by it); optimizer step; each in its phase (a
+    warm-up step, ``label``: its optimizer step in phase ``label``, the rest in ``"{label} forward"``
+    ...). The activations are those of the first
+    micro-batch's forward. ``held``: the loop's ``output`` / ``loss`` variables, kept across steps
+    with ``keep_output`` (rebinding one frees the step before's, as in the user's loop).
+
+    ``zero_grad`` at the start runs before the forward's phase begins (a ``set_to_none=False``
+    zeroing is no forward operator); after the forward it runs at the end of the loss phase.
+    """
+    def phase(name: str) -> Any:  # (a warm-up's forward, loss and backward are not optimizer work: apart)
+        if label is None:
+            return tracker.in_phase(name)
+        return tracker.in_phase(label if name == "optimizer" else f"{label} {name}")
+
+    if loop.zero_grad_at == "start":
+        opt.zero_grad(set_to_none=loop.set_to_none)
+    k = loop.accumulation_steps
+    for micro in range(k):
         with policy or contextlib.nullcontext():
-            with tracker.in_phase("forward"):
+            with phase("forward"):
                 output = model(*inputs, **kwargs)
-            if micro == 0:
+            if micro == 0 and label is None:
                 tracker.record.forward_end_events = len(tracker.record.events)
-            with tracker.in_phase("loss"):
+            with phase("loss"):
+                if loop.keep_output:
+                    held["output"] = output  # (frees the step before's output)
                 if loss_fn is None:
                     loss = _default_loss(output)
                 else:
                     loss = loss_fn(output) if target is None else loss_fn(output, target)
                 del output
-                if isinstance(loss, torch.Tensor) and accumulation_steps > 1:
-                    loss = loss / accumulation_steps
-        if not isinstance(loss, torch.Tensor) or loss.numel() != 1:
-            raise ValueError("the loss must be a tensor with one element; loss_fn returned "
-                             f"{type(loss).__name__}{tuple(loss.shape) if isinstance(loss, torch.Tensor) else ''}")
-        with tracker.in_phase("backward"):
+                if isinstance(loss, torch.Tensor) and k > 1:
+                    loss = loss / k
+                if not isinstance(loss, torch.Tensor) or loss.numel() != 1:
+                    raise ValueError("the loss must be a tensor with one element; loss_fn returned "
+                                     f"{type(loss).__name__}"
+                                     f"{tuple(loss.shape) if isinstance(loss, torch.Tensor) else ''}")
+                if loop.keep_output:
+                    held["loss"] = loss  # (frees the step before's loss)
+                if micro == 0 and loop.zero_grad_at == "after_forward":
+                    opt.zero_grad(set_to_none=loop.set_to_none)
+        with phase("backward"):
             # torch.autograd.backward, not loss.backward(): a Tensor method is a torch function, and the
             # function modes (autocast policy, attention kernel) would be off during the whole backward,
             # checkpoint recomputations included.
             torch.autograd.backward(loss)
             del loss
-    with tracker.in_phase("optimizer"):
+    with phase("optimizer"):
         opt.step()
+        if loop.zero_grad_at == "end":
+            opt.zero_grad(set_to_none=loop.set_to_none)
 
 
-def _rank_bytes(tensor: torch.Tensor, plan: ShardPlan, divided: bool) -> int:
+def _rank_bytes(tensor: torch.Tensor, plan: ShardPlan, divided: bool, master_sizes: dict[Any, int] | None = None) -> int:
+    """Bytes a rank holds of ``tensor``: its shard when ``divided``; at its master element size when
+    it is a parameter, gradient or state of a mixed-precision step (``master_sizes``)."""
+    size = (master_sizes or {}).get(storage_key(tensor), tensor.element_size())
     if divided:
-        return shard_bytes(tensor, plan.world_size)
-    return tensor.untyped_storage().nbytes()
+        return shard_bytes(tensor, plan.world_size, size)
+    return tensor.untyped_storage().nbytes() * size // tensor.element_size()
+
+
+def _master_ratio(state: dict[str, torch.Tensor], param_names: set[str], master_sizes: dict[Any, int]) -> Fraction:
+    """Master bytes over computed bytes of the trainable parameters (2 for float32 masters computing in
+    bf16; 1 without a mixed-precision policy): the scale of the optimizer's temporaries."""
+    params = tensor_storages([t for n, t in state.items() if n in param_names and t.requires_grad])
+    run = sum(t.untyped_storage().nbytes() for t in params)
+    held = sum(t.untyped_storage().nbytes() * master_sizes.get(storage_key(t), t.element_size()) // t.element_size()
+               for t in params)
+    return Fraction(held, run) if run else Fraction(1)
+
+
+def _dtype_name(dtype: torch.dtype | None) -> str:
+    return str(dtype).removeprefix("torch.")
 
 
 def _rank_weights(record: StepRecord, grad_serials: dict, state_serials: dict, host_serials: set[int],
-                  plan: ShardPlan) -> list[int]:
+                  plan: ShardPlan, master_sizes: dict[Any, int], ratio: Fraction) -> list[int]:
     """Per-rank device bytes of every allocation: gradients and states divided where the strategy
-    divides them; the optimizer's host scalars (``optimizer_host_bytes``) weigh nothing."""
+    divides them, in their master dtype under a mixed-precision policy (the optimizer's temporaries
+    scaled by ``ratio``, master over computed bytes); the optimizer's host scalars
+    (``optimizer_host_bytes``) weigh nothing."""
     weights = list(record.sizes)
     for serial in host_serials:  # (RMSprop makes its `step` counters with torch.zeros: the dispatcher sees them)
         weights[serial] = 0
     if plan.states:  # the update runs on each rank's shard: its temporaries are divided too
         for serial, (phase, _) in enumerate(record.origin):
             if phase in ("warm-up", "optimizer"):
-                weights[serial] = -(-weights[serial] // plan.world_size)
+                weights[serial] = -(-weights[serial] * ratio.numerator // (plan.world_size * ratio.denominator))
     for serials, divided in ((grad_serials, plan.grads), (state_serials, plan.states)):
-        if divided:
-            for serial, tensor in serials.items():
-                if serial is not None:
-                    weights[serial] = shard_bytes(tensor, plan.world_size)
+        for serial, tensor in serials.items():
+            if serial is not None and (divided or storage_key(tensor) in master_sizes):
+                weights[serial] = _rank_bytes(tensor, plan, divided, master_sizes)
+    if plan.cpu_offload:  # the shards of gradients and states, and the optimizer's work, are on the host
+        for serial in [*grad_serials, *state_serials]:
+            if serial is not None:
+                weights[serial] = 0
+        for serial, (phase, _) in enumerate(record.origin):
+            if phase in ("warm-up", "optimizer"):
+                weights[serial] = 0
     return weights
 
 
@@ -425,15 +549,24 @@ def _strategy_extras(model: nn.Module, state: dict[str, torch.Tensor], param_nam
         root = sum(t.untyped_storage().nbytes() for t in tensor_storages(
             [state[n] for n in param_names if n not in in_unit]))
         largest = max(unit_bytes, default=root)
-        if plan.params:  # all-gathered: the root unit, the running unit and the prefetched one
+        if plan.params and not plan.reshard_after_forward:  # every unit's, held from its forward to its backward
+            gather = root + sum(unit_bytes)
+        elif plan.params:  # all-gathered: the root unit, the running unit and the prefetched one
             gather = root + 2 * max(unit_bytes, default=0) if unit_bytes else root
-        reduce = largest  # one unit's unsharded gradients before reduce-scatter
+        # one unit's unsharded gradients before reduce-scatter (in the policy's reduce dtype)
+        reduce = largest
+        if plan.param_dtype is not None:
+            reduce = largest * _element_size(plan.reduce_dtype) // _element_size(plan.param_dtype)
     extras = {}
     for phase in ("warm-up", *PHASES):
         g = gather if phase in ("forward", "loss", "backward") else 0
         r = reduce if phase == "backward" else 0
         extras[phase] = (comm, g + r)
     return extras
+
+
+def _element_size(dtype: torch.dtype) -> int:
+    return torch.empty((), dtype=dtype, device="meta").element_size()
 
 
 def _alive_after(record: StepRecord, event_count: int) -> set[int]:

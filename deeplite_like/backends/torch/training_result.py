@@ -58,7 +58,12 @@ class TrainingMemory:
     ``comm_buffer_bytes`` / ``gather_bytes``: what the sharding strategy adds (already inside
     ``peak_bytes``). ``allowance``: what is not seen, apart (``Allowance``). The loop measured:
     ``implementation`` of the optimizer step (``"foreach"``, ``"for-loop"``, ``"fused"``, ...),
-    ``set_to_none`` of its ``zero_grad``, ``accumulation_steps`` micro-batches per optimizer step.
+    ``set_to_none`` of its ``zero_grad``, ``accumulation_steps`` micro-batches per optimizer step,
+    ``zero_grad_at`` where the loop zeroes the gradients, ``keep_output`` whether it keeps its output
+    and loss alive until the next step. FSDP2: ``mixed_precision`` (``"param bfloat16, reduce
+    float32"``: the policy's dtypes), ``reshard_after_forward``, and ``offloaded_bytes``: under
+    ``cpu_offload`` the rank's shards of parameters, gradients and states (``params_bytes`` +
+    ``grads_bytes`` + ``optimizer_bytes``), held in host memory, in no device figure.
     """
 
     params_bytes: int
@@ -89,6 +94,11 @@ class TrainingMemory:
     implementation: str = "foreach"
     set_to_none: bool = True
     accumulation_steps: int = 1
+    zero_grad_at: str = "start"
+    keep_output: bool = False
+    mixed_precision: str | None = None
+    reshard_after_forward: bool = True
+    offloaded_bytes: int = 0
 
     @property
     def peak_at(self) -> str:
@@ -109,8 +119,13 @@ class TrainingMemory:
         lines = [f"training step, batch {self.batch_size}, optimizer {self.optimizer} ({self.implementation})"
                  + ("" if self.set_to_none else ", zero_grad(set_to_none=False)")
                  + (f", {self.accumulation_steps} micro-batches" if self.accumulation_steps > 1 else "")
+                 + (f", zero_grad at {self.zero_grad_at}" if self.zero_grad_at != "start" else "")
+                 + (", output kept across steps" if self.keep_output else "")
                  + (f", autocast {self.autocast}" if self.autocast else "")
-                 + (f", {self.sharding} x{self.world_size} (per rank)" if self.sharding else "")]
+                 + (f", {self.sharding} x{self.world_size} (per rank)" if self.sharding else "")
+                 + (f", mixed precision {self.mixed_precision}" if self.mixed_precision else "")
+                 + ("" if self.reshard_after_forward else ", no reshard after forward")
+                 + (f", {format_bytes(self.offloaded_bytes)} offloaded to the host" if self.offloaded_bytes else "")]
         for label, value in (("parameters", self.params_bytes), ("gradients", self.grads_bytes),
                              ("optimizer states", self.optimizer_bytes),
                              ("activations (end of forward)", self.activations_bytes),
