@@ -140,7 +140,7 @@ def model_lock(modules: Iterable[Any]) -> Iterator[None]:
     threads makes them take turns itself (``Profiler._exclusive``).
     """
     modules = list(modules)
-    with _locks_lock:
+    with uninterruptible(), _locks_lock:  # (a lock taken is always one to release)
         locks = []
         for module in sorted(set(modules), key=id):
             try:
@@ -168,7 +168,7 @@ def model_lock(modules: Iterable[Any]) -> Iterator[None]:
     try:
         yield
     finally:
-        with _locks_lock:
+        with uninterruptible(), _locks_lock:
             _release(taken)
 
 

@@ -82,9 +82,15 @@ def raises_once(original, error=KeyboardInterrupt):
 
 @pytest.fixture
 def fastpath():
+    """The fast-path setting found; SIGINT with Python's default handler for the test (a shell can start
+    the tests with SIGINT ignored, as a background job without job control: then no signal arrives)."""
     before = torch.backends.mha.get_fastpath_enabled()
-    yield before
-    torch.backends.mha.set_fastpath_enabled(before)
+    handler = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield before
+    finally:
+        signal.signal(signal.SIGINT, handler)
+        torch.backends.mha.set_fastpath_enabled(before)
 
 
 # -- count_ops: the buffer write-back, the mutated-parameter write-back, detach ------------------

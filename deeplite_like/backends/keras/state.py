@@ -43,7 +43,7 @@ def preserved_model_state(model: Any, restore_values: bool = True) -> Iterator[A
         raise TypeError(f"preserved_model_state expects a Keras model or layer, got {type(model).__name__}")
     ops = keras.ops
     layers = list(model._flatten_layers(include_self=True, recursive=True))
-    with model_lock(layers), interrupt_guard():  # one thread at a time; Ctrl-C never half-restores
+    with interrupt_guard(), model_lock(layers):  # Ctrl-C never half-restores; one thread at a time
         flags = [(layer, layer.trainable) for layer in layers]
         losses = [(layer, list(layer._losses)) for layer in layers
                   if isinstance(getattr(layer, "_losses", None), list)]

@@ -321,7 +321,7 @@ def preserved_model_state(model: nn.Module, restore_buffer_values: bool = True) 
     if not isinstance(model, nn.Module):
         raise TypeError(f"preserved_model_state expects a torch.nn.Module, got {type(model).__name__}")
     modules = list(model.modules())
-    with model_lock(modules), interrupt_guard():  # one thread at a time; Ctrl-C never half-restores
+    with interrupt_guard(), model_lock(modules):  # Ctrl-C never half-restores; one thread at a time
         module_snaps = [_snapshot_module(m) for m in modules]
         param_snaps = [_snapshot_tensor(p, True, False) for p in model.parameters()]
         buffer_snaps = [_snapshot_tensor(b, False, restore_buffer_values) for b in model.buffers()]

@@ -149,7 +149,7 @@ def observe(model: torch.nn.Module, args: tuple, kwargs: dict, *, backward: bool
     non_leaves = non_leaf_inputs(args, kwargs)
     input_leaves: list[torch.Tensor] = []
 
-    with model_lock(module for _, module in modules), interrupt_guard(), \
+    with interrupt_guard(), model_lock(module for _, module in modules), \
             _RestoringStack() as cleanup:  # unwinds in reverse, uninterrupted: the mode exits first
         if backward:  # a backward pass needs autograd (and tensors made for it), also under inference_mode()
             cleanup.enter_context(torch.inference_mode(False))
@@ -428,7 +428,13 @@ def _put_slot_back(slot: tuple[dict, str, torch.Tensor, bool, bool]) -> None:
 
 
 class _RestoringStack(contextlib.ExitStack):
-    """An ``ExitStack`` whose unwinding (the restore of the model) runs to its end whatever interrupts it."""
+    """An ``ExitStack`` whose setting up and unwinding (the restore of the model) each run to their end
+    whatever interrupts them: a context entered is always registered for its exit (a dispatch mode
+    pushed is always popped), and every exit runs."""
+
+    def enter_context(self, cm: Any) -> Any:
+        with uninterruptible():
+            return super().enter_context(cm)
 
     def __exit__(self, *exc_info: Any) -> bool:
         with uninterruptible():

@@ -228,15 +228,16 @@ class CountingMode(LightDispatchMode):
                 continue
             self._names[id(module)] = name
             fused = fused or isinstance(module, FUSED_UNLESS_HOOKED)
-        self._unfused = contextlib.ExitStack()
-        if fused and unfuse:
-            self._unfused.enter_context(unfused())
-        self._unfused.enter_context(eager_flex_attention())
-        self._previous_mode = getattr(_local, "mode", None)
-        self._attached = True
-        _local.mode = self
-        if self._names:
-            self._handles += add_global_module_hooks(self._hook_enter, self._hook_exit)
+        with uninterruptible():  # (what is set up here is what detach finds to undo: never half of it)
+            self._unfused = contextlib.ExitStack()
+            if fused and unfuse:
+                self._unfused.enter_context(unfused())
+            self._unfused.enter_context(eager_flex_attention())
+            self._previous_mode = getattr(_local, "mode", None)
+            self._attached = True
+            _local.mode = self
+            if self._names:
+                self._handles += add_global_module_hooks(self._hook_enter, self._hook_exit)
 
     def detach(self) -> None:
         """Remove what ``attach`` added (safe to call twice; every step runs, uninterrupted)."""
