@@ -24,6 +24,7 @@ Threads
 """
 from __future__ import annotations
 
+import contextlib
 import signal
 import threading
 import weakref
@@ -31,7 +32,7 @@ from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-__all__ = ["ConcurrentMeasurementError", "interrupt_guard", "model_lock", "restore_all", "restore_each",
+__all__ = ["ConcurrentMeasurementError", "checkpoint", "interrupt_guard", "model_lock", "protected", "restore_all", "restore_each",
            "uninterruptible"]
 
 
@@ -44,9 +45,32 @@ class _Sigint:
     received = False  # an interrupt delivered and not yet seen propagating out of the guard
 
 
+#: Code of the functions that set up and restore (``protected``): an interrupt handled while one of
+#: them is the running frame is held, as inside ``uninterruptible()``. This closes the gap between a
+#: function's entry and its first ``with uninterruptible()`` (a ``with`` statement's ``__exit__`` can
+#: be interrupted before its first line, and then none of it runs).
+_PROTECTED: set[Any] = {contextlib._GeneratorContextManager.__exit__.__code__,
+                        contextlib._GeneratorContextManager.__enter__.__code__,
+                        contextlib.ExitStack.__exit__.__code__}
+
+
+def protected(fn: Callable) -> Callable:
+    """Mark ``fn`` (a restore or set-up function, or a context manager's generator) as run whole."""
+    _PROTECTED.add(fn.__code__)
+    return fn
+
+
+def checkpoint() -> None:
+    """Raise an interrupt held while a ``protected`` function ran, now that it is safe (call it at the
+    end of a set-up, before handing control back to the measured code)."""
+    if _Sigint.pending and not _Sigint.masked and _in_main_thread():
+        _Sigint.pending = False
+        raise KeyboardInterrupt
+
+
 def _handler(signum: int, frame: Any) -> None:
     _Sigint.received = True
-    if _Sigint.masked:
+    if _Sigint.masked or (frame is not None and frame.f_code in _PROTECTED):
         _Sigint.pending = True
         return
     raise KeyboardInterrupt
@@ -56,37 +80,44 @@ def _in_main_thread() -> bool:
     return threading.current_thread() is threading.main_thread()
 
 
-class interrupt_guard:  # noqa: N801  (used as a context manager, like contextlib's)
-    """Hold Ctrl-C inside ``uninterruptible()`` blocks, and never lose it (see the module docstring)."""
+@contextmanager
+def interrupt_guard() -> Iterator[None]:  # (protected below, once defined)
+    """Hold Ctrl-C inside ``uninterruptible()`` blocks, and never lose it (see the module docstring).
 
-    def __enter__(self) -> "interrupt_guard":
-        self._active = False
-        if not _in_main_thread():
-            return self
-        if _Sigint.depth == 0:
-            if signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
-                return self  # the user's own handler (or none): theirs to keep
-            signal.signal(signal.SIGINT, _handler)
-            _Sigint.received = _Sigint.pending = False
+    A generator, so that an interrupt landing between the setting up and the ``with`` body (where
+    a class's ``__exit__`` would never run) still restores the handler: dropping the suspended
+    generator runs its ``finally``. A handler of ours left by such an instant counts as Python's.
+    """
+    if not _in_main_thread() or (_Sigint.depth == 0 and
+                                 signal.getsignal(signal.SIGINT) not in (signal.default_int_handler, _handler)):
+        yield  # the user's own handler (or none, or another thread): theirs to keep
+        return
+    propagated = counted = False
+    try:
         _Sigint.depth += 1
-        self._active = True
-        return self
-
-    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
-        if not self._active:
-            return None
-        _Sigint.depth -= 1
-        if _Sigint.depth:
-            return None
-        signal.signal(signal.SIGINT, signal.default_int_handler)
-        swallowed = _Sigint.received and not (exc_type is not None and issubclass(exc_type, KeyboardInterrupt))
-        _Sigint.received = _Sigint.pending = False
-        if swallowed:
-            raise KeyboardInterrupt
-        return None
+        counted = True  # (no signal is handled between these two statements: no call, no jump)
+        if _Sigint.depth == 1:
+            _Sigint.received = _Sigint.pending = False
+            signal.signal(signal.SIGINT, _handler)
+        try:
+            checkpoint()
+            yield
+        except KeyboardInterrupt:
+            propagated = True
+            raise
+    finally:
+        if counted:
+            _Sigint.depth -= 1
+        if _Sigint.depth == 0:
+            signal.signal(signal.SIGINT, signal.default_int_handler)
+            swallowed = _Sigint.received and not propagated
+            _Sigint.received = _Sigint.pending = False
+            if swallowed:
+                raise KeyboardInterrupt
 
 
 @contextmanager
+@protected
 def uninterruptible() -> Iterator[None]:
     """Hold Ctrl-C for the block (restore code); raise it after the outermost block (see the module docstring)."""
     if not _in_main_thread():
@@ -102,6 +133,7 @@ def uninterruptible() -> Iterator[None]:
             raise KeyboardInterrupt
 
 
+@protected
 def restore_each(items: Iterable[Any], fn: Callable[[Any], Any]) -> None:
     """``fn(item)`` for every item; an error in one does not skip the others; the first is raised at the end."""
     first: BaseException | None = None
@@ -119,6 +151,7 @@ class ConcurrentMeasurementError(RuntimeError):
     """The model is being measured by another thread (``model_lock``)."""
 
 
+@protected
 def restore_all(*steps: Callable[[], Any]) -> None:
     """Run every step (``restore_each`` of the calls): one that raises does not skip those after it."""
     restore_each(steps, lambda step: step())
@@ -130,6 +163,7 @@ _locks_lock = threading.Lock()
 
 
 @contextmanager
+@protected
 def model_lock(modules: Iterable[Any]) -> Iterator[None]:
     """Measure ``modules`` (a model's modules or layers) in one thread at a time (module docstring).
 
@@ -166,6 +200,7 @@ def model_lock(modules: Iterable[Any]) -> Iterator[None]:
             _release(taken)
             raise
     try:
+        checkpoint()
         yield
     finally:
         with uninterruptible(), _locks_lock:
@@ -177,3 +212,6 @@ def _release(taken: list) -> None:
         lock.release()
         if not lock._is_owned():  # (the outermost release of this thread: no owner any more)
             _owners.pop(id(lock), None)
+
+
+_PROTECTED.add(interrupt_guard.__wrapped__.__code__)

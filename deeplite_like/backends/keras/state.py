@@ -30,12 +30,14 @@ import contextlib
 from typing import Any, Iterator
 
 from deeplite_like.backends.keras._tf import import_keras
-from deeplite_like.safety import interrupt_guard, model_lock, restore_all, restore_each, uninterruptible
+from deeplite_like.safety import (checkpoint, interrupt_guard, model_lock, protected, restore_all,
+                                  restore_each, uninterruptible)
 
 __all__ = ["preserved_model_state"]
 
 
 @contextlib.contextmanager
+@protected
 def preserved_model_state(model: Any, restore_values: bool = True) -> Iterator[Any]:
     """Snapshot ``model``'s flags, losses and non-trainable values, yield the model, restore on exit."""
     keras = import_keras()
@@ -56,6 +58,7 @@ def preserved_model_state(model: Any, restore_values: bool = True) -> Iterator[A
                 variable.assign(before)
 
         try:
+            checkpoint()  # (an interrupt held during the set-up is raised here)
             yield model
         finally:
             with uninterruptible():

@@ -15,7 +15,7 @@ from typing import Iterator
 
 import torch
 
-from deeplite_like.safety import uninterruptible
+from deeplite_like.safety import checkpoint, protected, uninterruptible
 
 __all__ = ["eager_flex_attention", "unfused"]
 
@@ -25,6 +25,7 @@ _before: list[bool] = []  # the setting found by the first user
 
 
 @contextlib.contextmanager
+@protected
 def unfused() -> Iterator[None]:
     """Turn the fused MHA / encoder-layer fast path off inside the block (restored by the last user)."""
     mha = getattr(torch.backends, "mha", None)  # absent before torch 2.2: nothing to switch
@@ -37,6 +38,7 @@ def unfused() -> Iterator[None]:
             mha.set_fastpath_enabled(False)
         _users[0] += 1
     try:
+        checkpoint()  # (an interrupt held during the set-up is raised here)
         yield
     finally:
         with uninterruptible(), _lock:
@@ -51,6 +53,7 @@ _flex_before: list[bool] = []
 
 
 @contextlib.contextmanager
+@protected
 def eager_flex_attention() -> Iterator[None]:
     """Run ``flex_attention`` without its internal ``torch.compile`` inside the block (restored by the last user).
 
@@ -70,6 +73,7 @@ def eager_flex_attention() -> Iterator[None]:
             flex._FLEX_ATTENTION_DISABLE_COMPILE_DEBUG = True
         _flex_users[0] += 1
     try:
+        checkpoint()  # (an interrupt held during the set-up is raised here)
         yield
     finally:
         with uninterruptible(), _flex_lock:

@@ -45,7 +45,8 @@ import torch
 from torch import nn
 from torch.nn.modules import module as _module_globals
 
-from deeplite_like.safety import interrupt_guard, model_lock, restore_all, restore_each, uninterruptible
+from deeplite_like.safety import (checkpoint, interrupt_guard, model_lock, protected, restore_all,
+                                  restore_each, uninterruptible)
 
 __all__ = ["add_global_module_hooks", "kept_random_state", "kept_tensor_attributes", "model_device",
            "preserved_model_state", "remove_global_module_hooks", "tensor_attributes"]
@@ -73,6 +74,7 @@ SMALL_PARAMETER = 1 << 16
 _TENSOR_HOOK_ATTRS = ("_backward_hooks", "_post_accumulate_grad_hooks")
 
 
+@protected
 def add_global_module_hooks(pre: Any, post: Any) -> list:
     """Register ``pre`` / ``post`` as global module forward hooks (``post`` with kwargs, always called).
 
@@ -83,6 +85,7 @@ def add_global_module_hooks(pre: Any, post: Any) -> list:
             _module_globals.register_module_forward_hook(post, with_kwargs=True, always_call=True)]
 
 
+@protected
 def remove_global_module_hooks(handles: list) -> None:
     """Remove hooks made by ``add_global_module_hooks`` (popped from ``handles``: safe to call twice)."""
     with uninterruptible():
@@ -125,6 +128,7 @@ def _restore_dict(current: dict, saved: dict) -> None:
         current.update(saved)
 
 
+@protected
 def _restore_table(current: Any, saved: dict) -> None:
     """Put back a module's parameter/buffer/submodule table: a dict in place; a ScriptModule's
     C++-backed view entry by entry (it writes through to the C++ module; entries cannot be removed)."""
@@ -162,6 +166,7 @@ def _snapshot_tensor(tensor: torch.Tensor, is_parameter: bool, copy_values: bool
     )
 
 
+@protected
 def _restore_tensor(snap: _TensorSnapshot, is_parameter: bool) -> None:
     tensor = snap.tensor
     written = tensor._version != snap.version
@@ -207,6 +212,7 @@ def tensor_attributes(module: nn.Module) -> dict[str, torch.Tensor]:
 
 
 @contextlib.contextmanager
+@protected
 def kept_tensor_attributes(modules: Iterable[nn.Module]) -> Iterator[None]:
     """Restore the tensors the modules keep as plain attributes: which tensor each name holds, and its values.
 
@@ -227,6 +233,7 @@ def kept_tensor_attributes(modules: Iterable[nn.Module]) -> Iterator[None]:
             tensor.copy_(before)
 
     try:
+        checkpoint()  # (an interrupt held during the set-up is raised here)
         yield
     finally:
         with uninterruptible(), torch.no_grad():
@@ -245,6 +252,7 @@ def _restore_tensor_attributes(module: nn.Module, attributes: dict[str, torch.Te
 
 
 @contextlib.contextmanager
+@protected
 def kept_random_state(model: nn.Module | None = None) -> Iterator[None]:
     """Leave the CPU random generator, every initialised CUDA device's, Python's ``random`` and
     NumPy's global generator as found.
@@ -259,6 +267,7 @@ def kept_random_state(model: nn.Module | None = None) -> Iterator[None]:
     numpy = sys.modules.get("numpy")
     numpy_state = numpy.random.get_state() if numpy is not None else None
     try:
+        checkpoint()  # (an interrupt held during the set-up is raised here)
         yield
     finally:
         with uninterruptible():
@@ -271,6 +280,7 @@ def kept_random_state(model: nn.Module | None = None) -> Iterator[None]:
 
 
 @contextlib.contextmanager
+@protected
 def swapped_tensors(model: nn.Module, copies: dict[int, torch.Tensor]) -> Iterator[None]:
     """Run the body with ``copies[id(original)]`` in every parameter and buffer slot holding an original.
 
@@ -286,18 +296,21 @@ def swapped_tensors(model: nn.Module, copies: dict[int, torch.Tensor]) -> Iterat
     try:
         for table, name, tensor in saved:
             table[name] = copies[id(tensor)]
+        checkpoint()  # (an interrupt held during the set-up is raised here)
         yield
     finally:
         with uninterruptible():
             restore_each(saved, _put_back)
 
 
+@protected
 def _put_back(entry: tuple[Any, str, torch.Tensor]) -> None:
     table, name, tensor = entry
     table[name] = tensor
 
 
 @contextlib.contextmanager
+@protected
 def preserved_model_state(model: nn.Module, restore_buffer_values: bool = True) -> Iterator[nn.Module]:
     """Snapshot ``model``'s mutable state, yield the model, and restore that state on exit.
 
@@ -329,6 +342,7 @@ def preserved_model_state(model: nn.Module, restore_buffer_values: bool = True) 
             p.grad = None
         try:
             with kept_random_state(model), kept_tensor_attributes(modules):
+                checkpoint()  # (an interrupt held during the set-up is raised here)
                 yield model
         finally:
             with uninterruptible(), torch.no_grad():
@@ -338,6 +352,7 @@ def preserved_model_state(model: nn.Module, restore_buffer_values: bool = True) 
                             lambda: restore_each(buffer_snaps, lambda snap: _restore_tensor(snap, False)))
 
 
+@protected
 def _restore_module(snap: _ModuleSnapshot) -> None:
     for attr, saved in snap.tables.items():
         _restore_table(getattr(snap.module, attr), saved)

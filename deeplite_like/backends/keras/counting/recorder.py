@@ -45,7 +45,7 @@ import threading
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from deeplite_like.safety import uninterruptible
+from deeplite_like.safety import protected, uninterruptible
 
 __all__ = ["CallRecord", "LayerRecorder", "named_layers"]
 
@@ -188,6 +188,7 @@ class LayerRecorder:
         self._saved.append((layer, name, name in instance_dict, instance_dict.get(name)))
         object.__setattr__(layer, name, value)
 
+    @protected
     def _restore(self) -> None:
         with uninterruptible():  # (every wrapper is taken off, whatever interrupts it)
             while self._saved:

@@ -21,7 +21,8 @@ from deeplite_like.opcount import OpCount, parent_names, roll_up_containers
 from ..distributed.shards import is_dtensor, is_fully_sharded
 from ..errors import BackwardError, ForwardError, UntrackedOpWarning
 from ..input_failures import fixed_batch_hint
-from deeplite_like.safety import interrupt_guard, model_lock, restore_all, restore_each, uninterruptible
+from deeplite_like.safety import (checkpoint, interrupt_guard, model_lock, protected, restore_all,
+                                  restore_each, uninterruptible)
 
 from ..device_kernels import AttentionKernel
 from ..state import kept_random_state, kept_tensor_attributes, swapped_tensors
@@ -385,12 +386,14 @@ def grad_inputs(args: tuple, kwargs: dict, non_leaves: list[bool]) -> tuple[tupl
 
 # -- leaving the model as found -------------------------------------------------------------
 @contextlib.contextmanager
+@protected
 def _preserved_grads(model: torch.nn.Module) -> Iterator[None]:
     """Start from ``.grad = None`` (so backward only assigns, never accumulates) and restore it."""
     saved = [(p, p.grad) for p in model.parameters()]
     try:
         for p, _ in saved:
             p.grad = None
+        checkpoint()  # (an interrupt held during the set-up is raised here)
         yield
     finally:
         with uninterruptible():
@@ -399,6 +402,7 @@ def _preserved_grads(model: torch.nn.Module) -> Iterator[None]:
 
 
 @contextlib.contextmanager
+@protected
 def _restored_tensors(slots: list[tuple[dict, str, torch.Tensor, bool, bool]], mode: CountingMode) -> Iterator[None]:
     """Put back parameters and buffers the forward replaced or changed in place.
 
@@ -414,6 +418,7 @@ def _restored_tensors(slots: list[tuple[dict, str, torch.Tensor, bool, bool]], m
                    if is_buffer and not tensor.is_inference()}
     mode.watch([tensor for _, _, tensor, is_buffer, _ in slots if not is_buffer])
     try:
+        checkpoint()  # (an interrupt held during the set-up is raised here)
         yield
     finally:
         with uninterruptible(), torch.no_grad():
@@ -421,6 +426,7 @@ def _restored_tensors(slots: list[tuple[dict, str, torch.Tensor, bool, bool]], m
                         lambda: restore_each(buffers.values(), lambda entry: entry[0].copy_(entry[1])))
 
 
+@protected
 def _put_slot_back(slot: tuple[dict, str, torch.Tensor, bool, bool]) -> None:
     table, name, tensor, _, _ = slot
     if isinstance(table, dict) and table.get(name) is not tensor:  # (a ScriptModule's is not a dict)
@@ -432,10 +438,12 @@ class _RestoringStack(contextlib.ExitStack):
     whatever interrupts them: a context entered is always registered for its exit (a dispatch mode
     pushed is always popped), and every exit runs."""
 
+    @protected
     def enter_context(self, cm: Any) -> Any:
-        with uninterruptible():
+        with uninterruptible():  # (its exit raises an interrupt held meanwhile, once the exit is registered)
             return super().enter_context(cm)
 
+    @protected
     def __exit__(self, *exc_info: Any) -> bool:
         with uninterruptible():
             return super().__exit__(*exc_info)

@@ -84,7 +84,7 @@ from torch._C import DispatchKey
 from torch._ops import HigherOrderOperator
 
 from deeplite_like.opcount import OpCount, OpStats
-from deeplite_like.safety import restore_all, uninterruptible
+from deeplite_like.safety import checkpoint, protected, restore_all, uninterruptible
 
 from ..distributed.recording import PLAIN, CommLog, LogicalShare, issuing_module, subclass_dispatch
 from ..distributed.shards import local_tensor
@@ -210,6 +210,7 @@ class CountingMode(LightDispatchMode):
         self._in_backward = phase == "backward" and _current_autograd_node is not None
 
     # -- module calls ---------------------------------------------------------------------
+    @protected
     def attach(self, named_modules: list[tuple[str, torch.nn.Module]], unfuse: bool = True) -> None:
         """Follow every module's calls (``model.named_modules()``: first qualified names, the root is ``""``).
 
@@ -238,17 +239,21 @@ class CountingMode(LightDispatchMode):
             _local.mode = self
             if self._names:
                 self._handles += add_global_module_hooks(self._hook_enter, self._hook_exit)
+        checkpoint()  # (an interrupt held while setting up is raised now: detach will find all of it)
 
+    @protected
     def detach(self) -> None:
         """Remove what ``attach`` added (safe to call twice; every step runs, uninterrupted)."""
         with uninterruptible():
             restore_all(self._leave_thread, lambda: remove_global_module_hooks(self._handles), self._refuse_kernels)
 
+    @protected
     def _leave_thread(self) -> None:
         if self._attached:
             self._attached = False
             _local.mode = self._previous_mode
 
+    @protected
     def _refuse_kernels(self) -> None:
         """Put the fused fast path and FlexAttention's compile switch back (``attach`` turned them off)."""
         if self._unfused is not None:
@@ -437,6 +442,7 @@ class CountingMode(LightDispatchMode):
                     self._watched.setdefault(address, []).append(tensor)
         self._to_watch = []
 
+    @protected
     def restore_mutated(self) -> None:
         """Write back the values of watched tensors the run changed (call outside the mode)."""
         with torch.no_grad():
