@@ -32,7 +32,7 @@ Attribution
     enclosing module, as under ``torch.utils.module_tracker`` (``FlopCounterMode``).
     TorchScript modules are not followed: their operators count toward the enclosing module.
     Why hooks and not the per-class ``forward`` dispatchers used before: ``docs/conventions.rst``
-    ("Module attribution") and ``benchmarks/bench_torch_count.py``.
+    ("Module attribution") and ``benchmarks/bench_attribution.py``.
 
     Backward: no module code runs in backward, so each forward context is also filed under the
     autograd *sequence number* at which it began (``torch.autograd._get_sequence_nr()``, a
@@ -245,7 +245,7 @@ class CountingMode(LightDispatchMode):
     def detach(self) -> None:
         """Remove what ``attach`` added (safe to call twice; every step runs, uninterrupted)."""
         with uninterruptible():
-            restore_all(self._leave_thread, lambda: remove_global_module_hooks(self._handles), self._refuse_kernels)
+            restore_all(self._leave_thread, lambda: remove_global_module_hooks(self._handles), self._restore_kernels)
 
     @protected
     def _leave_thread(self) -> None:
@@ -254,7 +254,7 @@ class CountingMode(LightDispatchMode):
             _local.mode = self._previous_mode
 
     @protected
-    def _refuse_kernels(self) -> None:
+    def _restore_kernels(self) -> None:
         """Put the fused fast path and FlexAttention's compile switch back (``attach`` turned them off)."""
         if self._unfused is not None:
             self._unfused, unfused_stack = None, self._unfused
