@@ -229,7 +229,6 @@ def test_one_profiler_shared_by_four_threads_gives_each_its_own_figures():
         assert results == [36 * b for b in batches]
 
 
-@pytest.mark.slow
 def test_sixty_real_sigints_at_random_moments_of_a_meta_count_leave_nothing(fastpath):
     # A thread sends SIGINT to the process at a random moment of count_ops(meta=True) on a small
     # transformer, 60 times: each ends in a KeyboardInterrupt or a whole count; after every one the
