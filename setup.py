@@ -1,10 +1,12 @@
+import re
 from pathlib import Path
 
 from setuptools import find_packages, setup
 
 setup(
     name="deeplite-like",
-    version="0.1.0",
+    version=re.search(r'__version__ = "([^"]+)"', (Path(__file__).parent / "deeplite_like" / "_version.py")
+                      .read_text(encoding="utf-8")).group(1),
     description="Exact MACs, FLOPs, parameters, memory and latency of PyTorch and Keras models, "
                 "per model, module and operator; compare a student with its teacher.",
     long_description=Path(__file__).with_name("README.rst").read_text(encoding="utf-8"),

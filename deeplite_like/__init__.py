@@ -2,6 +2,7 @@
 
 ``import deeplite_like`` imports no framework; a backend is imported when first used.
 """
+from deeplite_like._version import __version__  # (one version source: setup.py reads it too)
 from deeplite_like.backends import profiler_for
 from deeplite_like.compare import compare
 from deeplite_like.data import DataError, ForwardPass, Inputs
@@ -18,8 +19,6 @@ from deeplite_like.metrics import (EvalMetric, ExecutionTime, Flops, InferenceTi
                                    ModelSize, TotalParams)
 from deeplite_like.profiler import Profiler
 from deeplite_like.status import Comparative, Detailed, Metric, StatusKey
-
-__version__ = "0.1.0"
 
 __all__ = [
     "Comparative", "ComputeEvalMetric", "DataError", "Detailed", "Device", "ExternalProfilerFunction", "ForwardError",

@@ -33,7 +33,7 @@ def _demo(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from deeplite_like import __version__
+    from deeplite_like._version import __version__
     from deeplite_like.commands import check, compare, demo, memory, profile
 
     parser = argparse.ArgumentParser(prog=PROG, description="Profile and compare deep-learning models: MACs, "

@@ -14,7 +14,7 @@ TOOL = "deeplite-like"
 
 def stamped(report: str, data: dict[str, Any]) -> dict[str, Any]:
     """``data`` with ``schema_version``, ``report`` (its kind) and the tool's name and version first."""
-    from deeplite_like import __version__
+    from deeplite_like._version import __version__
 
     return {"schema_version": SCHEMA_VERSION, "report": report, "tool": TOOL, "tool_version": __version__, **data}
 

@@ -324,7 +324,7 @@ def report_section(report: Report, anchor: str = "", heading: bool = True, colla
 
 def document(title: str, sections: Sequence[str], subtitle: str = "", nav: Sequence[tuple[str, str]] = ()) -> str:
     """A complete, self-contained HTML page around ``sections`` (HTML strings)."""
-    from deeplite_like import __version__
+    from deeplite_like._version import __version__
 
     links = " ".join(f'<a href="#{_e(anchor)}">{_e(label)}</a>' for anchor, label in nav)
     return "\n".join([
