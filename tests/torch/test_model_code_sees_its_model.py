@@ -346,3 +346,15 @@ def test_real_models_with_checkpointing_count_what_runs(family):
         _first_output_sum(model(x)).backward()
     assert peer.get_total_flops() == 2 * counted.macs
     assert counted.untracked == {}
+
+
+def test_counting_a_compiled_module_does_not_warn_about_our_hooks():
+    # torch.compile'd modules warn about global module hooks at every call: while we count, the hooks
+    # are ours, so the user is not told about them (and nothing is left to warn about after)
+    model = torch.compile(nn.Sequential(nn.Linear(4, 4)), backend="eager")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        counted = count_ops(model, torch.randn(2, 4))
+        model(torch.randn(2, 4))  # and after the count
+    assert counted.macs == 2 * 4 * 4  # 32
+    assert not [w for w in caught if "global hooks" in str(w.message)]

@@ -183,6 +183,10 @@ def observe(model: torch.nn.Module, args: tuple, kwargs: dict, *, backward: bool
         cleanup.enter_context(mode)
 
         mode.set_phase("forward")
+        if any(type(module).__name__ == "OptimizedModule" for _, module in modules):
+            # torch.compile'd modules warn about global module hooks on every call: ours, for this count
+            cleanup.enter_context(warnings.catch_warnings())
+            warnings.filterwarnings("ignore", message=r"Using `torch.compile\(module\)` when there are global hooks")
         output = _forward(model, args, kwargs, mode, on_meta, wrap_errors)
         if memory:
             stats = memory_stats(mode.ledger, output, on_meta, torch.is_grad_enabled(), mode.result.batch_size or 1)
