@@ -257,6 +257,11 @@ def _profiler(loaded: LoadedModel, args: tuple, kwargs: dict) -> Any:
     from deeplite_like import ForwardPass, Inputs, profiler_for
 
     try:
+        if loaded.framework == "onnx":  # shapes by input name or in order (onnx_files.onnx_inputs)
+            from deeplite_like.backends.onnx import OnnxProfiler
+            from deeplite_like.commands.onnx_files import onnx_profiler_inputs
+
+            return OnnxProfiler(loaded.model, name=loaded.name, inputs=onnx_profiler_inputs((args, kwargs)))
         if len(args) == 1 and not kwargs:
             return profiler_for(loaded.model, {"test": [args[0]]}, name=loaded.name)
         return profiler_for(loaded.model, {"test": [Inputs(args, kwargs)]}, name=loaded.name,
