@@ -82,3 +82,14 @@ def onnx_profiler_inputs(inputs: tuple[tuple, dict]) -> Any:
     if not args:
         return None
     return args[0] if len(args) == 1 else list(args)
+
+
+def with_batch(inputs: tuple[tuple, dict], batch_size: int) -> tuple[tuple, dict]:
+    """``--batch-size N`` on ONNX shapes: each given shape's batch axis (the first) becomes ``N``.
+
+    With no shapes given (the file's fixed shapes), nothing changes here: the backend binds every
+    symbolic first dimension to ``N`` and refuses a fixed one that differs, naming it.
+    """
+    args, kwargs = inputs
+    resize = lambda shape: (batch_size, *tuple(shape)[1:]) if len(shape) else tuple(shape)  # noqa: E731
+    return tuple(resize(s) for s in args), {name: resize(s) for name, s in kwargs.items()}

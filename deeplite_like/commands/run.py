@@ -81,6 +81,11 @@ def expand_metrics(names: tuple[str, ...], known: tuple[str, ...]) -> list[str]:
     keys: list[str] = []
     for name in names:
         expanded = ALIASES.get(name, (name,))
+        if name in ALIASES:  # an alias names what the backend has of it (an ONNX file has no trainable_params)
+            expanded = tuple(key for key in expanded if key in known)
+            if not expanded:
+                raise UsageError(f"--metrics {name}: this model's backend computes none of "
+                                 f"{', '.join(ALIASES[name])}", f"its metrics: {', '.join(known)}")
         for key in expanded:
             if key not in known:
                 choices = sorted(set(known) | set(ALIASES))
@@ -117,6 +122,10 @@ def prepare(loaded: LoadedModel, inputs: tuple[tuple, dict], options: RunOptions
         from deeplite_like.commands.precision import cast_copy
 
         loaded, inputs = cast_copy(loaded, inputs, options.dtype)
+    if loaded.framework == "onnx" and options.batch_size is not None:
+        from deeplite_like.commands.onnx_files import with_batch
+
+        inputs = with_batch(inputs, options.batch_size)
     args, kwargs = _place(loaded, inputs, options.device)
     profiler = _profiler(loaded, args, kwargs)
     wanted = _select(profiler, loaded, options)

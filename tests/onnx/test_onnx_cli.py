@@ -110,3 +110,23 @@ def test_compare_zoo_lenet5_with_its_onnx_export(cli, tmp_path):
     assert macs == {"lenet5": 416_520, "lenet5.onnx": 416_520}
     assert size == {"lenet5": 246_824, "lenet5.onnx": 246_824}
     assert metric(report, "macs")["changes"]["lenet5.onnx"]["verdict"] == "same"
+
+
+def test_batch_size_resizes_the_named_shape_and_aliases_name_what_onnx_has(cli, tmp_path):
+    from tests.onnx.test_onnx_export import exported
+
+    _, _, data = exported("lenet5", batch=1, dynamic_batch=True)
+    path = tmp_path / "lenet5.onnx"
+    path.write_bytes(data)
+    code, out, err = cli("profile", str(path), "--input-shape", "input=2x1x32x32", "--batch-size", "4",
+                         "--metrics", "macs,memory,params", "--format", "json", "--no-progress")
+    assert code == 0, err
+    values = {m["key"]: m["value"] for m in json.loads(out)["status"]["metrics"]}
+    # 416,520 MACs per sample (docs/zoo.rst) x 4; peak per sample (tests/onnx/test_onnx_memory.py, at the first
+    # Relu): input 4,096 + conv1 out 18,816 + Relu out 18,816 = 41,728 B, x 4 = 166,912 B
+    assert values["macs"] == 4 * 416_520 and values["peak_activation_memory"] == 4 * 41_728
+    # 'params' is total_params only: an ONNX file has no trainable flag; 61,706 (docs/zoo.rst)
+    assert values["total_params"] == 61_706 and "trainable_params" not in values
+    code, _, err = cli("profile", str(path), "--input-shape", "input=1x1x32x32", "--metrics", "layers",
+                       "--no-progress")
+    assert code == 2 and "this model's backend computes none of layerwise_summary" in err
