@@ -130,3 +130,31 @@ def test_batch_size_resizes_the_named_shape_and_aliases_name_what_onnx_has(cli, 
     code, _, err = cli("profile", str(path), "--input-shape", "input=1x1x32x32", "--metrics", "layers",
                        "--no-progress")
     assert code == 2 and "this model's backend computes none of layerwise_summary" in err
+
+
+def test_fuzzed_onnx_files_get_a_clear_error_never_a_traceback(cli, tmp_path):
+    """40 seeded corruptions of a valid file (bytes overwritten, or the file cut): each run ends with a report
+    (exit 0: the flip hit a weight's value), or one ``deeplite-like: error:`` line and a hint (exit 2 when the
+    file cannot be loaded, 1 when a loaded graph cannot be profiled); never a traceback."""
+    whole = tmp_path / "whole.onnx"
+    conv_file(whole)
+    data = whole.read_bytes()
+    rng = np.random.default_rng(0)
+    codes = set()
+    for i in range(40):
+        corrupted = bytearray(data)
+        if i % 4 == 3:
+            corrupted = corrupted[:int(rng.integers(1, len(data)))]
+        else:
+            for at in rng.integers(0, len(data), size=4):
+                corrupted[at] = int(rng.integers(0, 256))
+        path = tmp_path / f"fuzzed_{i}.onnx"
+        path.write_bytes(bytes(corrupted))
+        code, out, err = cli("profile", str(path), "--input-shape", "1x3x8x8", "--metrics", "macs,memory",
+                             "--no-progress")
+        codes.add(code)
+        assert code in (0, 1, 2), (i, code, err)
+        assert "Traceback" not in err, (i, err)
+        if code:
+            assert err.startswith("deeplite-like: error: ") and out == "", (i, err)
+    assert 2 in codes  # some corruptions are refused at loading

@@ -17,8 +17,8 @@ from typing import Any, Mapping
 
 from deeplite_like.argument_checks import check_profiler_options
 from deeplite_like.backends.onnx.counting import UntrackedOnnxOpWarning, count_graph, untracked_message
-from deeplite_like.backends.onnx.graph import (GraphInfo, batch_dims, import_onnx, initializer_stats, load_model,
-                                               prepare, session_inputs)
+from deeplite_like.backends.onnx.graph import (GraphInfo, batch_dims, import_onnx, inference_session,
+                                               initializer_stats, load_model, prepare, session_inputs)
 from deeplite_like.backends.onnx.memory import tensor_lifetimes
 from deeplite_like.caller import caller
 from deeplite_like.functions import ProfilerFunction
@@ -175,7 +175,7 @@ class ComputeExecutionTime(ProfilerFunction):
         options.intra_op_num_threads = threads
         options.inter_op_num_threads = 1
         options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
-        session = ort.InferenceSession(onnx_model.SerializeToString(), options, providers=["CPUExecutionProvider"])
+        session = inference_session(onnx_model, options)
         busy = busy_note()
         blocks = time_blocks(lambda: session.run(None, feeds), lambda: None, warmup=3, min_run_time=min_run_time,
                              min_blocks=5)
