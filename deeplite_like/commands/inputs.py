@@ -22,10 +22,25 @@ from deeplite_like.commands.loading import LoadedModel
 
 SEED = 0
 _SHAPE = re.compile(r"^\s*\d+(\s*[,x]\s*\d+)*\s*$")
+_NAMED = re.compile(r"^\s*([A-Za-z_][\w.:/-]*)\s*=(.*)$")
+
+
+class NamedShape(tuple):
+    """A shape given as ``NAME=1x3x224x224``: the input it is for (an ONNX graph input's name) in ``.name``."""
+
+    name: str | None = None
 
 
 def parse_shape(text: str) -> tuple[int, ...]:
-    """``'1,3,224,224'`` or ``'1x3x224x224'`` -> ``(1, 3, 224, 224)``; every size must be >= 1."""
+    """``'1,3,224,224'`` or ``'1x3x224x224'`` -> ``(1, 3, 224, 224)``; every size must be >= 1.
+
+    ``'input=1x3x224x224'`` names the input (a ``NamedShape``; ONNX files only).
+    """
+    named = _NAMED.match(text or "")
+    if named:
+        shape = NamedShape(parse_shape(named.group(2)))
+        shape.name = named.group(1)
+        return shape
     if not _SHAPE.match(text or ""):
         raise UsageError(f"bad input shape {text!r}: expected positive integers separated by commas, "
                          "batch axis first", "e.g. --input-shape 1,3,224,224")
@@ -38,8 +53,17 @@ def parse_shape(text: str) -> tuple[int, ...]:
 def resolve_inputs(loaded: LoadedModel, shapes: list[tuple[int, ...]] | None,
                    inputs_file: str | None) -> tuple[tuple, dict]:
     """The ``(args, kwargs)`` to profile ``loaded`` with: the file, the shapes, or the spec's default."""
+    if loaded.framework == "onnx":
+        from deeplite_like.commands.onnx_files import onnx_inputs
+
+        if inputs_file is not None:
+            raise UsageError("--inputs is not read for ONNX files yet", "pass --input-shape NAME=SHAPE")
+        return onnx_inputs(loaded, shapes or [])
     if inputs_file is not None:
         return _read_inputs(Path(inputs_file), loaded.framework)
+    if any(getattr(shape, "name", None) for shape in shapes or []):
+        raise UsageError("--input-shape NAME=SHAPE names an ONNX graph input; this model takes its inputs in order",
+                         "drop the NAME=, e.g. --input-shape 1,3,224,224")
     if shapes:
         _check_shapes(shapes, loaded)
         return tuple(_random(shape, loaded) for shape in shapes), {}

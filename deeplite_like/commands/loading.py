@@ -12,6 +12,7 @@ Forms, tried in this order::
     path/to/model.pt / .pth / .ts  a TorchScript archive (``torch.jit.save``)
     path/to/model.pt2              a ``torch.export`` program (``torch.export.save``)
     path/to/model.keras            a saved Keras model (``model.save``)
+    path/to/model.onnx             an ONNX file (``onnx_files``: protobuf data, no code, no custom-op library)
 
 A factory is called with ``--model-args`` (a JSON object of keyword arguments, or a JSON list
 of positional ones), or with no arguments. It returns the model, or ``(model, example)`` where
@@ -46,12 +47,14 @@ from deeplite_like.commands.errors import ProfilingFailed, UsageError
 FORMS = ("zoo:NAME", "hf:NAME_OR_DIR[?task=causal-lm]", "timm:NAME", "torchvision:NAME", "keras.applications:NAME",
          "path/to/file.py:factory",
          "package.module:factory", "a TorchScript file (.pt, .pth, .ts)", "a torch.export file (.pt2)",
-         "a Keras file (.keras)")
+         "a Keras file (.keras)", "an ONNX file (.onnx)")
 FORMS_HINT = "MODEL is one of: " + "; ".join(FORMS)
 
 TORCH_FILE_SUFFIXES = (".pt", ".pth", ".ts", ".jit", ".bin", ".ckpt")
 EXPORT_SUFFIXES = (".pt2",)
 KERAS_SUFFIXES = (".keras",)
+ONNX_SUFFIXES = (".onnx",)
+MODEL_FILE_SUFFIXES = TORCH_FILE_SUFFIXES + EXPORT_SUFFIXES + KERAS_SUFFIXES + ONNX_SUFFIXES
 
 
 @dataclass
@@ -61,7 +64,7 @@ class LoadedModel:
     Attributes:
         spec: the MODEL argument as given.
         name: the name shown in reports (the zoo name, the factory's name, the file's stem).
-        framework: ``"torch"`` or ``"keras"``.
+        framework: ``"torch"``, ``"keras"`` or ``"onnx"`` (an ``onnx.ModelProto``).
         model: the model object.
         example: default inputs ``(args, kwargs)`` known from the spec (a zoo model's example,
             a factory's ``(model, example)``, an exported program's sample inputs), or ``None``.
@@ -184,16 +187,20 @@ def _load_file_or_factory(spec: str, model_args: tuple[tuple, dict]) -> LoadedMo
         return _from_factory(spec, module, attribute, model_args)
     path = Path(spec)
     suffix = path.suffix.lower()
-    if suffix in TORCH_FILE_SUFFIXES + EXPORT_SUFFIXES + KERAS_SUFFIXES or path.is_file():
+    if suffix in MODEL_FILE_SUFFIXES or path.is_file():
         if not path.is_file():
             raise UsageError(f"no such model file: {spec!r}" + ("" if path.parent.is_dir() else
                                                                f" (no directory {str(path.parent)!r})"),
                              FORMS_HINT)
-        if suffix not in TORCH_FILE_SUFFIXES + EXPORT_SUFFIXES + KERAS_SUFFIXES:
+        if suffix not in MODEL_FILE_SUFFIXES:
             _refuse_unknown_file(spec, path)
         if model_args != ((), {}):
             raise UsageError(f"--model-args applies to factories; {spec!r} is a saved model file",
                              "drop --model-args")
+        if suffix in ONNX_SUFFIXES:
+            from deeplite_like.commands.onnx_files import load_onnx_file
+
+            return load_onnx_file(spec, path)
         if suffix in KERAS_SUFFIXES:
             from deeplite_like.commands.keras_files import load_keras_file
 
@@ -236,7 +243,7 @@ def _refuse_unknown_file(spec: str, path: Path) -> None:
     if path.suffix.lower() == ".py":
         raise UsageError(f"{spec!r} is a Python file; name the function in it that builds the model",
                          f"write {spec}:FACTORY, e.g. deeplite-like profile {spec}:build")
-    known = ", ".join(TORCH_FILE_SUFFIXES + EXPORT_SUFFIXES + KERAS_SUFFIXES)
+    known = ", ".join(MODEL_FILE_SUFFIXES)
     try:
         kind = describe(kind_of(path))
     except OSError as exc:

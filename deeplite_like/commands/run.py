@@ -81,6 +81,11 @@ def expand_metrics(names: tuple[str, ...], known: tuple[str, ...]) -> list[str]:
     keys: list[str] = []
     for name in names:
         expanded = ALIASES.get(name, (name,))
+        if name in ALIASES:  # an alias names what the backend has of it (an ONNX file has no trainable_params)
+            expanded = tuple(key for key in expanded if key in known)
+            if not expanded:
+                raise UsageError(f"--metrics {name}: this model's backend computes none of "
+                                 f"{', '.join(ALIASES[name])}", f"its metrics: {', '.join(known)}")
         for key in expanded:
             if key not in known:
                 choices = sorted(set(known) | set(ALIASES))
@@ -117,6 +122,10 @@ def prepare(loaded: LoadedModel, inputs: tuple[tuple, dict], options: RunOptions
         from deeplite_like.commands.precision import cast_copy
 
         loaded, inputs = cast_copy(loaded, inputs, options.dtype)
+    if loaded.framework == "onnx" and options.batch_size is not None:
+        from deeplite_like.commands.onnx_files import with_batch
+
+        inputs = with_batch(inputs, options.batch_size)
     args, kwargs = _place(loaded, inputs, options.device)
     profiler = _profiler(loaded, args, kwargs)
     wanted = _select(profiler, loaded, options)
@@ -257,6 +266,11 @@ def _profiler(loaded: LoadedModel, args: tuple, kwargs: dict) -> Any:
     from deeplite_like import ForwardPass, Inputs, profiler_for
 
     try:
+        if loaded.framework == "onnx":  # shapes by input name or in order (onnx_files.onnx_inputs)
+            from deeplite_like.backends.onnx import OnnxProfiler
+            from deeplite_like.commands.onnx_files import onnx_profiler_inputs
+
+            return OnnxProfiler(loaded.model, name=loaded.name, inputs=onnx_profiler_inputs((args, kwargs)))
         if len(args) == 1 and not kwargs:
             return profiler_for(loaded.model, {"test": [args[0]]}, name=loaded.name)
         return profiler_for(loaded.model, {"test": [Inputs(args, kwargs)]}, name=loaded.name,

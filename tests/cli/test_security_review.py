@@ -54,6 +54,9 @@ REVIEWED = {
         "then read only from beside the file after check_external_data refused absolute paths and '..'",
     ("backends/onnx/graph.py", "load_model"): "graph.load_model, the ONNX loader above",
     ("backends/onnx/profiler.py", "load_model"): "graph.load_model, the ONNX loader above",
+    ("commands/onnx_files.py", "load_model"):
+        "graph.load_model, the ONNX loader above, on the .onnx file named on the command line (protobuf data; "
+        "no custom-op library is loaded; a malformed file is a usage error, tests/onnx/test_onnx_cli.py)",
     # --- user code the user asked to run
     ("commands/loading.py", "module_spec.loader.exec_module"):
         "imports the Python file the user named as path/to/file.py:factory: running its code is what was asked; "

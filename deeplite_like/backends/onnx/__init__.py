@@ -19,6 +19,8 @@ _EXPORTS = {
     "ComputeFlops": "deeplite_like.backends.onnx.profiler",
     "ComputeParams": "deeplite_like.backends.onnx.profiler",
     "ComputeSize": "deeplite_like.backends.onnx.profiler",
+    "ComputeMemory": "deeplite_like.backends.onnx.profiler",
+    "tensor_lifetimes": "deeplite_like.backends.onnx.memory",
     "ComputeExecutionTime": "deeplite_like.backends.onnx.profiler",
 }
 

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
 __all__ = ["GraphInfo", "Initializers", "NodeView", "bind_inputs", "check_external_data", "import_onnx",
-           "batch_dims", "infer", "initializer_stats", "load_model", "prepare", "session_inputs",
+           "batch_dims", "infer", "inference_session", "initializer_stats", "load_model", "prepare", "session_inputs",
            "shapes_by_running"]
 
 
@@ -390,6 +390,23 @@ def session_inputs(input_shapes: Mapping[str, tuple[int, ...]], dtypes: Mapping[
     return feeds
 
 
+def inference_session(model: Any, options: Any) -> Any:
+    """An ONNX Runtime ``InferenceSession`` of ``model`` on the CPU provider, made quietly.
+
+    When a session cannot be made, onnxruntime prints an "EP Error ... Falling back" banner to standard
+    output and retries once before it raises; the banner would land inside a report (a JSON one too), so
+    standard output is captured while the session is made (restored after, also when it raises); the error
+    itself propagates to the caller, which names it.
+    """
+    import contextlib
+    import io
+
+    import onnxruntime as ort
+
+    with contextlib.redirect_stdout(io.StringIO()):
+        return ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
+
+
 def shapes_by_running(model: Any, input_shapes: Mapping[str, tuple[int, ...]], dtypes: Mapping[str, int],
                       unknown: Sequence[str], given: Any = None
                       ) -> tuple[dict[str, tuple[int, ...]], dict[str, int]]:
@@ -413,7 +430,7 @@ def shapes_by_running(model: Any, input_shapes: Mapping[str, tuple[int, ...]], d
     options.inter_op_num_threads = 1
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
     try:
-        session = ort.InferenceSession(probe.SerializeToString(), options, providers=["CPUExecutionProvider"])
+        session = inference_session(probe, options)
         values = session.run(unknown, session_inputs(input_shapes, dtypes, given))
     except Exception as exc:  # onnxruntime raises its own exception types (Fail, InvalidGraph, ...)
         raise ValueError(f"onnx could not infer the shapes of {len(unknown)} value(s) (the first: {unknown[0]!r}) "

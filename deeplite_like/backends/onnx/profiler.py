@@ -17,11 +17,13 @@ from typing import Any, Mapping
 
 from deeplite_like.argument_checks import check_profiler_options
 from deeplite_like.backends.onnx.counting import UntrackedOnnxOpWarning, count_graph, untracked_message
-from deeplite_like.backends.onnx.graph import (GraphInfo, batch_dims, import_onnx, initializer_stats, load_model,
-                                               prepare, session_inputs)
+from deeplite_like.backends.onnx.graph import (GraphInfo, batch_dims, import_onnx, inference_session,
+                                               initializer_stats, load_model, prepare, session_inputs)
+from deeplite_like.backends.onnx.memory import tensor_lifetimes
 from deeplite_like.caller import caller
 from deeplite_like.functions import ProfilerFunction
-from deeplite_like.metrics import ExecutionTime, Flops, Macs, ModelSize, Throughput, TotalParams
+from deeplite_like.metrics import (ExecutionTime, Flops, Macs, MemoryFootprint, ModelSize, PeakActivationMemory,
+                                   Throughput, TotalParams)
 from deeplite_like.profiler import Profiler
 from deeplite_like.status import Detailed
 from deeplite_like.threads import DEFAULT_NUM_THREADS, check_num_threads
@@ -31,7 +33,7 @@ from deeplite_like.timing_values import timing_values
 
 import_onnx()
 
-__all__ = ["ComputeComplexity", "ComputeExecutionTime", "ComputeFlops", "ComputeParams", "ComputeSize",
+__all__ = ["ComputeComplexity", "ComputeExecutionTime", "ComputeFlops", "ComputeMemory", "ComputeParams", "ComputeSize",
            "DEFAULT_FUNCTIONS", "OnnxProfiler"]
 
 #: What ``total_params`` counts in this backend (a compare across backends states it).
@@ -119,6 +121,35 @@ class ComputeSize(ProfilerFunction):
         return Detailed(stats.bytes, {"by_dtype": {k: v["bytes"] for k, v in stats.by_dtype.items()}})
 
 
+class ComputeMemory(ProfilerFunction):
+    """Peak live activation bytes of one run (``memory.tensor_lifetimes``), and the footprint: stored weights + peak.
+
+    ``include_weights=False`` (deeplite-profiler's option) leaves the weights out of the footprint.
+    """
+
+    def get_bounded_status_keys(self):
+        return PeakActivationMemory, MemoryFootprint
+
+    def __call__(self, onnx_model: Any, data_splits: Mapping[str, Any], inputs: Any = None,
+                 dims: Mapping[str, int] | None = None, split: str | None = None, batch_size: int | None = None,
+                 include_weights: bool = True) -> dict:
+        info, _ = _graph(onnx_model, inputs, dims, data_splits, split, batch_size)
+        memory = tensor_lifetimes(info)
+        batches = {shape[0] for shape in info.input_shapes.values() if shape}
+        batch = batches.pop() if len(batches) == 1 else 1
+        peak = memory.peak_bytes
+        weights = initializer_stats(onnx_model).bytes if include_weights else 0
+        return {PeakActivationMemory.NAME: Detailed(peak, {"batch_size": batch,
+                                                           "per_sample": PeakActivationMemory(peak // batch),
+                                                           "inputs": PeakActivationMemory(memory.input_bytes),
+                                                           "outputs": PeakActivationMemory(memory.output_bytes),
+                                                           "peak_at": memory.peak_at,
+                                                           "method": "tensor lifetimes in topological order"}),
+                MemoryFootprint.NAME: Detailed(weights + peak, {"batch_size": batch, "params": ModelSize(weights),
+                                                                "peak_activations": PeakActivationMemory(peak),
+                                                                "include_weights": include_weights})}
+
+
 class ComputeExecutionTime(ProfilerFunction):
     """Median time of one ONNX Runtime run of one batch (CPU provider) and the throughput it implies.
 
@@ -144,7 +175,7 @@ class ComputeExecutionTime(ProfilerFunction):
         options.intra_op_num_threads = threads
         options.inter_op_num_threads = 1
         options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
-        session = ort.InferenceSession(onnx_model.SerializeToString(), options, providers=["CPUExecutionProvider"])
+        session = inference_session(onnx_model, options)
         busy = busy_note()
         blocks = time_blocks(lambda: session.run(None, feeds), lambda: None, warmup=3, min_run_time=min_run_time,
                              min_blocks=5)
@@ -157,7 +188,7 @@ class ComputeExecutionTime(ProfilerFunction):
         return timing_values(stats, runtime=f"onnxruntime {ort.__version__}", provider="CPUExecutionProvider")
 
 
-DEFAULT_FUNCTIONS = (ComputeComplexity, ComputeParams, ComputeSize, ComputeExecutionTime)
+DEFAULT_FUNCTIONS = (ComputeComplexity, ComputeParams, ComputeSize, ComputeMemory, ComputeExecutionTime)
 
 
 class OnnxProfiler(Profiler):
