@@ -4,7 +4,6 @@ from __future__ import annotations
 import pytest
 import torch
 from torch import nn
-from torch.profiler import ProfilerActivity, profile
 
 from deeplite_like.backends.torch.memory import MemoryStats, peak_activation_memory
 
@@ -229,18 +228,15 @@ def test_batch_size_inference_and_errors():
 
 def _profiler_peak(model: nn.Module, x: torch.Tensor, grad: bool) -> int:
     """Peak of the running sum of the CPU profiler's allocation/free events during one forward."""
+    from tests.torch.allocator_steps import allocator_peak
+
+    def forward() -> None:
+        out = model(x)
+        del out
+
     with torch.set_grad_enabled(grad):
         model(x)  # warm up (one-time packing of weights is not an activation)
-        with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
-            out = model(x)
-            del out
-    events = sorted((e.start_ns(), e.nbytes()) for e in prof.profiler.kineto_results.events()
-                    if e.name() == "[memory]" and e.device_type() == torch.autograd.DeviceType.CPU)
-    live = peak = 0
-    for _, nbytes in events:
-        live += nbytes
-        peak = max(peak, live)
-    return peak
+        return allocator_peak(forward)
 
 
 @pytest.mark.parametrize("grad", [False, True])

@@ -11,7 +11,7 @@ from __future__ import annotations
 import contextlib
 import sys
 import threading
-from typing import Iterator
+from typing import Any, Callable, Iterator
 
 import torch
 
@@ -19,9 +19,34 @@ from deeplite_like.safety import checkpoint, protected, uninterruptible
 
 __all__ = ["eager_flex_attention", "unfused"]
 
-_lock = threading.Lock()
-_users = [0]
-_before: list[bool] = []  # the setting found by the first user
+class _SharedSwitch:
+    """A process-wide setting several measurements (threads) change at once: the first to enter sets
+    it, the last to leave puts back what the first found."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._users = 0
+        self._before: Any = None
+
+    @contextlib.contextmanager
+    @protected
+    def held(self, get: Callable[[], Any], set_: Callable[[Any], None], value: Any) -> Iterator[None]:
+        with self._lock:
+            if self._users == 0:
+                self._before = get()
+                set_(value)
+            self._users += 1
+        try:
+            checkpoint()  # (an interrupt held during the set-up is raised here)
+            yield
+        finally:
+            with uninterruptible(), self._lock:
+                self._users -= 1
+                if self._users == 0:
+                    set_(self._before)
+
+
+_fast_path, _flex_compile = _SharedSwitch(), _SharedSwitch()
 
 
 @contextlib.contextmanager
@@ -32,24 +57,8 @@ def unfused() -> Iterator[None]:
     if mha is None:
         yield
         return
-    with _lock:
-        if _users[0] == 0:
-            _before[:] = [mha.get_fastpath_enabled()]
-            mha.set_fastpath_enabled(False)
-        _users[0] += 1
-    try:
-        checkpoint()  # (an interrupt held during the set-up is raised here)
+    with _fast_path.held(mha.get_fastpath_enabled, mha.set_fastpath_enabled, False):
         yield
-    finally:
-        with uninterruptible(), _lock:
-            _users[0] -= 1
-            if _users[0] == 0:
-                mha.set_fastpath_enabled(_before[0])
-
-
-_flex_lock = threading.Lock()
-_flex_users = [0]
-_flex_before: list[bool] = []
 
 
 @contextlib.contextmanager
@@ -64,19 +73,9 @@ def eager_flex_attention() -> Iterator[None]:
     torch's FlexAttention module is already imported (a model that uses it imported it).
     """
     flex = sys.modules.get("torch.nn.attention.flex_attention")
-    if flex is None or not hasattr(flex, "_FLEX_ATTENTION_DISABLE_COMPILE_DEBUG"):
+    name = "_FLEX_ATTENTION_DISABLE_COMPILE_DEBUG"
+    if flex is None or not hasattr(flex, name):
         yield
         return
-    with _flex_lock:
-        if _flex_users[0] == 0:
-            _flex_before[:] = [flex._FLEX_ATTENTION_DISABLE_COMPILE_DEBUG]
-            flex._FLEX_ATTENTION_DISABLE_COMPILE_DEBUG = True
-        _flex_users[0] += 1
-    try:
-        checkpoint()  # (an interrupt held during the set-up is raised here)
+    with _flex_compile.held(lambda: getattr(flex, name), lambda value: setattr(flex, name, value), True):
         yield
-    finally:
-        with uninterruptible(), _flex_lock:
-            _flex_users[0] -= 1
-            if _flex_users[0] == 0:
-                flex._FLEX_ATTENTION_DISABLE_COMPILE_DEBUG = _flex_before[0]
