@@ -187,7 +187,7 @@ class CountingMode(LightDispatchMode):
         self._handles: list = []
         self._attached = False
         self._thread = 0
-        self._hooked: list[tuple] = []  # calls in progress of modules on hooks: (module, name, _open(), exc)
+        self._hooked: list[tuple] = []  # module calls in progress: (module, name, _open())
         self._previous_mode: Any = None
         self.failures: dict[BaseException, _Frame] = {}
         # Backward attribution: sorted sequence numbers at which each forward context began.
@@ -354,7 +354,7 @@ class CountingMode(LightDispatchMode):
         name = self._names.get(id(module))
         if name is None:  # (a global hook: it sees every module of the process)
             return None
-        self._hooked.append((module, name, self._open(module, name), sys.exc_info()[1]))
+        self._hooked.append((module, name, self._open(module, name)))
         return None
 
     def _recomputing(self) -> bool:
@@ -366,14 +366,15 @@ class CountingMode(LightDispatchMode):
         or ``(module, args, None)`` when the forward raised (torch then passes no kwargs)."""
         if threading.get_ident() != self._thread and not self._recomputing():
             return None
-        kwargs, output = kwargs_output if len(kwargs_output) == 2 else (_failed_call_kwargs(), kwargs_output[0])
         if not self._hooked or self._hooked[-1][0] is not module:
             return None  # not one of ours, or our pre-hook did not run for this call (an earlier one raised)
-        _, name, opened, exc_before = self._hooked.pop()
-        exc = sys.exc_info()[1]  # (always_call: this hook also runs when the forward raised)
-        failed = exc is not None and exc is not exc_before
+        _, name, opened = self._hooked.pop()
+        failed = len(kwargs_output) == 1  # (torch calls an always-called hook without kwargs when forward raised)
         if failed:
-            self._failed(exc, module, name, args, kwargs)
+            kwargs, output = _failed_call_kwargs(), None
+            self._failed(sys.exc_info()[1], module, name, args, kwargs)
+        else:
+            kwargs, output = kwargs_output
         if opened is not None:
             self._close(opened)
             if opened[2] is not None and not failed:
