@@ -6,7 +6,8 @@ model whose forward failed under the PyTorch or the Keras backend, from ``count_
 """
 from __future__ import annotations
 
-__all__ = ["BackwardError", "CountingError", "FormulaError", "ForwardError"]
+__all__ = ["BackwardError", "CountingError", "FormulaError", "ForwardError", "UntrackedLayerWarning",
+           "UntrackedOpWarning"]
 
 
 class CountingError(RuntimeError):
@@ -23,3 +24,11 @@ class BackwardError(CountingError):
 
 class FormulaError(CountingError):
     """A formula (of an operator, a layer or a whole module) raised or returned something unusable."""
+
+
+class UntrackedOpWarning(UserWarning):
+    """Operators ran with no formula and are not known to be free: they were counted as 0 (PyTorch, ONNX)."""
+
+
+class UntrackedLayerWarning(UserWarning):
+    """Layers ran with no formula, no recorded sublayers, and are not known to be free: counted as 0 (Keras)."""
