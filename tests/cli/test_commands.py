@@ -112,6 +112,7 @@ def test_batch_size_resizes_the_inputs(cli):
     assert code == 0 and _values(json.loads(out)["status"]) == {"macs": 4 * 416_520}
 
 
+@pytest.mark.slow  # (about 2 s here)
 def test_meta_device_counts_without_running_and_refuses_timing(cli):
     code, out, _ = cli("profile", "zoo:lenet5", "--device", "meta", "--format", "json", *FAST)
     values = _values(json.loads(out)["status"])
@@ -293,6 +294,7 @@ def test_progress_bar_is_silent_when_not_a_terminal():
     assert stream.getvalue() == ""
 
 
+@pytest.mark.slow  # (about 4 s here)
 def test_piped_output_has_no_progress_bar_and_module_entry_point_works():
     result = subprocess.run([sys.executable, "-m", "deeplite_like", "profile", "zoo:lenet5", "--metrics", "macs,time",
                              "--min-run-time", "0.01", "--format", "json"], cwd=ROOT, capture_output=True, text=True,

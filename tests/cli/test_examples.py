@@ -65,6 +65,7 @@ def test_batch_size_sweep(tmp_path):
     assert drawing.count('class="point"') == 3
 
 
+@pytest.mark.slow  # (about 7 s here)
 def test_hf_transformers_runs_or_skips_cleanly():
     result = run_example("hf_transformers.py", "--min-run-time", "0.01")
     if importlib.util.find_spec("transformers") is None:

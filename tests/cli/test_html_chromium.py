@@ -67,6 +67,7 @@ def _probe(page: Path, tmp_path: Path) -> dict:
     return json.loads(html.unescape(match.group(1)))
 
 
+@pytest.mark.slow  # (about 3 s here)
 def test_profile_page_renders_its_charts_and_sorts_its_table(tmp_path, cli):
     page = tmp_path / "resnet_small.html"
     code, _, err = cli("profile", "zoo:resnet_small", "--min-run-time", "0.01", "-o", str(page), "--no-progress")

@@ -62,6 +62,7 @@ CHECKS = {
 }
 
 
+@pytest.mark.slow  # (about 4 s here)
 @pytest.mark.parametrize("name", sorted(CHECKS))
 def test_deepspeed_seed_examples(name):
     env, expected = CHECKS[name]
@@ -70,6 +71,7 @@ def test_deepspeed_seed_examples(name):
         assert text in out, f"{text!r} not in the output of {name}:\n{out[-3000:]}"
 
 
+@pytest.mark.slow  # (about 7 s here)
 @pytest.mark.parametrize("name", sorted(MANUAL | {"deeplite_register.py"}))
 def test_deeplite_manual_examples(name):
     if name in KERAS and importlib.util.find_spec("keras") is None:

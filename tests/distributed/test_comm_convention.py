@@ -34,6 +34,7 @@ def test_unknown_kind_and_bad_group_say_what_is_wrong():
         bus_factor("all_reduce", 0)
 
 
+@pytest.mark.slow  # (about 3 s here)
 def test_every_collective_operator_of_this_torch_is_in_the_table():
     code = ("import torch, torch.distributed._functional_collectives, torch.distributed.tensor.parallel\n"
             "import torch.distributed.fsdp  # (these register more operators when imported)\n"
@@ -46,6 +47,7 @@ def test_every_collective_operator_of_this_torch_is_in_the_table():
     subprocess.run([sys.executable, "-c", code], check=True, cwd=str(__import__("pathlib").Path(__file__).parents[2]))
 
 
+@pytest.mark.slow  # (about 2 s here)
 def test_counting_imports_no_dtensor_and_plain_counts_record_no_communication():
     code = ("import sys, torch\n"
             "from deeplite_like.backends.torch import count_ops\n"
@@ -59,6 +61,7 @@ def test_counting_imports_no_dtensor_and_plain_counts_record_no_communication():
     subprocess.run([sys.executable, "-c", code], check=True, cwd=str(__import__("pathlib").Path(__file__).parents[2]))
 
 
+@pytest.mark.slow  # (about 3 s here)
 @pytest.mark.parametrize("module", ["recording", "collectives", "shards", "job"])
 def test_each_distributed_module_imports_first_without_a_cycle(module):
     subprocess.run([sys.executable, "-c", f"import deeplite_like.backends.torch.distributed.{module}"], check=True,

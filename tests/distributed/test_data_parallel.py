@@ -96,6 +96,7 @@ def ranks() -> list[dict]:
     return run_ranks(_ddp_and_fsdp_worker, 2)
 
 
+@pytest.mark.slow  # (about 4 s here)
 @pytest.mark.parametrize("d, h, t", CONFIGS)
 def test_ddp_each_rank_counts_a_whole_replica(ranks, d, h, t):
     for rank in ranks:

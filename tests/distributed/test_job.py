@@ -51,6 +51,7 @@ def ranks() -> list[dict]:
     return run_ranks(_job_worker, 2)
 
 
+@pytest.mark.slow  # (about 4 s here)
 def test_tensor_parallel_job_rows_and_totals(ranks):
     assert ranks[1]["tp"] is None  # gathered to rank 0 only
     job = ranks[0]["tp"]
@@ -91,6 +92,7 @@ def test_profile_job_outside_a_process_group_says_what_to_do():
         profile_job(torch.nn.Linear(2, 2), torch.ones(1, 2))
 
 
+@pytest.mark.slow  # (about 6 s here)
 def test_torchrun_launcher(tmp_path):
     out = tmp_path / "job.json"
     env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}

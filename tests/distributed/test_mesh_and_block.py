@@ -80,6 +80,7 @@ def ranks() -> list[dict]:
     return run_ranks(_mesh_worker, 2)
 
 
+@pytest.mark.slow  # (about 4 s here)
 def test_fsdp2_and_tp_on_a_1x2_mesh_is_tensor_parallel(ranks):
     for rank in ranks:
         got = rank["(1, 2)"]

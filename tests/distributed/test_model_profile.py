@@ -73,6 +73,7 @@ def ranks() -> list[dict]:
     return run_ranks(_profile_worker, 2)
 
 
+@pytest.mark.slow  # (about 4 s here)
 def test_get_model_profile_reports_the_rank_and_its_communication(ranks):
     for rank in ranks:
         assert rank["profile"] == [131_072, 264_768, 16_576]

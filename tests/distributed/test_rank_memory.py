@@ -33,6 +33,7 @@ def _worker(rank: int, world: int) -> dict:
             "at": stats.peak_op}
 
 
+@pytest.mark.slow  # (about 4 s here)
 def test_each_rank_reports_the_peak_of_its_own_shards():
     for rank in run_ranks(_worker, 2):
         assert rank == {"peak": 10_240, "input": 2_048, "output": 2_048, "at": "aten.relu.default"}

@@ -75,6 +75,7 @@ def ranks() -> list[dict]:
     return run_ranks(_tp_worker, 2)
 
 
+@pytest.mark.slow  # (about 6 s here)
 @pytest.mark.parametrize("d, h, t", CONFIGS)
 def test_each_rank_counts_its_local_shards(ranks, d, h, t):
     n = 2

@@ -63,6 +63,7 @@ print(json.dumps({"before": before, "backend": keras.config.backend()}))
 """
 
 
+@pytest.mark.slow  # (about 4 s here)
 def test_importing_the_engine_imports_no_framework_and_tensorflow_is_imported_quietly():
     pytest.importorskip("keras")
     env = {k: v for k, v in os.environ.items() if k != _tf.USER_LOG_LEVEL_VARIABLE}

@@ -74,6 +74,7 @@ def report():
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
+@pytest.mark.slow  # (about 4 s here)
 def test_the_child_ran_keras_on_torch(report):
     assert report["backend"] == "torch" and report["is_module"] is True
 

@@ -56,6 +56,7 @@ def child() -> dict:
     return json.loads(result.stdout.strip().splitlines()[-1])
 
 
+@pytest.mark.slow  # (about 4 s here)
 def test_the_torch_backend_is_profiled_without_tensorflow(child):
     assert child["backend"] == "torch" and child["profiler"] == "KerasProfiler"
     assert not child["tensorflow_imported"]
@@ -104,6 +105,7 @@ print(json.dumps({"calls": CountedDense.calls, "macs": status["macs"], "peak": s
 """
 
 
+@pytest.mark.slow  # (about 4 s here)
 def test_macs_layers_and_memory_share_one_recorded_forward_on_torch():
     env = {**os.environ, "KERAS_BACKEND": "torch", "PYTHONPATH": str(REPO)}
     result = subprocess.run([sys.executable, "-c", SHARED_CHILD], cwd=REPO, env=env, capture_output=True, text=True,

@@ -219,6 +219,7 @@ print(json.dumps({"backend": keras.config.backend(), "profiler": type(prof).__na
 """
 
 
+@pytest.mark.slow  # (about 7 s here)
 def test_train_on_batch_on_the_torch_backend():
     pytest.importorskip("torch")
     env = dict(os.environ, KERAS_BACKEND="torch")

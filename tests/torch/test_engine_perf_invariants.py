@@ -180,6 +180,7 @@ def test_transformer_encoder_layer_children_are_attributed_on_the_unfused_path()
 
 
 # -- dynamo ------------------------------------------------------------------------------------
+@pytest.mark.slow  # (about 2 s here)
 def test_counting_does_not_load_dynamo_in_a_process_that_has_not():
     # torch wraps a dispatch mode in torch._dynamo.disable, whose first call imports TorchDynamo
     # (over a second); the counting mode leaves the wrapper out while dynamo is not loaded

@@ -57,6 +57,7 @@ def test_the_spec_example_message():
     )
 
 
+@pytest.mark.slow  # (about 2 s here)
 def test_the_core_finds_the_torch_adapter_by_itself():
     # Without importing the adapter module: the core imports it when it first meets a tensor.
     code = ("import sys, torch; import deeplite_like.data as d; "
