@@ -2,7 +2,7 @@
 
 ``import deeplite_like`` imports no framework; a backend is imported when first used.
 """
-from deeplite_like._version import __version__  # (one version source: setup.py reads it too)
+from deeplite_like._version import __version__  # (one version source: pyproject.toml reads it too)
 from deeplite_like import _moved
 
 _moved.install()  # old import paths keep working (deeplite_like/_moved.py)
