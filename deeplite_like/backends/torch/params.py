@@ -33,9 +33,10 @@ from torch.utils import _pytree as pytree
 
 from deeplite_like.measurements import ParamStats
 
+from deeplite_like.backends.torch._ledger import tensor_span
 from .distributed.shards import local_tensor
 
-__all__ = ["ParamStats", "module_param_counts", "parameter_stats", "tensor_span"]
+__all__ = ["ParamStats", "module_param_counts", "parameter_stats"]
 
 # state_dict entries that are quantization metadata or opaque extra state, not weights.
 _EXTRA_BUFFER_NAMES = ("scale", "zero_point", "_extra_state")
@@ -52,18 +53,6 @@ def _storage_key(tensor: torch.Tensor) -> tuple[str, int] | None:
     except (NotImplementedError, RuntimeError):  # sparse / some subclasses have no single storage
         return None
     return str(tensor.device), storage._cdata
-
-
-def tensor_span(tensor: torch.Tensor) -> tuple[int, int]:
-    """Half-open byte interval ``[start, end)`` of its storage that ``tensor`` can touch."""
-    if tensor.is_nested:  # its components lie in one buffer, the whole storage (no single shape/stride)
-        return 0, tensor.untyped_storage().nbytes()
-    size = tensor.element_size()
-    start = tensor.storage_offset() * size
-    if tensor.numel() == 0:
-        return start, start
-    last = sum((n - 1) * abs(s) for n, s in zip(tensor.shape, tensor.stride()))
-    return start, start + (last + 1) * size
 
 
 class _Counter:

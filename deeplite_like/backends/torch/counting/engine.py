@@ -33,6 +33,7 @@ from ..shapes import LayerFacts
 from .meta_values import MetaValues
 from .recorder import CountingMode, counting_mode
 from .registry import CountOptions
+from .._ledger import StorageLedger, memory_stats, spanned_bytes, storage_key
 
 LossFn = Callable[[Any], torch.Tensor]
 
@@ -130,8 +131,6 @@ def observe(model: torch.nn.Module, args: tuple, kwargs: dict, *, backward: bool
     ``wrap_errors``: a failing forward raises ``ForwardError`` naming the module (``False``: the
     model's own exception, with a note naming the module).
     """
-    from ..memory import StorageLedger, memory_stats, spanned_bytes, storage_key
-
     modules = list(model.named_modules())
     slots = _tensor_slots(modules)
     on_meta = meta or any(tensor.is_meta for _, _, tensor, _, _ in slots)
