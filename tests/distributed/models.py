@@ -36,7 +36,7 @@ def untouched(model: nn.Module, before: dict) -> bool:
 
 
 def snapshot(model: nn.Module) -> dict:
-    from deeplite_like.backends.torch.distributed.shards import local_tensor
+    from deeplite_like.backends.torch.tensors import local_tensor
 
     state = {f"p:{k}": local_tensor(v).detach().clone() for k, v in model.named_parameters()}
     state.update({f"g:{k}": local_tensor(v.grad).clone() for k, v in model.named_parameters() if v.grad is not None})

@@ -10,8 +10,8 @@ from torch import nn
 import deeplite_like
 from deeplite_like import ForwardError, ForwardPass
 from deeplite_like.backends.torch import TorchProfiler, count_ops
-from deeplite_like.backends.torch.placement import available_devices, checked_device
-from deeplite_like.backends.torch.timing import measure_execution_time
+from deeplite_like.backends.torch.inputs import available_devices, checked_device
+from deeplite_like.backends.torch.latency import measure_execution_time
 from deeplite_like.threads import max_threads
 
 no_cuda = pytest.mark.skipif(torch.cuda.is_available(), reason="needs a machine without CUDA")
@@ -271,7 +271,7 @@ def test_get_model_profile_arguments_are_checked_before_the_model_runs(option, e
 
 
 def test_count_ops_failure_is_the_shared_forward_error():
-    from deeplite_like.backends.torch.errors import ForwardError as TorchForwardError
+    from deeplite_like.errors import ForwardError as TorchForwardError
 
     assert TorchForwardError is deeplite_like.ForwardError
     with pytest.raises(deeplite_like.ForwardError):

@@ -123,7 +123,7 @@ def test_a_read_of_float_values_names_the_op_and_module():
 
 
 def test_large_integer_tensors_get_no_values():
-    from deeplite_like.backends.torch.counting import meta_values
+    from deeplite_like.backends.torch.counting import meta as meta_values
 
     class Reads(nn.Module):
         def forward(self, ids):

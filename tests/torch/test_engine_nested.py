@@ -15,7 +15,7 @@ import torch
 from torch import nn
 
 from deeplite_like.backends.torch.counting import count_ops
-from deeplite_like.backends.torch.counting.describe import describe_args
+from deeplite_like.backends.torch.tensors import describe_args
 
 LAYOUTS = [torch.strided, torch.jagged]
 

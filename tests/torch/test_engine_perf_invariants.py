@@ -277,7 +277,7 @@ class Scale3Stack(nn.Module):
 
 
 def test_meta_replay_runs_the_meta_kernel_once_per_distinct_call(scale3_formula, monkeypatch):
-    from deeplite_like.backends.torch.counting import meta_replay
+    from deeplite_like.backends.torch.counting import meta as meta_replay
 
     monkeypatch.setattr(meta_replay, "_RECORDED", {})  # a process that has recorded nothing yet
     x = torch.randn(2, 5)
@@ -295,7 +295,7 @@ def test_meta_replay_runs_the_meta_kernel_once_per_distinct_call(scale3_formula,
 
 
 def test_in_place_pointwise_ops_on_self_alone_are_replayed_from_their_first_call():
-    from deeplite_like.backends.torch.counting.op_facts import IN_PLACE, NEW, POINTWISE_IN_PLACE, op_info
+    from deeplite_like.backends.torch.counting.registry import IN_PLACE, NEW, POINTWISE_IN_PLACE, op_info
 
     replay = {str(op): op_info(op)[3] for op in (aten.relu_.default, aten.hardtanh_.default, aten.clamp_.default,
                                                  aten.add_.Tensor, aten.unsqueeze_.default, aten.add.Tensor)}

@@ -6,7 +6,7 @@ import torch
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
-from deeplite_like.backends.torch.evaluate import accuracy, evaluate, topk_accuracy
+from deeplite_like.backends.torch.compute import accuracy, evaluate, topk_accuracy
 from deeplite_like.data import ForwardPass
 
 

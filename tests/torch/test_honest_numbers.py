@@ -80,7 +80,7 @@ def test_untracked_work_is_marked_beside_the_count():
 
 
 def test_per_module_times_reconcile_with_their_parents():
-    from deeplite_like.backends.torch.layer_timing import module_forward_times
+    from deeplite_like.backends.torch.latency import module_forward_times
 
     class Stack(nn.Module):
         def __init__(self) -> None:

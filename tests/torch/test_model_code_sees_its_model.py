@@ -32,7 +32,7 @@ from torch.utils.checkpoint import checkpoint_sequential
 from torch.utils.flop_counter import FlopCounterMode
 
 from deeplite_like.backends.torch import count_ops
-from deeplite_like.backends.torch.training_memory import estimate_training_memory
+from deeplite_like.backends.torch.training.estimate import estimate_training_memory
 from deeplite_like.profiling import FlopsProfiler
 from tests.torch.allocator_steps import allocator_peak
 
@@ -282,7 +282,7 @@ def _global_hook_state():
 def test_global_hook_tables_are_left_as_found(how):
     # torch's handle for a global forward hook registered with_kwargs=True forgets its with_kwargs
     # entry on remove(): one left behind makes every compiled module warn about global hooks
-    from deeplite_like.backends.torch.layer_timing import module_forward_times
+    from deeplite_like.backends.torch.latency import module_forward_times
     from deeplite_like.profiling import get_model_profile
 
     model, x = nn.Sequential(nn.Linear(4, 4), nn.ReLU()), torch.randn(2, 4)

@@ -16,11 +16,11 @@ from torch import nn
 
 from deeplite_like import ComputeEvalMetric
 from deeplite_like.backends.torch import TorchProfiler, accuracy, count_ops
-from deeplite_like.backends.torch.evaluate import evaluate
-from deeplite_like.backends.torch.layer_timing import module_forward_times
-from deeplite_like.backends.torch.layers import layerwise_summary
+from deeplite_like.backends.torch.compute import evaluate
+from deeplite_like.backends.torch.latency import module_forward_times
+from deeplite_like.backends.torch.params import layerwise_summary
 from deeplite_like.backends.torch.memory import peak_activation_memory
-from deeplite_like.backends.torch.timing import measure_execution_time
+from deeplite_like.backends.torch.latency import measure_execution_time
 from deeplite_like.profiling import get_model_profile
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
@@ -256,7 +256,7 @@ def _state(model) -> dict:
 @pytest.mark.parametrize("kind", ["script", "trace", "export"])
 @pytest.mark.parametrize("meta", [True, False])
 def test_training_memory_of_a_torchscript_or_exported_module_leaves_it_working(kind, meta):
-    from deeplite_like.backends.torch.training_memory import estimate_training_memory
+    from deeplite_like.backends.torch.training.estimate import estimate_training_memory
 
     x = torch.randn(3, 4)
     plain = estimate_training_memory(_mlp(), x, meta=meta)
@@ -281,7 +281,7 @@ def test_training_figures_under_the_callers_no_grad_or_inference_mode(guard):
     # Linear(4, 8) -> ReLU -> Linear(8, 2) on 3 rows, backward with the input needing no grad:
     # forward 3*4*8 + 3*8*2 = 144 MACs; backward dW of both (144) and dX of the second (48) -> 336
     from deeplite_like.backends.torch import count_ops
-    from deeplite_like.backends.torch.training_memory import estimate_training_memory
+    from deeplite_like.backends.torch.training.estimate import estimate_training_memory
 
     model = _mlp()
     plain = estimate_training_memory(model, torch.randn(3, 4))

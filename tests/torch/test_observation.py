@@ -16,11 +16,11 @@ import torch
 from torch import nn
 
 from deeplite_like.backends.torch import TorchProfiler
-from deeplite_like.backends.torch.functions import (ComputeComplexity, ComputeLayerwiseSummary, ComputeMemory,
-                                                    ComputeParams, ComputeSize)
+from deeplite_like.backends.torch.compute import (ComputeComplexity, ComputeLayerwiseSummary, ComputeMemory,
+                                                  ComputeParams, ComputeSize)
 from deeplite_like.backends.torch.counting import count_ops
 from deeplite_like.backends.torch.counting.engine import observe
-from deeplite_like.backends.torch.layers import layerwise_summary
+from deeplite_like.backends.torch.params import layerwise_summary
 from deeplite_like.backends.torch.memory import peak_activation_memory
 
 MACS = 4 * 1000 * 1000 + 4 * 1000 * 10

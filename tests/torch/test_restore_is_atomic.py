@@ -20,7 +20,7 @@ from deeplite_like.backends.torch import TorchProfiler, count_ops
 from deeplite_like.backends.torch import state as torch_state
 from deeplite_like.backends.torch.counting import recorder
 from deeplite_like.backends.torch.counting.recorder import CountingMode
-from deeplite_like.backends.torch.training_memory import estimate_training_memory
+from deeplite_like.backends.torch.training.estimate import estimate_training_memory
 from deeplite_like.safety import ConcurrentMeasurementError
 
 

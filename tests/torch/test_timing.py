@@ -7,7 +7,7 @@ import pytest
 import torch
 from torch import nn
 
-from deeplite_like.backends.torch.timing import TimingStats, measure_execution_time
+from deeplite_like.backends.torch.latency import TimingStats, measure_execution_time
 from deeplite_like.timing_noise import NoisyTimingWarning
 
 FAST = {"warmup": 1, "min_run_time": 0.05}
@@ -245,7 +245,7 @@ def test_auto_uses_one_thread_on_a_busy_machine_and_says_why(monkeypatch, two_th
 
 
 def test_auto_keeps_all_threads_when_no_contention_is_seen(monkeypatch, two_threads):
-    import deeplite_like.backends.torch.timing as timing
+    import deeplite_like.backends.torch.latency as timing
     import deeplite_like.timing_noise as noise
 
     monkeypatch.setattr(noise, "load_average", lambda: 0.0)
@@ -257,7 +257,7 @@ def test_auto_keeps_all_threads_when_no_contention_is_seen(monkeypatch, two_thre
 
 
 def test_auto_measures_again_at_one_thread_when_all_threads_are_noisy(monkeypatch, two_threads):
-    import deeplite_like.backends.torch.timing as timing
+    import deeplite_like.backends.torch.latency as timing
     import deeplite_like.timing_noise as noise
 
     monkeypatch.setattr(noise, "load_average", lambda: 0.0)

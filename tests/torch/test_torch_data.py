@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from torch import nn
 from torch.utils.data import DataLoader, Dataset, IterableDataset, TensorDataset
 
-from deeplite_like.backends.torch.data import TorchAdapter
+from deeplite_like.backends.torch.inputs import TorchAdapter
 from deeplite_like.data import DataError, ForwardPass, adapter_for, describe, first_batch
 
 IDS = torch.tensor([[1, 2], [3, 4]])  # 2 samples of 2 token ids, int64
@@ -61,8 +61,8 @@ def test_the_spec_example_message():
 def test_the_core_finds_the_torch_adapter_by_itself():
     # Without importing the adapter module: the core imports it when it first meets a tensor.
     code = ("import sys, torch; import deeplite_like.data as d; "
-            "assert 'deeplite_like.backends.torch.data' not in sys.modules; "
-            "print(d.describe(torch.zeros(2, 3)), 'deeplite_like.backends.torch.data' in sys.modules)")
+            "assert 'deeplite_like.backends.torch.inputs' not in sys.modules; "
+            "print(d.describe(torch.zeros(2, 3)), 'deeplite_like.backends.torch.inputs' in sys.modules)")
     root = Path(__file__).resolve().parents[2]
     out = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True, check=True).stdout
     assert out.strip() == "Tensor[float32, 2x3] True"

@@ -236,7 +236,7 @@ def test_pure_bf16_training_halves_model_states():
 
 
 def test_autocast_policy_casts_like_cuda_autocast():
-    from deeplite_like.backends.torch.autocast_policy import AutocastPolicy
+    from deeplite_like.backends.torch.training.step import AutocastPolicy
 
     w = torch.randn(4, 3, device="meta", requires_grad=True)
     x = torch.randn(2, 3, device="meta")

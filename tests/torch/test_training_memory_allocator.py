@@ -15,7 +15,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from deeplite_like.backends.torch import estimate_training_memory
-from deeplite_like.backends.torch.device_kernels import lstm_mkldnn
+from deeplite_like.backends.torch.kernels import lstm_mkldnn
 from tests.torch.allocator_steps import allocator_step
 from tests.torch.training_models import LlamaDecoder, lm_loss, mlp
 

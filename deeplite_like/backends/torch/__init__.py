@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from deeplite_like.lazy import lazy_exports
 
+from .distributed import recording as _recording  # noqa: F401  (gives the counting mode its torch.distributed behaviour)
+
 _EXPORTS = {
     "count_ops": "deeplite_like.backends.torch.counting",
     "register_formula": "deeplite_like.backends.torch.counting",
@@ -14,31 +16,31 @@ _EXPORTS = {
     "register_module_formula": "deeplite_like.backends.torch.counting",
     "Cost": "deeplite_like.backends.torch.counting",
     "OpCall": "deeplite_like.backends.torch.counting",
-    "TorchProfiler": "deeplite_like.backends.torch.profiler",
-    "ComputeComplexity": "deeplite_like.backends.torch.functions",
-    "ComputeParams": "deeplite_like.backends.torch.functions",
-    "ComputeSize": "deeplite_like.backends.torch.functions",
-    "ComputeMemory": "deeplite_like.backends.torch.functions",
-    "ComputeExecutionTime": "deeplite_like.backends.torch.functions",
-    "ComputeLayerwiseSummary": "deeplite_like.backends.torch.functions",
-    "estimate_training_memory": "deeplite_like.backends.torch.training_memory",
-    "TrainingMemory": "deeplite_like.backends.torch.training_result",
-    "largest_batch": "deeplite_like.backends.torch.batch_fit",
-    "accuracy": "deeplite_like.backends.torch.evaluate",
-    "topk_accuracy": "deeplite_like.backends.torch.evaluate",
+    "TorchProfiler": "deeplite_like.backends.torch.compute",
+    "ComputeComplexity": "deeplite_like.backends.torch.compute",
+    "ComputeParams": "deeplite_like.backends.torch.compute",
+    "ComputeSize": "deeplite_like.backends.torch.compute",
+    "ComputeMemory": "deeplite_like.backends.torch.compute",
+    "ComputeExecutionTime": "deeplite_like.backends.torch.compute",
+    "ComputeLayerwiseSummary": "deeplite_like.backends.torch.compute",
+    "estimate_training_memory": "deeplite_like.backends.torch.training.estimate",
+    "TrainingMemory": "deeplite_like.backends.torch.training.estimate",
+    "largest_batch": "deeplite_like.backends.torch.training.batch_fit",
+    "accuracy": "deeplite_like.backends.torch.compute",
+    "topk_accuracy": "deeplite_like.backends.torch.compute",
     # deeplite-profiler's names (code written for it runs with its import lines changed)
-    "ComputeFlops": "deeplite_like.backends.torch.functions",
-    "get_accuracy": "deeplite_like.backends.torch.deeplite_eval",
-    "get_missclass": "deeplite_like.backends.torch.deeplite_eval",
-    "get_topk": "deeplite_like.backends.torch.deeplite_eval",
-    "EvalLossFunction": "deeplite_like.backends.torch.deeplite_eval",
+    "ComputeFlops": "deeplite_like.backends.torch.compute",
+    "get_accuracy": "deeplite_like.backends.torch.compute",
+    "get_missclass": "deeplite_like.backends.torch.compute",
+    "get_topk": "deeplite_like.backends.torch.compute",
+    "EvalLossFunction": "deeplite_like.backends.torch.compute",
     "EvaluationFunction": "deeplite_like.evaluation",
-    "TorchDataLoader": "deeplite_like.backends.torch.data",
-    "TorchForwardPass": "deeplite_like.backends.torch.data",
-    "TorchTensorSampler": "deeplite_like.backends.torch.data",
+    "TorchDataLoader": "deeplite_like.backends.torch.inputs",
+    "TorchForwardPass": "deeplite_like.backends.torch.inputs",
+    "TorchTensorSampler": "deeplite_like.backends.torch.inputs",
     "Device": "deeplite_like.device",
     "ComputeEvalMetric": "deeplite_like.eval_metric",
-    "TorchEvaluationFunction": "deeplite_like.backends.torch.deeplite_eval",
+    "TorchEvaluationFunction": "deeplite_like.backends.torch.compute",
 }
 
 # deeplite-profiler's torch names deliberately not provided, and what to use instead (docs/migration.rst).

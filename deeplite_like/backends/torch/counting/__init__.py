@@ -4,9 +4,9 @@
 a formula from the table (``registry.py``, filled by ``formulas/``); ``register_formula``,
 ``register_free`` and ``register_module_formula`` extend it.
 """
-from ..errors import BackwardError, CountingError, FormulaError, ForwardError, UntrackedOpWarning
+from deeplite_like.errors import BackwardError, CountingError, FormulaError, ForwardError, UntrackedOpWarning
 from .engine import count_ops
-from .modules import register_module_formula, unregister_module_formula
+from deeplite_like.backends.torch.counting.registry import register_module_formula, unregister_module_formula
 from .registry import Cost, CountOptions, OpCall, register_formula, register_free, unregister
 
 __all__ = [

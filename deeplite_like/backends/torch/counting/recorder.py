@@ -1,4 +1,5 @@
-"""The counting pass itself: a ``TorchDispatchMode`` that prices every aten op, plus module calls.
+"""[deeplite_like.backends.torch.counting.recorder]
+The counting pass itself: a ``TorchDispatchMode`` that prices every aten op, plus module calls.
 
 It is also the observation pass (``engine.observe``): with a ``ledger`` (``memory.StorageLedger``)
 it adds each operator's fresh output storages to the live bytes, for peak memory; with ``layers``
@@ -70,6 +71,19 @@ Speed
     On the meta device, ``meta_replay.MetaOutputs`` replays the outputs of repeated ops instead
     of running their (often Python) meta kernels. ``benchmarks/bench_torch_count.py`` measures the result
     (``docs/benchmarks.rst``).
+
+[deeplite_like.backends.torch.dispatch_mode]
+A ``TorchDispatchMode`` base that does not load TorchDynamo unless compiled code may run.
+
+torch wraps every mode's ``__torch_dispatch__`` in ``torch._dynamo.disable`` unless the mode's
+``_should_skip_dynamo()`` says ``False``. The wrapper costs about 1 us per operator, and its
+first call imports ``torch._dynamo`` (over a second, several on a loaded machine). It only
+matters when an eval-frame callback is set, i.e. ``torch.compile`` code is running, which needs
+``torch._dynamo`` loaded. So a ``LightDispatchMode`` skips the wrapper; ``make`` builds the
+wrapped (``dynamo_safe``) subclass when ``torch._dynamo`` is already loaded, and a running mode
+switches to it (``switch_if_dynamo_loaded``) once something loads it.
+
+Every dispatch mode of the torch backend (counting, memory tracking) derives from it.
 """
 from __future__ import annotations
 
@@ -77,30 +91,59 @@ import bisect
 import contextlib
 import sys
 import threading
-from typing import Any, Callable
+from typing import Any, Callable, Protocol, TypeVar
 
 import torch
 from torch._C import DispatchKey
 from torch._ops import HigherOrderOperator
+from torch.utils._python_dispatch import TorchDispatchMode
 
+from deeplite_like.backends.torch.counting.formulas.attention import HIGHER_ORDER_FORMULAS
+from deeplite_like.backends.torch.counting.meta import MetaOutputs, MetaValues
+from deeplite_like.backends.torch.counting.registry import (CountOptions, OpCall, is_free, lookup,
+                                                            lookup_module_formula, module_op_name, op_info)
+from deeplite_like.backends.torch.kernels import eager_flex_attention, unfused
+from deeplite_like.backends.torch.state import add_global_module_hooks, remove_global_module_hooks
+from deeplite_like.backends.torch.tensors import (LayerFacts, any_nested, describe_args, layer_facts, local_tensor,
+                                                  price_per_component)
+from deeplite_like.errors import FormulaError
 from deeplite_like.opcount import OpCount, OpStats
 from deeplite_like.safety import checkpoint, protected, restore_all, uninterruptible
 
-from ..distributed.recording import PLAIN, CommLog, LogicalShare, issuing_module, subclass_dispatch
-from ..distributed.shards import local_tensor
-from ..dispatch_mode import LightDispatchMode, make
-from ..errors import FormulaError
-from .describe import describe_args
-from .meta_replay import MetaOutputs
-from ..fastpath import eager_flex_attention, unfused
-from ..shapes import LayerFacts, layer_facts
-from ..state import add_global_module_hooks, remove_global_module_hooks
-from .meta_values import MetaValues
-from .modules import lookup_module_formula, module_op_name
-from .nested import any_nested, price_per_component
-from .op_facts import op_info
-from .formulas.attention import HIGHER_ORDER_FORMULAS
-from .registry import CountOptions, OpCall, is_free, lookup
+M = TypeVar("M", bound="LightDispatchMode")
+_DYNAMO_SAFE: dict[type, type] = {}
+
+
+class LightDispatchMode(TorchDispatchMode):
+    """Base of our dispatch modes: no TorchDynamo wrapper (nor import) unless TorchDynamo is loaded."""
+
+    _dynamo_safe = False  # True in the ``dynamo_safe(cls)`` subclasses
+
+    @classmethod
+    def _should_skip_dynamo(cls) -> bool:
+        return False
+
+    def switch_if_dynamo_loaded(self) -> None:
+        """Become the ``dynamo_safe`` subclass if ``torch._dynamo`` was loaded since (compiled code may run)."""
+        if not self._dynamo_safe and "torch._dynamo" in sys.modules:
+            self.__class__ = dynamo_safe(type(self))
+
+
+def dynamo_safe(cls: type) -> type:
+    """A subclass of ``cls`` whose ``__torch_dispatch__`` runs with TorchDynamo disabled (torch's default)."""
+    safe = _DYNAMO_SAFE.get(cls)
+    if safe is None:
+        safe = _DYNAMO_SAFE[cls] = type(cls.__name__, (cls,), {
+            "__torch_dispatch__": torch._disable_dynamo(cls.__torch_dispatch__, recursive=True),
+            "_dynamo_safe": True, "__module__": cls.__module__, "__qualname__": cls.__qualname__,
+        })
+    return safe
+
+
+def make(cls: type[M], *args: Any, **kwargs: Any) -> M:
+    """``cls(*args, **kwargs)``, as its ``dynamo_safe`` subclass when ``torch._dynamo`` is loaded."""
+    return (dynamo_safe(cls) if "torch._dynamo" in sys.modules else cls)(*args, **kwargs)
+
 
 # Modules that skip their children's forwards (one fused kernel) unless the fused fast path is
 # off: while one is counted, the fast path is off (``fastpath.unfused``), so that its children run.
@@ -113,6 +156,32 @@ _ABSENT = object()  # cache marker: no module formula looked up yet
 
 _get_sequence_nr = getattr(torch.autograd, "_get_sequence_nr", None)
 _current_autograd_node = getattr(torch._C, "_current_autograd_node", None)
+
+
+# -- the hook point for torch.distributed -----------------------------------------------------
+# The counting core knows no distributed behaviour. ``distributed/recording.py`` registers it here
+# when ``deeplite_like.backends.torch.distributed`` is imported (the backend's package root imports
+# it, so any use of the backend has it). Until then no op is a collective and a tensor subclass's
+# op is counted as any other; a count of plain tensors never calls into it.
+class DistributedRecording(Protocol):
+    """What the counting mode asks of ``distributed/recording.py`` (``register_distributed``)."""
+
+    comm_ops: frozenset[str]  # names of the collective operators and of the waits on them
+
+    def comm_formula(self, mode: CountingMode, name: str, default: Any) -> Any:
+        """The formula of collective ``name`` (logs its bytes, 0 FLOPs), ``None`` for a wait."""
+
+    def subclass_dispatch(self, mode: CountingMode, func: Any, types: tuple, args: tuple, kwargs: dict) -> Any:
+        """The op's result when a tensor subclass (DTensor) runs it, else ``PLAIN``."""
+
+
+PLAIN = object()  # ``subclass_dispatch``: not a distributed subclass, count the op as usual
+_distributed: list[DistributedRecording] = []  # the registered recording (at most one)
+
+
+def register_distributed(recording: DistributedRecording) -> None:
+    """Give the counting mode its behaviour under ``torch.distributed`` (``distributed/recording.py``)."""
+    _distributed[:] = [recording]
 
 
 class _Context:
@@ -170,10 +239,10 @@ class CountingMode(LightDispatchMode):
         self._phase = OpStats()
         self._phase_name = ""
         self._in_backward = False
-        # torch.distributed (``distributed/recording.py``): collectives logged, DTensor ops run locally
-        self._comm = CommLog(self._comm_where)
+        # torch.distributed (the hook point above): made by the registered recording when first needed
+        self._comm: Any = None  # its ``CommLog``: the collectives counted
         self._in_dtensor = False
-        self._logical = LogicalShare()
+        self._logical: Any = None  # its ``LogicalShare``: this rank's share of the logical model
         self._op_cache: dict[int, tuple[str, Any, tuple, Callable, int]] = {}  # id(op) -> _classify
         self._meta = MetaOutputs() if meta else None
         self.values = MetaValues(self._where) if meta else None  # values of small integer tensors on meta
@@ -473,8 +542,8 @@ class CountingMode(LightDispatchMode):
         name, formula, written, run, replay = entry
         if kwargs is None:
             kwargs = {}
-        if types:  # tensor subclasses (plain tensors have none): DTensor runs its local ops under us
-            out = subclass_dispatch(self, func, types, args, kwargs)
+        if types and _distributed:  # tensor subclasses (plain tensors have none): DTensor runs its local ops under us
+            out = _distributed[0].subclass_dispatch(self, func, types, args, kwargs)
             if out is not PLAIN:
                 return out
         if written and (self._watched or self._to_watch):
@@ -570,7 +639,9 @@ class CountingMode(LightDispatchMode):
         name, written, run, replay, _ = op_info(func)
         formula = lookup(func)
         if formula is None and not is_free(func):
-            formula = self._comm.formula(name, _UNTRACKED)  # a collective (or its wait), else untracked
+            formula = _UNTRACKED
+            if _distributed and name in _distributed[0].comm_ops:  # a collective (or its wait)
+                formula = _distributed[0].comm_formula(self, name, _UNTRACKED)
         if self.values is not None:  # meta: replay (when allowed) inside the run that keeps values
             if replay:
                 outputs, kernel, how = self._meta, run, replay
@@ -585,12 +656,7 @@ class CountingMode(LightDispatchMode):
 
     def communication(self) -> list:
         """The collectives counted so far: ``CommStats`` rows (``docs/distributed.rst``)."""
-        return list(self._comm.rows.values())
-
-    def _comm_where(self) -> tuple[str, str]:
-        """The module a collective running now is attributed to, and the phase (``CommLog``)."""
-        ctx = self._backward_context() if self._in_backward and self._ctx is self._root else self._ctx
-        return issuing_module(self._names, ctx.names[-1]), self._phase_name
+        return list(self._comm.rows.values()) if self._comm is not None else []
 
     def module_running(self) -> str:
         """Qualified name of the innermost module running now; in backward, of the module whose
@@ -654,7 +720,7 @@ class CountingMode(LightDispatchMode):
         result.flops = sum(p.flops for p in result.phases.values())
         result.module_ops = {name: ops for name, ops in result.module_ops.items() if ops}
         result.communication = self.communication()
-        if self._logical.ran:
+        if self._logical is not None and self._logical.ran:
             result.logical_macs, result.logical_flops = self._logical.totals(result.macs, result.flops)
         return result
 

@@ -12,7 +12,7 @@ _EXPORTS = {
     "JobProfile": "deeplite_like.backends.torch.distributed.job",
     "RankProfile": "deeplite_like.backends.torch.distributed.job",
     "profile_job": "deeplite_like.backends.torch.distributed.job",
-    "local_numel": "deeplite_like.backends.torch.distributed.shards",
+    "local_numel": "deeplite_like.backends.torch.tensors",
 }
 
 __all__ = sorted(_EXPORTS)

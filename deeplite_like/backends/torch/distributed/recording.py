@@ -35,12 +35,13 @@ from torch.utils import _pytree as pytree
 from deeplite_like.communication import CommStats, bus_bytes
 from deeplite_like.opcount import Cost
 
-from ..errors import FormulaError
+from deeplite_like.errors import FormulaError
+
+from ..counting.recorder import PLAIN, CountingMode, register_distributed
+from ..counting.registry import OpCall, lookup
 from .collectives import COLLECTIVES, FREE_COMM_OPS, collective_call
 
 __all__ = ["PLAIN", "CommLog", "LogicalShare", "issuing_module", "subclass_dispatch"]
-
-PLAIN = object()  # ``subclass_dispatch``: not a distributed subclass, count the op as usual
 
 
 def _class(module: str, name: str) -> type | None:
@@ -59,6 +60,8 @@ def subclass_dispatch(mode: Any, func: Any, types: tuple, args: tuple, kwargs: d
     if dtensor is not None and any(issubclass(t, dtensor) for t in types):
         if mode._in_dtensor:  # the second arrival, with the mode pushed again below: DTensor runs it
             return NotImplemented
+        if mode._logical is None:
+            mode._logical = LogicalShare()
         before = mode._logical.counted(mode)
         mode._in_dtensor = True
         try:
@@ -127,8 +130,6 @@ class LogicalShare:
         macs, flops = self.counted(mode)
         self.local[0] += macs - before[0]
         self.local[1] += flops - before[1]
-        from ..counting.registry import OpCall, lookup  # (here: the counting package imports this module)
-
         formula = lookup(func)
         if formula is None or mode._opaque:
             return
@@ -188,3 +189,20 @@ class CommLog:
 
         communication.__qualname__ = f"communication[{name}]"
         return communication
+
+
+class _Recording:
+    """This module's behaviour, as the counting mode's hook point asks for it (``recorder.DistributedRecording``)."""
+
+    comm_ops = frozenset(COLLECTIVES) | frozenset(FREE_COMM_OPS)
+
+    @staticmethod
+    def comm_formula(mode: CountingMode, name: str, default: Any) -> Any:
+        if mode._comm is None:  # the count's first collective: its log, attributed where the mode runs
+            mode._comm = CommLog(lambda: (issuing_module(mode._names, mode.module_running()), mode._phase_name))
+        return mode._comm.formula(name, default)
+
+    subclass_dispatch = staticmethod(subclass_dispatch)
+
+
+register_distributed(_Recording())

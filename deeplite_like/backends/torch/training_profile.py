@@ -1,4 +1,5 @@
-"""``TorchFlopsProfiler``: the core ``FlopsProfiler`` around a PyTorch training step.
+"""[deeplite_like.backends.torch.profiling.flops_profiler]
+``TorchFlopsProfiler``: the core ``FlopsProfiler`` around a PyTorch training step.
 
 Between ``start_profile()`` and ``stop_profile()`` a ``PhaseCountingMode`` is active on the
 calling thread; the forward, the backward and the optimizer step are counted operator by
@@ -25,19 +26,15 @@ import torch
 from torch import nn
 from torch.utils._python_dispatch import _get_current_dispatch_mode
 
+from deeplite_like.backends.torch.counting.engine import warn_if_untracked
+from deeplite_like.backends.torch.latency import ModuleTimer, PhaseCountingMode, StepTimer, device_name, synchronizer
+from deeplite_like.backends.torch.model_profile import ignored_names, module_params, module_records, phase_totals
+from deeplite_like.backends.torch.params import parameter_stats
 from deeplite_like.profiling.build import build_profile
 from deeplite_like.profiling.flops_profiler import FlopsProfiler
 from deeplite_like.profiling.result import ModelProfile
 
-from ..params import parameter_stats
-from .assemble import ignored_names, module_params, module_records, phase_totals
-from ..counting.engine import warn_if_untracked
-from .devices import device_name, synchronizer
-from .phases import PhaseCountingMode
-from .timers import ModuleTimer, StepTimer
-
 __all__ = ["FLOPS_PROFILER", "TorchFlopsProfiler"]
-
 
 class TorchFlopsProfiler(FlopsProfiler):
     """``FlopsProfiler`` of a ``torch.nn.Module``: counts and times what runs between start and stop.

@@ -1,4 +1,5 @@
-"""Which kernels a measured step runs: those the target device runs, where torch picks by device.
+"""[deeplite_like.backends.torch.device_kernels]
+Which kernels a measured step runs: those the target device runs, where torch picks by device.
 
 Two operators take a different kernel path per device, with different memory: attention and the
 LSTM. On the meta device torch takes its generic path for both; ``AttentionKernel`` and
@@ -49,16 +50,30 @@ page-aligned parts) has no query in PyTorch: it is read from one real CPU call o
 uninitialised tensors of the same shapes, once per shape (cached), outside the measured step.
 CUDA's cuDNN path (``_cudnn_rnn``, with its reserve buffer) is not modelled; GRU and plain RNN
 take the generic path on every device but cuDNN, so meta is the CPU already.
+
+[deeplite_like.backends.torch.fastpath]
+PyTorch's fused transformer fast path, turned off for the duration of a measurement.
+
+``nn.TransformerEncoderLayer`` (and ``nn.MultiheadAttention``) run one fused kernel in
+inference unless the fast path is off (``torch.backends.mha.set_fastpath_enabled``): counting
+turns it off so that the layer's children run and are attributed, memory so that the
+activations are seen. The switch is global, so concurrent measurements (in several threads)
+share it: the first to enter turns it off, the last to leave puts back what it was.
 """
 from __future__ import annotations
 
-from typing import Any
+import contextlib
+import sys
+import threading
+from typing import Any, Callable, Iterator
 
 import torch
 from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import _disable_current_modes  # (torch's own helper; no public twin)
 
-__all__ = ["AttentionKernel", "ATTENTION_KERNELS", "RecurrentKernel", "RNN_KERNELS"]
+from deeplite_like.safety import checkpoint, protected, uninterruptible
+
+__all__ = ["ATTENTION_KERNELS", "AttentionKernel", "RNN_KERNELS", "RecurrentKernel", "eager_flex_attention", "unfused"]
 
 ATTENTION_KERNELS = ("cuda", "cpu", "math", None)
 RNN_KERNELS = ("cpu", None)
@@ -249,3 +264,65 @@ def _workspace_bytes(x: torch.Tensor, w0: torch.Tensor, w1: torch.Tensor, hx: to
                                                         *options)[3]
         _WORKSPACE_BYTES[key] = workspace.untyped_storage().nbytes()
     return _WORKSPACE_BYTES[key]
+
+
+class _SharedSwitch:
+    """A process-wide setting several measurements (threads) change at once: the first to enter sets
+    it, the last to leave puts back what the first found."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._users = 0
+        self._before: Any = None
+
+    @contextlib.contextmanager
+    @protected
+    def held(self, get: Callable[[], Any], set_: Callable[[Any], None], value: Any) -> Iterator[None]:
+        with self._lock:
+            if self._users == 0:
+                self._before = get()
+                set_(value)
+            self._users += 1
+        try:
+            checkpoint()  # (an interrupt held during the set-up is raised here)
+            yield
+        finally:
+            with uninterruptible(), self._lock:
+                self._users -= 1
+                if self._users == 0:
+                    set_(self._before)
+
+
+_fast_path, _flex_compile = _SharedSwitch(), _SharedSwitch()
+
+
+@contextlib.contextmanager
+@protected
+def unfused() -> Iterator[None]:
+    """Turn the fused MHA / encoder-layer fast path off inside the block (restored by the last user)."""
+    mha = getattr(torch.backends, "mha", None)  # absent before torch 2.2: nothing to switch
+    if mha is None:
+        yield
+        return
+    with _fast_path.held(mha.get_fastpath_enabled, mha.set_fastpath_enabled, False):
+        yield
+
+
+@contextlib.contextmanager
+@protected
+def eager_flex_attention() -> Iterator[None]:
+    """Run ``flex_attention`` without its internal ``torch.compile`` inside the block (restored by the last user).
+
+    Eager ``flex_attention`` wraps its higher-order operator in ``torch.compile(fullgraph=True)``,
+    which TorchDynamo refuses under a dispatch mode such as counting's: the operator is then called
+    directly (torch's own ``_FLEX_ATTENTION_DISABLE_COMPILE_DEBUG`` switch), and reaches the counting
+    mode. The switch is global, like the fast path's: concurrent counts share it. Only touched when
+    torch's FlexAttention module is already imported (a model that uses it imported it).
+    """
+    flex = sys.modules.get("torch.nn.attention.flex_attention")
+    name = "_FLEX_ATTENTION_DISABLE_COMPILE_DEBUG"
+    if flex is None or not hasattr(flex, name):
+        yield
+        return
+    with _flex_compile.held(lambda: getattr(flex, name), lambda value: setattr(flex, name, value), True):
+        yield

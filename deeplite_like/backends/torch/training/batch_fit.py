@@ -1,4 +1,5 @@
-"""The largest batch (or sequence length) whose training step fits a device, by measurement.
+"""[deeplite_like.backends.torch.batch_fit]
+The largest batch (or sequence length) whose training step fits a device, by measurement.
 
 The peak of a step is, operator by operator, an affine function of the batch size (every
 activation is proportional to it, model states are not), and the peak of the step is the
@@ -18,12 +19,10 @@ from torch import nn
 from torch.utils import _pytree as pytree
 
 from deeplite_like.argument_checks import check_batch_size, check_flag
-from deeplite_like.backends.torch.training_memory import estimate_training_memory
-from deeplite_like.backends.torch.training_result import TrainingMemory
+from deeplite_like.backends.torch.training.estimate import TrainingMemory, estimate_training_memory
 from deeplite_like.byte_sizes import parse_bytes
 
 __all__ = ["BatchFit", "largest_batch"]
-
 
 @dataclass(frozen=True)
 class BatchFit:
