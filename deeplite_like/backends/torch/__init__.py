@@ -7,7 +7,8 @@ from __future__ import annotations
 
 from deeplite_like.lazy import lazy_exports
 
-from .distributed import recording as _recording  # noqa: F401  (gives the counting mode its torch.distributed behaviour)
+# (gives the counting mode its behaviour under torch.distributed: counting/recorder.py's hook point)
+from .distributed import recording as _recording  # noqa: F401
 
 _EXPORTS = {
     "count_ops": "deeplite_like.backends.torch.counting",

@@ -1,73 +1,64 @@
-"""[deeplite_like.backends.torch.profiler]
-``TorchProfiler``: the core ``Profiler`` with every built-in metric of the PyTorch backend.
+"""The PyTorch backend's profiler: ``TorchProfiler``, its ``Compute*`` functions and its evaluation functions.
 
-[deeplite_like.backends.torch.functions]
-The built-in ``ProfilerFunction``s of the PyTorch backend.
-
-Each function takes its model inputs from a data split through the profiler's ``ForwardPass``
-and leaves the model as it found it. Counting and memory runs use the model in eval mode by
-default (``mode='train'`` to measure training-mode behaviour) so that batch-norm statistics
-are never updated by profiling.
+``TorchProfiler`` is the core ``Profiler`` with every built-in metric of the backend. Each
+``Compute*`` function takes its model inputs from a data split through the profiler's
+``ForwardPass`` and leaves the model as it found it. Counting and memory runs use the model in
+eval mode by default (``mode='train'`` to measure training-mode behaviour) so that batch-norm
+statistics are never updated by profiling.
 
 One observation, many figures: MACs/FLOPs, peak memory and the per-layer table are read from
 one instrumented forward (``counting.engine.observe``) under ``torch.no_grad()``. Inside
 ``deeplite_like.observations.shared_observations()`` (the profiler enters it for each
 ``compute_network_status`` and ``compare``) the first of these functions to run makes the
-observation with everything in it,
-and the others, asking for the same inputs and options, read the same one: the default metrics
-run the model once instrumented, plus the timing runs (``benchmarks/bench_status_cost.py``).
+observation with everything in it, and the others, asking for the same inputs and options, read
+the same one: the default metrics run the model once instrumented, plus the timing runs
+(``benchmarks/bench_status_cost.py``).
 
-[deeplite_like.backends.torch.profile]
-Model profiles of PyTorch models: where the framework-free core finds the torch side.
+Evaluation: ``accuracy`` / ``topk_accuracy`` (``evaluate``) give classification accuracy over a
+data loader, in percent. A batch is turned into model inputs and targets by a *forward pass*
+object with ``targets(batch) -> Tensor`` and either ``extract_model_inputs(batch) -> (args,
+kwargs)`` or ``__call__(batch) -> (args, kwargs)`` (``deeplite_like.data.ForwardPass`` is such an
+object); without one, batches are ``(inputs, targets)`` pairs. Outputs are class scores with the
+class on dimension 1 (``(N, C)`` or ``(N, C, ...)``, as ``nn.CrossEntropyLoss`` expects); targets
+are class indices (``(N,)`` or ``(N, ...)``) or one-hot / probability rows shaped like the output.
+An output object with a ``logits`` attribute or key (Hugging Face style) is accepted. The model
+runs in eval mode under ``torch.no_grad()`` on its own device (inputs are moved there); its mode
+and everything else is restored afterwards.
 
-``deeplite_like.profiling.backends`` imports this module for a torch model and uses
-``build_model_profile`` (``get_model_profile``) and ``FLOPS_PROFILER`` (``FlopsProfiler``).
-The code lives in ``deeplite_like.backends.torch.profiling`` (one concept per module); see
-its docstrings for what is counted and timed how.
+deeplite-profiler's evaluation functions (``get_accuracy``, ``get_missclass``, ``get_topk``,
+``EvalLossFunction``; percentages in 0-100) are built on ``evaluate`` and differ from deeplite's
+on purpose in two ways: accuracy is the share of *samples* (deeplite averaged per-batch means, so
+a short last batch weighed as much as a full one), and the model is left as found (deeplite moved
+it to the device and left it in eval mode). ``device`` must be where the model already is: move
+the model yourself. ``transform(x, y) -> (x, y)`` is applied to each ``(inputs, targets)`` batch
+first.
 
-[deeplite_like.backends.torch.evaluate]
-Classification accuracy of a PyTorch model over a data loader (top-1, top-k), in percent.
-
-A batch is turned into model inputs and targets by a *forward pass* object with
-``targets(batch) -> Tensor`` and either ``extract_model_inputs(batch) -> (args, kwargs)`` or
-``__call__(batch) -> (args, kwargs)`` (``deeplite_like.data.ForwardPass`` is such an object);
-without one, batches are ``(inputs, targets)`` pairs. Outputs are class scores with the class on
-dimension 1 (``(N, C)`` or ``(N, C, ...)``, as ``nn.CrossEntropyLoss`` expects); targets are
-class indices (``(N,)`` or ``(N, ...)``) or one-hot / probability rows shaped like the output.
-An output object with a ``logits`` attribute or key (Hugging Face style) is accepted.
-
-The model runs in eval mode under ``torch.no_grad()`` on its own device (inputs are moved
-there); its mode and everything else is restored afterwards.
-
-[deeplite_like.backends.torch.deeplite_eval]
-deeplite-profiler's evaluation functions for PyTorch: ``get_accuracy``, ``get_missclass``, ``get_topk``,
-``EvalLossFunction``; percentages in 0-100.
-
-They are built on ``evaluate.py`` and differ from deeplite's on purpose in two ways: accuracy
-is the share of *samples* (deeplite averaged per-batch means, so a short last batch weighed as
-much as a full one), and the model is left as found (deeplite moved it to the device and left it
-in eval mode). ``device`` must be where the model already is: move the model yourself.
-``transform(x, y) -> (x, y)`` is applied to each ``(inputs, targets)`` batch first.
+The framework-free ``deeplite_like.profiling`` finds the torch side of ``get_model_profile`` and
+``FlopsProfiler`` here too: ``build_model_profile`` and ``FLOPS_PROFILER`` (from
+``model_profile.py`` and ``training_profile.py``).
 """
 from __future__ import annotations
 
 import sys
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any, Callable, Iterable, Mapping, Protocol
+from typing import Any, Callable, Protocol
 
 import torch
 from torch import nn
 from torch.utils import _pytree as pytree
 
 from deeplite_like.argument_checks import check_profiler_options
-from deeplite_like.backends.torch import inputs as _torch_data  # noqa: F401  (registers the tensor adapter)
+from deeplite_like.backends.torch.counting.engine import count_ops, observe, warn_if_untracked
+from deeplite_like.backends.torch.counting.registry import CountOptions
 from deeplite_like.backends.torch.inputs import checked_device, explained_failures, inference_mode_of, take_inputs
-from deeplite_like.backends.torch.latency import PhaseCountingMode
-from deeplite_like.backends.torch.model_profile import build_model_profile
-from deeplite_like.backends.torch.params import SCRIPT_NO_LAYERS
+from deeplite_like.backends.torch.latency import (PhaseCountingMode,  # noqa: F401  (profiling reads it)
+                                                measure_execution_time)
+from deeplite_like.backends.torch.model_profile import build_model_profile  # noqa: F401  (profiling reads it)
+from deeplite_like.backends.torch.params import SCRIPT_NO_LAYERS, layer_table, parameter_stats
 from deeplite_like.backends.torch.state import model_device, preserved_model_state
 from deeplite_like.backends.torch.tensors import batch_size_of
-from deeplite_like.backends.torch.training_profile import FLOPS_PROFILER, TorchFlopsProfiler
+from deeplite_like.backends.torch.training_profile import (FLOPS_PROFILER,  # noqa: F401  (profiling reads them)
+                                                         TorchFlopsProfiler)
 from deeplite_like.caller import caller
 from deeplite_like.complexity_options import ComplexityOptions
 from deeplite_like.data import ForwardPass, as_forward_pass
@@ -84,9 +75,6 @@ from deeplite_like.status import Detailed
 from deeplite_like.threads import DEFAULT_NUM_THREADS, check_num_threads
 from deeplite_like.timing_values import META_NOT_TIMED, not_measured, timing_values
 
-__all__ = ["EvalForwardPass", "EvalLossFunction", "FLOPS_PROFILER", "PhaseCountingMode",
-           "TorchEvaluationFunction", "TorchFlopsProfiler", "accuracy", "build_model_profile", "evaluate",
-           "get_accuracy", "get_missclass", "get_topk", "topk_accuracy"]
 
 class TorchProfiler(Profiler):
     """Profiles a ``torch.nn.Module`` on its data splits.
@@ -154,9 +142,6 @@ def _observed(model: torch.nn.Module, data_splits: Mapping[str, Any], forward_pa
     Shared, the observation has counts, memory and layer facts whoever asks first; alone, only
     what was asked for.
     """
-    from deeplite_like.backends.torch.counting.engine import observe
-    from deeplite_like.backends.torch.counting.registry import CountOptions
-    from deeplite_like.backends.torch.state import model_device
 
     def make() -> tuple[Any, int]:
         everything = sharing()  # shared: whoever asks first records what the others need
@@ -186,8 +171,6 @@ class ComputeComplexity(ComplexityOptions, ProfilerFunction):
                  batch_size: int = 1, split: str | None = None, meta: bool = False, backward: bool = False,
                  loss_fn: Callable[[Any], torch.Tensor] | None = None, causal_half: bool = False,
                  mode: str = "eval") -> dict:
-        from deeplite_like.backends.torch.counting import count_ops
-        from deeplite_like.backends.torch.counting.engine import warn_if_untracked
 
         if backward:
             taken = take_inputs(data_splits, forward_pass, split, batch_size)
@@ -221,7 +204,6 @@ class ComputeParams(ProfilerFunction):
         return TotalParams, TrainableParams
 
     def __call__(self, model: torch.nn.Module) -> dict:
-        from deeplite_like.backends.torch.params import parameter_stats
 
         stats = parameter_stats(model)
         return {TotalParams.NAME: Detailed(stats.total_params, {"non_trainable": stats.non_trainable_params,
@@ -237,7 +219,6 @@ class ComputeSize(ProfilerFunction):
         return (ModelSize,)
 
     def __call__(self, model: torch.nn.Module) -> Detailed:
-        from deeplite_like.backends.torch.params import parameter_stats
 
         stats = parameter_stats(model)
         return Detailed(stats.param_bytes, {"buffers": ModelSize(stats.buffer_bytes),
@@ -257,7 +238,6 @@ class ComputeMemory(ProfilerFunction):
     def __call__(self, model: torch.nn.Module, data_splits: Mapping[str, Any], forward_pass: ForwardPass,
                  batch_size: int = 1, split: str | None = None, meta: bool = False, mode: str = "eval",
                  include_weights: bool = True) -> dict:
-        from deeplite_like.backends.torch.params import parameter_stats
 
         seen, batch = _observed(model, data_splits, forward_pass, split, batch_size, meta, mode, memory=True)
         memory = seen.memory
@@ -303,9 +283,6 @@ class ComputeExecutionTime(ProfilerFunction):
     def __call__(self, model: torch.nn.Module, data_splits: Mapping[str, Any], forward_pass: ForwardPass,
                  batch_size: int = 1, split: str | None = None, device: Any = None,
                  min_run_time: float = 0.2, num_threads: int | str | None = DEFAULT_NUM_THREADS) -> dict:
-        from deeplite_like.backends.torch.state import model_device
-        from deeplite_like.backends.torch.latency import measure_execution_time
-        from deeplite_like.device import Device
 
         if model_device(model).type == "meta" or (device is not None and Device.parse(device).kind == "meta"):
             return not_measured(META_NOT_TIMED, batch_size=batch_size, device="meta")
@@ -326,7 +303,6 @@ class ComputeLayerwiseSummary(ProfilerFunction):
 
     def __call__(self, model: torch.nn.Module, data_splits: Mapping[str, Any], forward_pass: ForwardPass,
                  batch_size: int = 1, split: str | None = None, meta: bool = False, mode: str = "eval"):
-        from deeplite_like.backends.torch.params import SCRIPT_NO_LAYERS, layer_table
 
         if isinstance(model, torch.jit.ScriptModule):
             raise TypeError(f"layerwise_summary: {type(model).__name__} is a TorchScript module; {SCRIPT_NO_LAYERS}")

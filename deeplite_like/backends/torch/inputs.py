@@ -1,41 +1,28 @@
-"""[deeplite_like.backends.torch.inputs]
-Model inputs for a profiling run: which split they come from, moved to a device; the mode the model runs in.
+"""The inputs of a profiling run on PyTorch: where they come from, where they go, and why a run on them failed.
 
-[deeplite_like.backends.torch.placement]
-Checking a requested torch device before any work: it must exist on this machine.
-
-[deeplite_like.backends.torch.profiling.inputs]
-The inputs of a one-call profile: given (``args``/``kwargs``) or built from ``input_shape``.
-
-[deeplite_like.backends.torch.input_failures]
-Explaining a failed run by the inputs the profiler built, not by what the model raised deep inside.
-
-The profiler takes the model inputs from the first batch of a split through a ``ForwardPass``
-and resizes them to ``batch_size``. Three mistakes then surface as a framework error far from
-their cause, and are re-raised here as one ``ForwardError`` that says what the profiler did and
-how to change it (the framework error is chained as the cause):
-
-* a ``torch.export`` program exported with a fixed batch, given another batch size (often the
-  profiler's own resizing to ``batch_size``, default 1);
-* numpy arrays given to a torch model;
-* a tuple or list taken as the one model input (a batch ``((x,), y)`` read by the default
-  ``ForwardPass``).
-
-Any other failure propagates unchanged.
-
-[deeplite_like.backends.torch.data]
-The torch side of data binding: a ``TensorAdapter`` for ``torch.Tensor`` and a split check.
-
-Importing this module registers both with ``deeplite_like.data`` (the core also imports it by
-itself the first time it meets a torch tensor).
-
-``torch.utils.data.DataLoader`` splits need nothing special: a loader is re-iterable, and each
-item it yields is one batch. The default collate turns ``(x, y)`` samples into a list
-``[x, y]`` and dict samples into a dict of batched tensors; both fit ``ForwardPass``. With
-``batch_size=None`` (automatic batching off) the loader yields the dataset's items unchanged,
-so they must already be whole batches. A bare map-style ``Dataset`` yields single samples and
-is refused with a hint to wrap it in a ``DataLoader``; an ``IterableDataset`` is accepted and
-its items are taken as batches.
+* Splits and devices: which split the inputs come from (``resolve_split``), moved to the model's
+  device (``moved``), the grad mode the model runs in (``inference_mode_of``), and a requested
+  device checked before any work: it must exist on this machine (``checked_device``).
+* A one-call profile's inputs (``profile_inputs``): given (``args``/``kwargs``) or built from
+  ``input_shape``.
+* Failures explained by the inputs the profiler built, not by what the model raised deep inside
+  (``explained_failures``, ``fixed_batch_hint``). The profiler takes the model inputs from the
+  first batch of a split through a ``ForwardPass`` and resizes them to ``batch_size``. Three
+  mistakes then surface as a framework error far from their cause, and are re-raised as one
+  ``ForwardError`` that says what the profiler did and how to change it (the framework error is
+  chained as the cause): a ``torch.export`` program exported with a fixed batch, given another
+  batch size (often the profiler's own resizing to ``batch_size``, default 1); numpy arrays given
+  to a torch model; a tuple or list taken as the one model input (a batch ``((x,), y)`` read by
+  the default ``ForwardPass``). Any other failure propagates unchanged.
+* The torch side of data binding: a ``TensorAdapter`` for ``torch.Tensor`` and a split check.
+  Importing this module registers both with ``deeplite_like.data`` (the core also imports it by
+  itself the first time it meets a torch tensor). ``torch.utils.data.DataLoader`` splits need
+  nothing special: a loader is re-iterable, and each item it yields is one batch. The default
+  collate turns ``(x, y)`` samples into a list ``[x, y]`` and dict samples into a dict of batched
+  tensors; both fit ``ForwardPass``. With ``batch_size=None`` (automatic batching off) the loader
+  yields the dataset's items unchanged, so they must already be whole batches. A bare map-style
+  ``Dataset`` yields single samples and is refused with a hint to wrap it in a ``DataLoader``; an
+  ``IterableDataset`` is accepted and its items are taken as batches.
 """
 from __future__ import annotations
 
@@ -63,6 +50,7 @@ from deeplite_like.loaders import DataLoader as LoaderBase, TensorInfo, TensorSa
 __all__ = ["TakenInputs", "TorchAdapter", "TorchDataLoader", "TorchForwardPass", "TorchTensorSampler",
            "available_devices", "check_torch_split", "checked_device", "explained_failures", "fixed_batch",
            "fixed_batch_hint", "profile_inputs", "take_inputs"]
+
 
 def resolve_split(data_splits: Mapping[str, Any], split: str | None) -> str:
     """``split`` if given; else ``'test'`` when present, else the first split."""

@@ -1,10 +1,19 @@
-"""[deeplite_like.backends.torch.device_kernels]
-Which kernels a measured step runs: those the target device runs, where torch picks by device.
+"""Which kernels a measured run takes, where torch's choice would hide or misstate the work.
 
-Two operators take a different kernel path per device, with different memory: attention and the
-LSTM. On the meta device torch takes its generic path for both; ``AttentionKernel`` and
-``RecurrentKernel`` (``TorchFunctionMode``s) call the target device's ATen kernels instead, each
-with a meta kernel and a derivative, so the step, backward included, is the one that device runs.
+Two switches, each entered for one measurement and put back in ``finally``:
+
+* ``unfused``: PyTorch's fused transformer fast path, turned off. ``nn.TransformerEncoderLayer``
+  (and ``nn.MultiheadAttention``) run one fused kernel in inference unless the fast path is off
+  (``torch.backends.mha.set_fastpath_enabled``): counting turns it off so that the layer's
+  children run and are attributed, memory so that the activations are seen. The switch is
+  global, so concurrent measurements (in several threads) share it: the first to enter turns it
+  off, the last to leave puts back what it was. ``eager_flex_attention`` likewise keeps
+  FlexAttention eager while counting.
+* ``AttentionKernel`` and ``RecurrentKernel``: the kernels the target device runs, where torch
+  picks by device. Two operators take a different kernel path per device, with different memory:
+  attention and the LSTM. On the meta device torch takes its generic path for both; these
+  ``TorchFunctionMode`` classes call the target device's ATen kernels instead, each with a meta kernel
+  and a derivative, so the step, backward included, is the one that device runs.
 
 Attention
 ---------
@@ -13,8 +22,7 @@ Attention
 which materialises the attention matrix and saves it for backward; a CUDA GPU takes flash
 attention (or memory-efficient attention when there is a mask), which saves only the output
 and a log-sum-exp per row. The memory of an attention model depends on that choice, so
-``AttentionKernel`` (a ``TorchFunctionMode``) calls the chosen ATen kernel directly; each has a
-meta kernel and a derivative, so the step, backward included, is the one that device runs:
+``AttentionKernel`` calls the chosen ATen kernel directly:
 
 * ``"cuda"``: ``_scaled_dot_product_flash_attention`` without a mask,
   ``_scaled_dot_product_efficient_attention`` with one (CUDA's choice for fp16/bf16 inputs);
@@ -50,15 +58,6 @@ page-aligned parts) has no query in PyTorch: it is read from one real CPU call o
 uninitialised tensors of the same shapes, once per shape (cached), outside the measured step.
 CUDA's cuDNN path (``_cudnn_rnn``, with its reserve buffer) is not modelled; GRU and plain RNN
 take the generic path on every device but cuDNN, so meta is the CPU already.
-
-[deeplite_like.backends.torch.fastpath]
-PyTorch's fused transformer fast path, turned off for the duration of a measurement.
-
-``nn.TransformerEncoderLayer`` (and ``nn.MultiheadAttention``) run one fused kernel in
-inference unless the fast path is off (``torch.backends.mha.set_fastpath_enabled``): counting
-turns it off so that the layer's children run and are attributed, memory so that the
-activations are seen. The switch is global, so concurrent measurements (in several threads)
-share it: the first to enter turns it off, the last to leave puts back what it was.
 """
 from __future__ import annotations
 
@@ -74,6 +73,7 @@ from torch.utils._python_dispatch import _disable_current_modes  # (torch's own 
 from deeplite_like.safety import checkpoint, protected, uninterruptible
 
 __all__ = ["ATTENTION_KERNELS", "AttentionKernel", "RNN_KERNELS", "RecurrentKernel", "eager_flex_attention", "unfused"]
+
 
 ATTENTION_KERNELS = ("cuda", "cpu", "math", None)
 RNN_KERNELS = ("cpu", None)

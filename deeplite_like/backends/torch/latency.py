@@ -1,6 +1,6 @@
-"""[deeplite_like.backends.torch.timing]
-Wall-clock execution time of a model's forward pass, in seconds per batch.
+"""Time on PyTorch: a model's forward latency, per-module forward times, and the timed phases of profiles.
 
+``measure_execution_time``: wall-clock time of a model's forward pass, in seconds per batch.
 The loop is ``deeplite_like.timing_loop`` (shared with the Keras backend): warm-up once, blocks
 sized once from one forward, blocks timed until the budget (``min_run_time``) and the number of
 measurements are reached, with a CUDA synchronisation around each block. It replaces
@@ -23,50 +23,37 @@ busy machine is warned about (``NoisyTimingWarning``) and noted in ``spread_warn
 Device rule: the model is never moved. If ``device`` is the model's own device (the default),
 the model itself is timed; if another device is asked for, a deep copy of the model is moved
 there and timed (costs one copy of the model on that device). Inputs on another device are
-copied to the timed device; the caller's tensors are never changed.
+copied to the timed device; the caller's tensors are never changed. ``synchronizer`` waits for
+the CUDA devices that hold a model (``no_sync`` on CPU and meta), at both ends of every timed
+interval.
 
-[deeplite_like.backends.torch.layer_timing]
-Forward wall time per module of a PyTorch model, for the per-layer table's time column.
+``module_forward_times``: forward wall time per module, for the per-layer table's time column.
+Each module's forward is timed by ``ModuleTimer``, the one per-module timer of the backend
+(``get_model_profile`` and ``FlopsProfiler`` use it too): torch's global module hooks, two clock
+reads per module call, outside any counting mode, so the times are those of a plain forward. A
+module's time includes its children's and, when it is called several times in one forward,
+every call. Of ``repeats`` forwards (after ``warmup`` untimed ones), every module's time is read
+from the same one, the forward whose total is the median, in seconds: a parent's time is then
+its children's plus its own work, never less (a container that is never called itself, such as
+an ``nn.ModuleList``, gets its children's sum). The hooks add a few microseconds per module call,
+so the times of very small modules are upper bounds; the model's own median latency is measured
+apart, without hooks (``execution_time``).
 
-Each module's forward is timed by ``profiling.timers.ModuleTimer``, the one per-module timer of
-the backend (``get_model_profile`` and ``FlopsProfiler`` use it too): torch's global module
-hooks, two clock reads per module call (with a CUDA synchronisation at both ends when the model
-is on a GPU), outside any counting mode, so the times are those of a plain forward. A module's
-time includes its children's and, when it is called several times in one forward, every call.
-Of ``repeats`` forwards (after ``warmup`` untimed ones), every module's time is read from the
-same one, the forward whose total is the median, in seconds: a parent's time is then its
-children's plus its own work, never less (a container that is never called itself, such as an
-``nn.ModuleList``, gets its children's sum).
+``ModuleTimer`` and ``StepTimer`` (optimizer-step time) use torch's *global* hooks
+(``register_module_forward_hook``, ``register_optimizer_step_*``), not hooks on the model:
+nothing is stored on the modules, so a copy or pickle of the model made while timing (an EMA, a
+checkpoint) is a plain copy. The module hooks time only the model's own modules (by identity).
 
-The hooks add a few microseconds per module call, so the times of very small modules are
-upper bounds; the model's own median latency is measured apart, without hooks
-(``execution_time``). The hooks time only the model's own modules (by identity): nothing is
-stored on the modules, so a copy made by the forward is plain. The model is left as found
-(``state.preserved_model_state``: mode, buffer values, the random generators, ...), the hooks
-removed in ``finally``.
-
-[deeplite_like.backends.torch.profiling.devices]
-Which devices hold a model, and waiting for them (timed intervals synchronise on CUDA).
-
-[deeplite_like.backends.torch.profiling.phases]
-``PhaseCountingMode``: the counting engine's ``CountingMode``, filing every operator under its phase.
-
-The phase is decided when the operator runs: ``backward`` when autograd is executing a node
+``PhaseCountingMode``: the counting engine's ``CountingMode`` for the DeepSpeed-style profiles,
+filing every operator under its phase and timing the phases. The phase is decided when the
+operator runs: ``backward`` when autograd is executing a node
 (``torch._C._current_autograd_node()``), ``forward`` inside a call of the model or one of its
-modules, ``optimizer`` inside ``Optimizer.step()`` (``timers.StepTimer`` raises ``in_step``),
-``other`` otherwise (the loss, gradient clipping). Each module keeps its figures per phase, and
-operators run outside any module call are kept apart (``outside``).
+modules, ``optimizer`` inside ``Optimizer.step()`` (``StepTimer`` raises ``in_step``), ``other``
+otherwise (the loss, gradient clipping). Each module keeps its figures per phase, and operators
+run outside any module call are kept apart (``outside``).
 
-[deeplite_like.backends.torch.profiling.timers]
-Forward time per module (``ModuleTimer``) and optimizer-step time (``StepTimer``), by global hooks.
-
-Both synchronise with ``sync`` (``devices.synchronizer``) at both ends of every timed interval
-when the model is on an accelerator; times are in seconds (``time.perf_counter``).
-
-Both use torch's *global* hooks (``register_module_forward_hook``, ``register_optimizer_step_*``),
-not hooks on the model: nothing is stored on the modules, so a copy or pickle of the model made
-while timing (an EMA, a checkpoint) is a plain copy. The module hooks see every module of the
-process and time only the model's own (by identity); a copy is not timed.
+Every timer leaves the model as found (``state.preserved_model_state``: mode, buffer values, the
+random generators, ...), its hooks removed in ``finally``.
 """
 from __future__ import annotations
 
@@ -81,7 +68,7 @@ import torch
 from torch import nn
 
 from deeplite_like.argument_checks import check_batch_agrees, check_batch_size
-from deeplite_like.backends.torch.counting import (formulas as _formulas)  # noqa: F401  (importing the package fills the formula table)
+from deeplite_like.backends.torch.counting import formulas as _formulas  # noqa: F401  (fills the formula table)
 from deeplite_like.backends.torch.counting.recorder import CountingMode, _Context
 from deeplite_like.backends.torch.counting.registry import CountOptions
 from deeplite_like.backends.torch.inputs import checked_device, inference_mode_of, moved
@@ -96,6 +83,7 @@ from deeplite_like.timing_noise import busy_note, spread_note, warn_noisy
 
 __all__ = ["ModuleTimer", "PhaseCountingMode", "StepTimer", "TimingStats", "current_autograd_node",
            "device_name", "measure_execution_time", "module_forward_times", "no_sync", "synchronizer"]
+
 
 def _normalise(device: torch.device) -> torch.device:
     """``cuda`` without an index means the current CUDA device; give it that index."""

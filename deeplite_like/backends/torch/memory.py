@@ -20,7 +20,7 @@ What counts:
 Fused fast paths: ``nn.TransformerEncoderLayer`` / ``nn.MultiheadAttention`` in eval mode
 under ``no_grad`` run one fused kernel whose intermediates are invisible (the layer would
 seem to cost only its output). The measurement therefore turns that fast path off
-(``fastpath.unfused``, restored in ``finally``) so the layer's
+(``kernels.unfused``, restored in ``finally``) so the layer's
 activations are seen op by op; ``allow_fastpath=True`` keeps it.
 
 On meta tensors ``scaled_dot_product_attention`` takes the math path (the attention matrix

@@ -1,20 +1,14 @@
-"""[deeplite_like.backends.torch.profiling.model_profile]
-``build_model_profile``: the ``ModelProfile`` of one call of a PyTorch model (``get_model_profile``'s torch side).
+"""``build_model_profile``: the ``ModelProfile`` of one call of a PyTorch model (``get_model_profile``'s torch side).
 
-Counted with ``PhaseCountingMode`` (``phases.py``) on the real model or on meta copies
-(``run.py``), then, on real tensors, timed without counting. The model is left as found.
+One call of the profiled entry point (``forward``, or any method named by ``func_name``, counted
+as the model's call) and optionally its backward, counted with ``latency.PhaseCountingMode`` on
+the real model or on meta copies (``ProfileRun``), then, on real tensors, timed without counting.
+The counted run becomes the parts of a ``ModelProfile`` here too: module records
+(``module_records``) and phase totals (``phase_totals``), which ``training_profile.py`` builds
+its profiles from as well. A failing forward raises a ``ForwardError`` that says where it failed.
 
-[deeplite_like.backends.torch.profiling.entry_point]
-Calling the profiled entry point (``forward`` or any method named by ``func_name``), counted as the model's call.
-
-[deeplite_like.backends.torch.profiling.run]
-``ProfileRun``: one call of the entry point (and its backward), on the real model or on meta copies.
-
-Also the small pieces around it: the loss to differentiate, the ``ForwardError`` that says where
-the forward failed, and a synchronised timer.
-
-[deeplite_like.backends.torch.profiling.assemble]
-Turning a counted run into the parts of a ``ModelProfile``: module records and phase totals.
+Nothing stays attached: hooks and the dispatch mode are removed when the profile ends; no
+attribute is ever set on the model or its modules, and the model is left as found.
 """
 from __future__ import annotations
 
@@ -39,6 +33,7 @@ from deeplite_like.profiling.result import ModelProfile, PhaseStats
 
 __all__ = ["ProfileRun", "build_model_profile", "call_entry", "check_entry", "forward_error", "ignored_names",
            "module_params", "module_records", "phase_totals", "timed"]
+
 
 def build_model_profile(model: nn.Module, *, input_shape: Sequence[int] | None = None, args: Any = None,
                         kwargs: Mapping[str, Any] | None = None, warm_up: int = 1,

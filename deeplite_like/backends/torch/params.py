@@ -1,7 +1,6 @@
-"""[deeplite_like.backends.torch.params]
-Parameter and buffer counts and sizes of a PyTorch model, in elements and bytes.
+"""Parameter and buffer counts and sizes of a PyTorch model, and the per-layer table built on them.
 
-Rules (tested row by row in ``tests/torch/test_params.py``):
+Counts and sizes are in elements and bytes. Rules (tested row by row in ``tests/torch/test_params.py``):
 
 * A tensor shared by several modules is counted once. Sharing is detected by identity (the
   same ``Parameter`` object registered twice) *and* by storage: two different tensors whose
@@ -24,12 +23,10 @@ Rules (tested row by row in ``tests/torch/test_params.py``):
 
 Works on meta-device models: only shapes, dtypes and storage identities are read.
 
-[deeplite_like.backends.torch.layers]
-Per-layer summary: one row per module with shapes, parameters, MACs, FLOPs and activation bytes.
-
-Every figure comes from one observation pass (``counting.engine.observe``): the counts per
-module, and each module's input and output shapes and output bytes at its first call; the
-rendering is a ``TableReport``.
+The per-layer table (``layerwise_summary``, ``layer_table``) has one row per module: shapes,
+parameters, MACs, FLOPs and activation bytes. Every figure comes from one observation pass
+(``counting.engine.observe``): the counts per module, and each module's input and output shapes
+and output bytes at its first call; the rendering is a ``TableReport``.
 """
 from __future__ import annotations
 
@@ -46,6 +43,7 @@ from deeplite_like.reports import TableReport
 from deeplite_like.units import format_bytes, format_share
 
 __all__ = ["ParamStats", "module_param_counts", "parameter_stats"]
+
 
 # state_dict entries that are quantization metadata or opaque extra state, not weights.
 _EXTRA_BUFFER_NAMES = ("scale", "zero_point", "_extra_state")

@@ -1,44 +1,33 @@
-"""[deeplite_like.backends.torch.run_tensors]
-The small tensor helpers every measuring pass needs, written once (counting, profiles, memory, timing).
+"""Facts about the tensors of a run, written once for every measuring pass (counting, memory, profiles, timing).
 
-* ``tensors_in``: the tensors of inputs or outputs, in any nesting of containers and mappings;
-* ``meta_like``: a meta twin of a tensor;
-* ``loss_of``: the scalar a counted backward pass differentiates;
-* ``batch_size_of`` / ``required_batch_size`` / ``first_tensor_batch``: the batch size of the inputs.
-
-[deeplite_like.backends.torch.distributed.shards]
-Local shards: what one rank holds of a ``DTensor`` (tensor parallel, FSDP2 parameters).
-
-``torch.distributed.tensor`` is looked up in ``sys.modules``, never imported: when it is not
-loaded no DTensor exists, and every tensor is its own local shard.
-
-[deeplite_like.backends.torch.counting.nested]
-Nested tensors (``torch.nested``, both layouts) as the counting engine and its formulas see them.
-
-A nested tensor holds ``B`` components of different shapes: it has no single ``shape`` (the
-strided layout raises ``NestedTensorImpl doesn't support sizes``; the jagged layout has a
-symbolic ragged size that is no ``int``). Formulas read shapes, so an op on nested tensors is
-priced as the sum of the same op over its components: component ``i`` of every nested
-argument and output, given as a meta tensor of shape ``(1, *component_shape)`` (same rank as
-the nested tensor, so a formula indexing dimensions from either end reads the same sizes).
-Dense arguments (weights, biases) are passed to every component unchanged. This is exact for
-the ops a nested tensor runs through (linear, elementwise, norms over the last dimension,
-softmax, attention per sequence), which is what ``nn.TransformerEncoder`` and
-``torch.nested`` users run.
-
-[deeplite_like.backends.torch.counting.describe]
-How a call's arguments read in error messages: ``(Tensor[2, 3] float32, mask=Tensor[2] bool)``.
-
-[deeplite_like.backends.torch.shapes]
-What the per-layer table shows of a module call: input and output shapes, output bytes.
-
-``layer_facts`` is read by the observation pass (``counting/recorder.py``) at each module's
-first call, right after its forward returned: only metadata is kept, never the tensors (which
-would stay alive and change the peak memory measured in the same pass). The shapes are kept as
-``torch.Size``s and written out (``"1x3x224x224"``) only when the table asks.
-
-[deeplite_like.backends.torch._ledger]
-ledger
+* Finding them: ``tensors_in`` (inputs or outputs, in any nesting of containers and mappings),
+  ``meta_like`` (a meta twin), ``loss_of`` (the scalar a counted backward differentiates),
+  ``batch_size_of`` / ``required_batch_size`` / ``first_tensor_batch`` (the batch of the inputs).
+* Local shards: what one rank holds of a ``DTensor`` (tensor parallel, FSDP2 parameters):
+  ``local_tensor``, ``local_numel``, ``is_dtensor``, ``is_fully_sharded``.
+  ``torch.distributed.tensor`` is looked up in ``sys.modules``, never imported: when it is not
+  loaded no DTensor exists, and every tensor is its own local shard.
+* Nested tensors (``torch.nested``, both layouts) as the counting engine and its formulas see
+  them. A nested tensor holds ``B`` components of different shapes: it has no single ``shape``
+  (the strided layout raises ``NestedTensorImpl doesn't support sizes``; the jagged layout has a
+  symbolic ragged size that is no ``int``). Formulas read shapes, so an op on nested tensors is
+  priced as the sum of the same op over its components (``price_per_component``): component
+  ``i`` of every nested argument and output, given as a meta tensor of shape
+  ``(1, *component_shape)`` (same rank as the nested tensor, so a formula indexing dimensions
+  from either end reads the same sizes). Dense arguments (weights, biases) are passed to every
+  component unchanged. This is exact for the ops a nested tensor runs through (linear,
+  elementwise, norms over the last dimension, softmax, attention per sequence), which is what
+  ``nn.TransformerEncoder`` and ``torch.nested`` users run.
+* How a call's arguments read in error messages (``describe_args``):
+  ``(Tensor[2, 3] float32, mask=Tensor[2] bool)``.
+* What the per-layer table shows of a module call (``layer_facts``): input and output shapes,
+  output bytes, read by the observation pass (``counting/recorder.py``) at each module's first
+  call, right after its forward returned. Only metadata is kept, never the tensors (which would
+  stay alive and change the peak memory measured in the same pass); shapes are kept as
+  ``torch.Size``s and written out (``"1x3x224x224"``) only when the table asks.
+* Storages and their live bytes: ``storage_key``, ``tensor_span``, ``spanned_bytes``, and the
+  ``StorageLedger`` that the observation pass (``counting/recorder.py``) and the training step
+  (``training/step.py``) tell of every operator's outputs; ``memory.py`` says what it measures.
 """
 from __future__ import annotations
 
@@ -46,7 +35,7 @@ import sys
 import weakref
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator
+from typing import Any, Iterator
 
 import torch
 from torch import nn
@@ -63,6 +52,7 @@ __all__ = ["LayerFacts", "MemoryStats", "any_nested", "batch_size_of", "componen
            "describe_nested", "describe_tensor", "first_tensor_batch", "is_dtensor", "is_fully_sharded",
            "layer_facts", "local_numel", "local_tensor", "loss_of", "meta_like", "price_per_component",
            "required_batch_size", "shape_text", "tensor_span", "tensors_in"]
+
 
 def tensors_in(tree: Any) -> Iterator[torch.Tensor]:
     """Tensors in any nesting of pytree containers and mappings (e.g. dict-like model outputs)."""
@@ -378,7 +368,7 @@ def spanned_bytes(tensors: list[torch.Tensor]) -> int:
 
 
 def tensor_leaves(tree: Any) -> list[torch.Tensor]:
-    """The tensors in ``tree`` (``run_tensors.tensors_in``: mappings too), a DTensor as this rank's local shard."""
+    """The tensors in ``tree`` (``tensors_in``: mappings too), a DTensor as this rank's local shard."""
     return [local_tensor(tensor) for tensor in tensors_in(tree)]
 
 
@@ -386,7 +376,7 @@ class StorageLedger:
     """Live bytes of the storages that operators allocate, and their peak; see the module docstring.
 
     Not a mode itself: whatever sees each operator calls ``count(func, out)`` after it ran
-    (the counting pass, ``counting/recorder.py``, or ``training_step.StepTracker``). ``where()``
+    (the counting pass, ``counting/recorder.py``, or ``training/step.StepTracker``). ``where()``
     names the innermost module running, for ``peak_module``.
     """
 

@@ -1,13 +1,12 @@
-"""[deeplite_like.backends.torch.profiling.flops_profiler]
-``TorchFlopsProfiler``: the core ``FlopsProfiler`` around a PyTorch training step.
+"""``TorchFlopsProfiler``: the core ``FlopsProfiler`` (DeepSpeed's API) around a PyTorch training step.
 
 Between ``start_profile()`` and ``stop_profile()`` a ``PhaseCountingMode`` is active on the
 calling thread; the forward, the backward and the optimizer step are counted operator by
-operator and timed (``timers.py``). Nothing stays attached: the global module hooks that
-attribute operators to modules, the global timing hooks, the optimizer hooks and the dispatch mode are removed by
-``stop_profile()``. Nothing is stored on the model's modules meanwhile, so a copy
-(``copy.deepcopy``: an EMA, a best-model snapshot) or a ``torch.save`` made inside the window
-is a plain copy of the user's model.
+operator and timed (``latency.ModuleTimer``, ``latency.StepTimer``). Nothing stays attached: the
+global module hooks that attribute operators to modules, the global timing hooks, the optimizer
+hooks and the dispatch mode are removed by ``stop_profile()``. Nothing is stored on the model's
+modules meanwhile, so a copy (``copy.deepcopy``: an EMA, a best-model snapshot) or a
+``torch.save`` made inside the window is a plain copy of the user's model.
 
 Threads: a dispatch mode belongs to the thread that entered it, and only that thread can exit
 it. ``stop_profile()`` (and ``end_profile()``) from another thread is therefore refused with an
@@ -35,6 +34,7 @@ from deeplite_like.profiling.flops_profiler import FlopsProfiler
 from deeplite_like.profiling.result import ModelProfile
 
 __all__ = ["FLOPS_PROFILER", "TorchFlopsProfiler"]
+
 
 class TorchFlopsProfiler(FlopsProfiler):
     """``FlopsProfiler`` of a ``torch.nn.Module``: counts and times what runs between start and stop.

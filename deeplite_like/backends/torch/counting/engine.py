@@ -102,7 +102,7 @@ class Observation:
     """What one instrumented run of a model saw (``observe``).
 
     ``counts``: MACs/FLOPs per module, operator and phase (``count_ops``'s result). ``memory``:
-    peak activation memory of the forward (``memory.MemoryStats``), when asked. ``layers``:
+    peak activation memory of the forward (``tensors.MemoryStats``), when asked. ``layers``:
     qualified name -> ``LayerFacts`` (shapes, output bytes) of each module's first call, when
     asked.
     """
@@ -120,7 +120,7 @@ def observe(model: torch.nn.Module, args: tuple, kwargs: dict, *, backward: bool
 
     Everything is read from the same pass, by the same module attribution (``CountingMode``'s
     global module hooks, ``recorder.py``): each operator is priced, its fresh output storages
-    are added to the live bytes (``memory.StorageLedger``), and each module's first call leaves
+    are added to the live bytes (``tensors.StorageLedger``), and each module's first call leaves
     its shapes. ``count_ops``, ``peak_activation_memory``, ``layerwise_summary`` and the
     profiler's default functions (which share one observation per ``compute_network_status``)
     are views of it.
@@ -238,7 +238,7 @@ def backward_pass(loss: torch.Tensor, leaves: list[torch.Tensor], failed: str = 
     # ``inputs=`` keeps the pass to the model's parameters and our own input leaves: it never
     # reaches into a graph the caller built (e.g. a loss_fn target that requires grad).
     # An FSDP2 model gets none: its graph's leaves are the unsharded parameters it gathered,
-    # not the sharded ones it holds between steps (``distributed/shards.is_fully_sharded``).
+    # not the sharded ones it holds between steps (``tensors.is_fully_sharded``).
     # Reentrant checkpointing refuses ``inputs=`` (it runs a backward of its own inside): then the
     # whole graph runs, and the gradients it leaves on tensors not ours are put back as they were.
     foreign: list[tuple[torch.Tensor, Any]] = []
@@ -300,7 +300,7 @@ def _target_attention_kernel(slots: list[tuple[dict, str, torch.Tensor, bool, bo
     On meta, torch runs attention's math path, whose backward keeps the probabilities; the CPU and
     CUDA pick fused kernels whose backward recomputes them (``formulas/attention.py``). So a meta
     count of a CPU model runs the CPU's choice and one of a CUDA model CUDA's
-    (``device_kernels.AttentionKernel``), and equals the real count; a model already on meta has no
+    (``kernels.AttentionKernel``), and equals the real count; a model already on meta has no
     device to follow and keeps torch's meta choice. Forward costs are the same for every kernel.
     """
     devices = {tensor.device.type for _, _, tensor, _, _ in slots}
@@ -335,7 +335,7 @@ def to_meta(model: torch.nn.Module, args: tuple, kwargs: dict,
     meta already, by qualified name (tied tensors once: ``named_parameters`` drops duplicates)
     and by the identity of their originals (``state.swapped_tensors`` puts the one copy in every
     owner's slot); and the inputs as meta tensors. With ``values``, the meta inputs and buffers get
-    the values of their real originals (small integer ones only, ``meta_values``).
+    the values of their real originals (small integer ones only, ``meta.MetaValues``).
     """
     state: dict[str, torch.Tensor] = {}
     copies: dict[int, torch.Tensor] = {}

@@ -1,16 +1,17 @@
-"""[deeplite_like.backends.torch.counting.meta_shapes]
-Output shapes for ops whose meta kernel refuses what their real kernels accept.
+"""What a count on the meta device needs beyond torch's meta kernels: output shapes, values, replays.
 
-torch's meta kernel for ``_grouped_mm`` wants bf16 operands with 16-byte aligned strides (the
-CUDA kernel's constraints), while the CPU kernel runs any float dtype: a float32 mixture-of-experts
+On meta, tensors have shapes and dtypes but no values and no memory, so models too large for the
+machine can be counted. Three gaps are closed here.
+
+Output shapes (``meta_output``) for ops whose meta kernel refuses what their real kernels accept.
+torch's meta kernel for ``_grouped_mm`` wants bf16 operands with 16-byte aligned strides (the CUDA
+kernel's constraints), while the CPU kernel runs any float dtype: a float32 mixture-of-experts
 model runs for real but not on meta. Counting needs only the output's shape and dtype, which
 follow from the operands' shapes, so for these ops the meta run builds the output from them.
 
-[deeplite_like.backends.torch.counting.meta_values]
-Values of the small integer and boolean tensors of a meta run, so value-dependent control flow works.
-
-A meta tensor has a shape and a dtype but no values, so a forward that reads one
-(``.item()``, ``bool(t)``, ``if mask.all():``, ``torch.nonzero``) cannot run on meta. Real
+Values (``MetaValues``) of the small integer and boolean tensors of a meta run, so value-dependent
+control flow works. A meta tensor has a shape and a dtype but no values, so a forward that reads
+one (``.item()``, ``bool(t)``, ``if mask.all():``, ``torch.nonzero``) cannot run on meta. Real
 models do this, and almost always on *index* tensors that do not depend on the weights at all:
 transformers 5's decoders decide whether a batch holds packed sequences from the position ids
 (``find_packed_sequence_indices``: ``(mask[:, -1] == 0).all()``), others check an attention mask
@@ -28,8 +29,8 @@ real computation meta avoids). Tensors over ``MAX_ELEMENTS`` elements get none. 
 needs a value that no twin holds (it depends on the weights or on float data), the error names
 the op and the module, and says to count with real tensors.
 
-[deeplite_like.backends.torch.counting.meta_replay]
-Replaying the outputs of repeated ops on the meta device (``MetaOutputs``).
+Replays (``MetaOutputs``): the outputs of repeated ops are replayed instead of running their
+(often Python) meta kernels again.
 """
 from __future__ import annotations
 
@@ -42,6 +43,7 @@ from torch.utils.weak import WeakTensorKeyDictionary
 from deeplite_like.backends.torch.counting.registry import NEW, POINTWISE_IN_PLACE, holds_tensors
 
 __all__ = ["MAX_ELEMENTS", "MetaOutputs", "MetaValueError", "MetaValues", "meta_output"]
+
 
 aten = torch.ops.aten
 
@@ -123,7 +125,7 @@ class MetaValues:
     it runs the meta kernel, keeps the twins up to date, and answers the reads a meta kernel
     cannot (``_local_scalar_dense``, ``nonzero``, ...) from them. ``where()`` names the module
     for errors. ``placeholder_reads``: a scalar read that no twin answers gets 1 of its type
-    instead of an error (the training step's optimizer, ``training_step.py``). ``made_on_meta``:
+    instead of an error (the training step's optimizer, ``training/step.py``). ``made_on_meta``:
     tensors made from nothing land on meta (``wrap``); the training step keeps them where torch
     puts them (an optimizer's step counters live on the host).
     """
@@ -286,7 +288,7 @@ class MetaOutputs:
     above the dispatch mode). Only when every tensor argument is a plain strided, non-complex
     meta tensor; anything else runs the kernel. What was recorded is kept for the process
     (``_RECORDED``), so "first" means the first in the process. An in-place pointwise op with no
-    other tensor argument (``relu_``, ``hardtanh_``: ``op_facts.POINTWISE_IN_PLACE``) returns
+    other tensor argument (``relu_``, ``hardtanh_``: ``registry.POINTWISE_IN_PLACE``) returns
     ``self`` from its first call: it cannot change the metadata (``hardtanh_``'s meta kernel, a
     Python decomposition, took 1.7 ms a call).
     """
@@ -310,7 +312,7 @@ class MetaOutputs:
             return run(*args, **kwargs)
         if replay == POINTWISE_IN_PLACE:
             return args[0]
-        key = (id(func), torch.get_default_dtype(), key)  # (op_facts keeps every op seen: ids are not reused)  # (factory ops read the default dtype)
+        key = (id(func), torch.get_default_dtype(), key)  # (op_info keeps every op seen: ids are not reused)  # (factory ops read the default dtype)
         spec = self._outputs.get(key)
         if spec is None:  # first call: run the kernel, record its outputs
             if replay != NEW:

@@ -1,7 +1,6 @@
-"""[deeplite_like.backends.torch.counting.recorder]
-The counting pass itself: a ``TorchDispatchMode`` that prices every aten op, plus module calls.
+"""The counting pass itself: a ``TorchDispatchMode`` that prices every aten op, plus module calls.
 
-It is also the observation pass (``engine.observe``): with a ``ledger`` (``memory.StorageLedger``)
+It is also the observation pass (``engine.observe``): with a ``ledger`` (``tensors.StorageLedger``)
 it adds each operator's fresh output storages to the live bytes, for peak memory; with ``layers``
 it keeps each module's first call's shapes and output bytes, for the per-layer table. Counts,
 memory and shapes therefore come from one forward and one module attribution, the one below.
@@ -58,32 +57,35 @@ Leaving the model as found
     the write, so the engine copies buffers up front (``engine._restored_tensors``).
 
 torch.distributed
-    An op whose arguments hold tensor subclasses (``types`` is not empty) goes through
-    ``distributed.recording.subclass_dispatch`` first: a DTensor op is run by DTensor under the
-    mode, so the local ops on this rank's shards are what is counted. Collective operators are
-    priced at 0 FLOPs by ``CommLog`` formulas that log their bytes (``OpCount.communication``).
-    See ``docs/distributed.rst``.
+    The counting core imports nothing of ``distributed/``: that package registers its behaviour
+    at the hook point below (``register_distributed``) when it is imported, which the backend's
+    package root does. Then an op whose arguments hold tensor subclasses (``types`` is not
+    empty) goes through ``distributed.recording.subclass_dispatch`` first: a DTensor op is run by
+    DTensor under the mode, so the local ops on this rank's shards are what is counted.
+    Collective operators are priced at 0 FLOPs by ``CommLog`` formulas that log their bytes
+    (``OpCount.communication``). A count of plain tensors never calls into it. See
+    ``docs/distributed.rst``.
 
 Speed
     Per-op facts (name, written arguments, the C++ callable) are cached for the process by op
-    identity (``op_facts.py``), the formula look-up once per count. ``counting_mode`` leaves out
-    torch's dynamo-disabling wrapper of ``__torch_dispatch__`` while TorchDynamo is not loaded.
-    On the meta device, ``meta_replay.MetaOutputs`` replays the outputs of repeated ops instead
+    identity (``registry.op_info``), the formula look-up once per count. ``counting_mode`` leaves out
+    torch's dynamo-disabling wrapper of ``__torch_dispatch__`` while TorchDynamo is not loaded
+    (``LightDispatchMode``, below).
+    On the meta device, ``meta.MetaOutputs`` replays the outputs of repeated ops instead
     of running their (often Python) meta kernels. ``benchmarks/bench_torch_count.py`` measures the result
     (``docs/benchmarks.rst``).
 
-[deeplite_like.backends.torch.dispatch_mode]
-A ``TorchDispatchMode`` base that does not load TorchDynamo unless compiled code may run.
+TorchDynamo
+    ``LightDispatchMode`` is a ``TorchDispatchMode`` base that does not load TorchDynamo unless
+    compiled code may run. torch wraps every mode's ``__torch_dispatch__`` in ``torch._dynamo.disable`` unless the mode's
+    ``_should_skip_dynamo()`` says ``False``. The wrapper costs about 1 us per operator, and its
+    first call imports ``torch._dynamo`` (over a second, several on a loaded machine). It only
+    matters when an eval-frame callback is set, i.e. ``torch.compile`` code is running, which needs
+    ``torch._dynamo`` loaded. So a ``LightDispatchMode`` skips the wrapper; ``make`` builds the
+    wrapped (``dynamo_safe``) subclass when ``torch._dynamo`` is already loaded, and a running mode
+    switches to it (``switch_if_dynamo_loaded``) once something loads it.
 
-torch wraps every mode's ``__torch_dispatch__`` in ``torch._dynamo.disable`` unless the mode's
-``_should_skip_dynamo()`` says ``False``. The wrapper costs about 1 us per operator, and its
-first call imports ``torch._dynamo`` (over a second, several on a loaded machine). It only
-matters when an eval-frame callback is set, i.e. ``torch.compile`` code is running, which needs
-``torch._dynamo`` loaded. So a ``LightDispatchMode`` skips the wrapper; ``make`` builds the
-wrapped (``dynamo_safe``) subclass when ``torch._dynamo`` is already loaded, and a running mode
-switches to it (``switch_if_dynamo_loaded``) once something loads it.
-
-Every dispatch mode of the torch backend (counting, memory tracking) derives from it.
+    Every dispatch mode of the torch backend (counting, memory tracking) derives from it.
 """
 from __future__ import annotations
 
@@ -109,6 +111,7 @@ from deeplite_like.backends.torch.tensors import (LayerFacts, any_nested, descri
 from deeplite_like.errors import FormulaError
 from deeplite_like.opcount import OpCount, OpStats
 from deeplite_like.safety import checkpoint, protected, restore_all, uninterruptible
+
 
 M = TypeVar("M", bound="LightDispatchMode")
 _DYNAMO_SAFE: dict[type, type] = {}
@@ -146,7 +149,7 @@ def make(cls: type[M], *args: Any, **kwargs: Any) -> M:
 
 
 # Modules that skip their children's forwards (one fused kernel) unless the fused fast path is
-# off: while one is counted, the fast path is off (``fastpath.unfused``), so that its children run.
+# off: while one is counted, the fast path is off (``kernels.unfused``), so that its children run.
 FUSED_UNLESS_HOOKED: tuple[type, ...] = (torch.nn.TransformerEncoderLayer,)
 
 _local = threading.local()  # .mode: the CountingMode attached in this thread, if any
@@ -267,7 +270,7 @@ class CountingMode(LightDispatchMode):
         self._mark_context()
         # What else the pass observes (``engine.observe``): storage lifetimes (peak memory) and each
         # module's first call (the per-layer table). None: not observed.
-        self.ledger: Any = None  # a ``memory.StorageLedger``; told of every operator's outputs
+        self.ledger: Any = None  # a ``tensors.StorageLedger``; told of every operator's outputs
         self.layers: dict[str, LayerFacts] | None = None  # qualified name -> facts of its first call
 
     # -- phases ---------------------------------------------------------------------------
@@ -284,7 +287,7 @@ class CountingMode(LightDispatchMode):
         """Follow every module's calls (``model.named_modules()``: first qualified names, the root is ``""``).
 
         ``unfuse``: turn the fused transformer fast path off while a layer that has one is counted
-        (``fastpath.py``), so that its children run and are attributed; ``False`` for nested-tensor
+        (``kernels.unfused``), so that its children run and are attributed; ``False`` for nested-tensor
         inputs, which only the fused kernels accept (priced whole, per sequence).
 
         Counting follows this thread's calls only, through two global module hooks (see the
@@ -542,7 +545,7 @@ class CountingMode(LightDispatchMode):
         name, formula, written, run, replay = entry
         if kwargs is None:
             kwargs = {}
-        if types and _distributed:  # tensor subclasses (plain tensors have none): DTensor runs its local ops under us
+        if types and _distributed:  # tensor subclasses (plain tensors have none): DTensor runs its local ops
             out = _distributed[0].subclass_dispatch(self, func, types, args, kwargs)
             if out is not PLAIN:
                 return out
@@ -561,7 +564,7 @@ class CountingMode(LightDispatchMode):
             macs, flops = formula(OpCall(func, args, kwargs, out, self.options))
             macs, flops = int(macs), int(flops)
         except Exception as exc:
-            if any_nested(args, kwargs):  # no single shape: price the op on each component (nested.py)
+            if any_nested(args, kwargs):  # no single shape: price the op on each component (tensors.price_per_component)
                 macs, flops = self._price_nested(func, formula, name, args, kwargs, out)
             else:
                 raise FormulaError(f"the formula {getattr(formula, '__qualname__', formula)!r} for {name} failed on "
@@ -619,7 +622,7 @@ class CountingMode(LightDispatchMode):
 
     def _price_nested(self, func: Any, formula: Callable, name: str, args: tuple, kwargs: dict,
                       out: Any) -> tuple[int, int]:
-        """An op on nested tensors, priced as the sum over their components (``nested.py``)."""
+        """An op on nested tensors, priced as the sum over their components (``tensors.price_per_component``)."""
         options = self.options
         try:
             return price_per_component(formula, lambda a, k, o: OpCall(func, a, k, o, options), args, kwargs, out)
@@ -634,7 +637,7 @@ class CountingMode(LightDispatchMode):
         and how ``MetaOutputs`` may replay it (0: never).
 
         The formula is looked up once per count (the table may change between counts); the
-        rest never changes and is kept for the process (``op_facts.op_info``).
+        rest never changes and is kept for the process (``registry.op_info``).
         """
         name, written, run, replay, _ = op_info(func)
         formula = lookup(func)

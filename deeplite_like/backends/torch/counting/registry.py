@@ -1,5 +1,4 @@
-"""[deeplite_like.backends.torch.counting.registry]
-The formula table of the torch counting engine.
+"""The formula table of the torch counting engine.
 
 A formula is a small pure function of one operator call, bound to aten ops by a decorator::
 
@@ -13,18 +12,16 @@ The engine (``engine.py``) knows nothing of any particular op: it looks the form
 op's overload (``aten.add.Tensor``) first, then by its packet (``aten.add``). An op found
 neither in the formula table nor in the free set is *untracked*.
 
-[deeplite_like.backends.torch.counting.op_facts]
-Per-op facts the counting mode needs at every call, cached for the process by op identity.
+Beside the op table, what the counting mode asks of an op or a module, once:
 
-``op_info(func)`` tells an op's name, the arguments its schema declares written
-(``Tensor(a!)``: ``add_``, ``clamp_``, ``copy_``, ``out=``), the C++ callable to run it, and
-whether ``meta_replay.MetaOutputs`` may replay its outputs (``NEW``: it returns new tensors;
-``IN_PLACE``: it writes ``self`` only and returns it; ``POINTWISE_IN_PLACE``: an in-place
-pointwise op whose only tensor is ``self``, such as ``relu_`` or ``hardtanh_``, which cannot
-change the metadata of ``self``). None of this changes while the process
-runs; the formula look-up, which may, is the counting mode's (once per count).
+Per-op facts (``op_info``), cached for the process by op identity: an op's name, the arguments
+its schema declares written (``Tensor(a!)``: ``add_``, ``clamp_``, ``copy_``, ``out=``), the C++
+callable to run it, and whether ``meta.MetaOutputs`` may replay its outputs (``NEW``: it returns
+new tensors; ``IN_PLACE``: it writes ``self`` only and returns it; ``POINTWISE_IN_PLACE``: an
+in-place pointwise op whose only tensor is ``self``, such as ``relu_`` or ``hardtanh_``, which
+cannot change the metadata of ``self``). None of this changes while the process runs; the
+formula look-up, which may, is the counting mode's (once per count).
 
-[deeplite_like.backends.torch.counting.modules]
 Whole-module formulas: price a module as one unit instead of the operators inside it.
 
 Use one for a module whose inner operators have no formula (a custom kernel) or whose cost
@@ -42,17 +39,15 @@ are not counted; the formula's cost is attributed to the module and to the opera
 pass has no module formula: its operators are counted one by one, as everywhere else.
 
 A class that defines deeplite-profiler's ``compute_module_complexity(inputs, outputs)`` method
-is priced by it (``own_complexity.py`` says what it may return). Looking up the class's MRO, the
+is priced by it (below: what it may return). Looking up the class's MRO, the
 nearest class that registers a formula or defines the method wins.
 
-[deeplite_like.backends.torch.counting.own_complexity]
-A module's own ``compute_module_complexity(inputs, outputs)`` method, priced like a module formula.
-
-deeplite-profiler lets a custom module describe its own cost: a method
-``compute_module_complexity(self, inputs, outputs)`` called after each forward with the
-forward's positional inputs (a tuple) and its output. The counting engine honours it the way it
-honours ``register_module_formula``: the module is priced whole, the operators inside it are not
-counted, and the cost is reported under ``module:<ClassName>``.
+A module's own ``compute_module_complexity(inputs, outputs)`` method is priced like a module
+formula. deeplite-profiler lets a custom module describe its own cost: a method
+``compute_module_complexity(self, inputs, outputs)`` called after each forward with the forward's
+positional inputs (a tuple) and its output. The counting engine honours it the way it honours
+``register_module_formula``: the module is priced whole, the operators inside it are not counted,
+and the cost is reported under ``module:<ClassName>``.
 
 What the method may return:
 
@@ -75,7 +70,7 @@ import torch
 
 from deeplite_like.opcount import Cost
 
-__all__ = ["IN_PLACE", "NEW", "POINTWISE_IN_PLACE", "holds_tensors", "op_info"]
+
 
 @dataclass(frozen=True)
 class CountOptions:

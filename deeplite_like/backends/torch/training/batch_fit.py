@@ -1,5 +1,4 @@
-"""[deeplite_like.backends.torch.batch_fit]
-The largest batch (or sequence length) whose training step fits a device, by measurement.
+"""The largest batch (or sequence length) whose training step fits a device, by measurement.
 
 The peak of a step is, operator by operator, an affine function of the batch size (every
 activation is proportional to it, model states are not), and the peak of the step is the
@@ -23,6 +22,7 @@ from deeplite_like.backends.torch.training.estimate import TrainingMemory, estim
 from deeplite_like.byte_sizes import parse_bytes
 
 __all__ = ["BatchFit", "largest_batch"]
+
 
 @dataclass(frozen=True)
 class BatchFit:

@@ -1,10 +1,9 @@
-"""[deeplite_like.backends.torch.training_memory]
-Memory of one training step, per rank, measured on meta tensors: "will it fit?".
+"""Memory of one training step, per rank, measured on meta tensors: "will it fit?".
 
 ``estimate_training_memory`` runs the real step - forward, loss, ``loss.backward()``,
 ``optimizer.step()`` - on copies of the parameters (meta copies by default: shapes, dtypes and
 storage sizes are real, nothing is allocated), under the storage-lifetime tracker of
-``memory.py`` (``training_step.py`` records the events). Every byte in the result is a storage
+``memory.py`` (``step.py`` records the events). Every byte in the result is a storage
 that an operator allocated and that was alive at that moment; nothing is a rule of thumb.
 
 Choices that make the meta step the step a CUDA run would take:
@@ -15,20 +14,19 @@ Choices that make the meta step the step a CUDA run would take:
   refuses ``fused=True`` on meta: it is measured with ``meta=False``). An optimizer's state made
   in its ``__init__`` (Adagrad's sums) is live from the start; its host scalars (the ``step``
   counters) are ``optimizer_host_bytes``, outside every device figure.
-* ``nn.LSTM`` runs the CPU's oneDNN path (``rnn="auto"``, ``device_kernels.py``).
+* ``nn.LSTM`` runs the CPU's oneDNN path (``rnn="auto"``, ``kernels.py``).
 * ``steady_state=True`` (default) measures a step after the first: the optimizer's states
   exist before the forward starts (a warm-up ``optimizer.step()`` on zero gradients creates
   them; it is not part of the figures) and the gradients are ``None`` at the start
   (``zero_grad(set_to_none=True)``), as in every step of a run but the first.
-* ``autocast=torch.bfloat16`` applies CUDA autocast's policy (``autocast_policy.py``) over the
+* ``autocast=torch.bfloat16`` applies CUDA autocast's policy (``step.AutocastPolicy``) over the
   forward and the loss: the float32 parameters are the master weights, their low-precision
   copies are activations / temporaries.
 * the model's fused transformer fast path is off (as in a training forward).
 
 The user's model is left as found (``preserved_model_state``): the step runs on copies.
 
-[deeplite_like.backends.torch.training_result]
-The result of ``estimate_training_memory``: plain byte fields, phases, timeline, allowance.
+The result is ``TrainingMemory``: plain byte fields, phases, timeline, allowance.
 """
 from __future__ import annotations
 
@@ -57,6 +55,7 @@ from deeplite_like.units import format_bytes
 
 __all__ = ["Allowance", "CUDA_BLOCK_BYTES", "PHASES", "PhaseMemory", "TrainingMemory", "build_optimizer",
            "estimate_training_memory"]
+
 
 PHASES = ("forward", "loss", "backward", "optimizer")
 ZERO_GRAD_PLACES = ("start", "after_forward", "end")
@@ -116,11 +115,11 @@ def estimate_training_memory(
     ``activation_checkpointing``: modules to run under ``torch.utils.checkpoint`` (``True`` for
     the repeated blocks, module classes, a predicate ``(name, module) -> bool`` or qualified
     names). ``world_size`` / ``sharding`` / ``units``: per-rank figures under ``'ddp'``,
-    ``'zero1'``, ``'zero2'``, ``'zero3'`` / ``'fsdp'`` (model in ``sharding.py``; ``units``
+    ``'zero1'``, ``'zero2'``, ``'zero3'`` / ``'fsdp'`` (model in ``optimizers.py``; ``units``
     chooses the FSDP units like ``activation_checkpointing``); ``inputs`` are one rank's
-    micro-batch. ``attention``: the ``scaled_dot_product_attention`` kernel (``device_kernels.py``):
+    micro-batch. ``attention``: the ``scaled_dot_product_attention`` kernel (``kernels.py``):
     ``"auto"`` is ``"cuda"`` (flash / memory-efficient) on meta and torch's own choice otherwise.
-    ``rnn``: the LSTM kernel path (``device_kernels.py``): ``"auto"`` is ``"cpu"`` (oneDNN's
+    ``rnn``: the LSTM kernel path (``kernels.py``): ``"auto"`` is ``"cpu"`` (oneDNN's
     ``mkldnn_rnn_layer``, the path a CPU runs) on meta for a model with an ``nn.LSTM``, and torch's
     own choice otherwise; ``"cpu"`` forces it (``torch.lstm`` called directly); ``None`` keeps the
     generic path torch takes on meta.
@@ -147,7 +146,7 @@ def estimate_training_memory(
     unit's gathered parameters from its forward to its backward; ``cpu_offload=True``, its
     ``CPUOffloadPolicy``: the rank's shards of parameters, gradients and states are host memory
     (``offloaded_bytes``, outside every device figure) and the optimizer step runs on the host
-    (``sharding.py``).
+    (``optimizers.py``).
     """
     if not isinstance(model, nn.Module):
         raise TypeError(f"estimate_training_memory expects a torch.nn.Module, got {type(model).__name__}")

@@ -1,11 +1,10 @@
-"""[deeplite_like.backends.torch.training_optimizers]
-The optimizer of a measured training step: from a name, an ``Optimizer`` class or a factory.
+"""The optimizer of a measured training step, and what one rank holds of its states under sharding.
 
-[deeplite_like.backends.torch.sharding]
+``build_optimizer`` makes the optimizer from a name, an ``Optimizer`` class or a factory.
+
 What one rank holds under data-parallel sharding strategies (the model used, stated exactly).
-
-Strategies (``sharding=``), for ``world_size`` ranks that each run the measured step on their
-own micro-batch:
+Strategies (``sharding=``), for ``world_size`` ranks that each run the measured step on their own
+micro-batch:
 
 * ``None``: one device, nothing divided.
 * ``'ddp'``: ``DistributedDataParallel``. Everything is replicated, and the reducer's
@@ -55,6 +54,7 @@ import torch
 from torch import nn
 
 __all__ = ["ShardPlan", "build_optimizer", "repeated_blocks", "resolve_sharding", "select_modules", "shard_bytes"]
+
 
 _OPTIMIZERS: dict[str, tuple[str, dict[str, Any]]] = {
     "adamw": ("AdamW", {}),

@@ -1,32 +1,28 @@
-"""[deeplite_like.backends.torch.training_step]
-Run one training step under storage-lifetime tracking and keep the record of what was live.
+"""Run one training step under storage-lifetime tracking and keep the record of what was live.
 
 The step is the real one: forward, loss, ``loss.backward()``, ``optimizer.step()``, on copies
 of the model's parameters (meta copies by default, so nothing is allocated). It runs under the
 counting pass (``counting/recorder.py``'s ``CountingMode``), which sees every operator and knows
 which module runs it, in the forward by its global module hooks and in the backward by the
 autograd node's sequence number: the one module attribution of the package. ``StepTracker`` is
-that pass's storage ledger (``memory.StorageLedger``) with a record of each allocation (its
+that pass's storage ledger (``tensors.StorageLedger``) with a record of each allocation (its
 serial number, bytes, phase and module), each free, and a mark after every operator, from which
-``training_memory.py`` derives the peak, the phases, the per-module activations and, by
+``estimate.py`` derives the peak, the phases, the per-module activations and, by
 re-weighting the same events, the per-rank figures of a sharded run.
 
 On meta, the small integer and boolean tensors derived from the inputs keep their values (the
 counting pass's ``MetaValues``), so value-dependent control flow on index tensors (transformers'
 packed-sequence check on position ids) takes the branch a real run takes.
 
-[deeplite_like.backends.torch.activation_checkpointing]
-Activation checkpointing applied to chosen modules of a model for one measured step, then undone.
-
-[deeplite_like.backends.torch.autocast_policy]
-CUDA autocast's cast policy, applied where ``torch.autocast`` does not run: on meta tensors.
-
-``torch.autocast`` works through per-device dispatch keys (``AutocastCUDA``, ``AutocastCPU``);
-meta tensors have none, so under ``torch.autocast("cuda")`` a meta forward silently stays in
-float32. ``AutocastPolicy`` is a ``TorchFunctionMode`` that applies the same policy at the
-same level (above autograd, so every cast is recorded in the graph exactly as autocast's casts
-are), from the op lists of PyTorch's AMP documentation ("CUDA Ops that can autocast to
-float16 / to float32 / promote to the widest input type"):
+Two ways the measured step can differ from the model's plain forward live here too: activation
+checkpointing applied to chosen modules for the step, then undone (``checkpointed``), and CUDA
+autocast's cast policy (``AutocastPolicy``), applied where ``torch.autocast`` does not run: on
+meta tensors. ``torch.autocast`` works through per-device dispatch keys (``AutocastCUDA``,
+``AutocastCPU``); meta tensors have none, so under ``torch.autocast("cuda")`` a meta forward
+silently stays in float32. ``AutocastPolicy`` is a ``TorchFunctionMode`` that applies the same
+policy at the same level (above autograd, so every cast is recorded in the graph exactly as
+autocast's casts are), from the op lists of PyTorch's AMP documentation ("CUDA Ops that can
+autocast to float16 / to float32 / promote to the widest input type"):
 
 * lower precision (``dtype``): matmuls, linear, convolutions, attention, RNN cells;
 * float32: reductions, losses, softmax, normalisations, exp/log/pow and friends (only
@@ -55,6 +51,7 @@ from deeplite_like.backends.torch.counting.recorder import CountingMode
 from deeplite_like.backends.torch.tensors import StorageLedger, storage_key, tensor_leaves
 
 __all__ = ["AutocastPolicy", "StepRecord", "StepTracker", "checkpointed", "in_forward", "resolve_autocast_dtype"]
+
 
 @dataclass
 class StepRecord:
