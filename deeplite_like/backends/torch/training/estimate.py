@@ -148,6 +148,43 @@ def estimate_training_memory(
     (``offloaded_bytes``, outside every device figure) and the optimizer step runs on the host
     (``optimizers.py``).
     """
+    settings = _checked_settings(model, inputs, kwargs, autocast, activation_checkpointing, world_size, sharding,
+                                 units, attention, rnn, meta, steady_state, batch_size, fused, set_to_none,
+                                 accumulation_steps, zero_grad_at, keep_output, mixed_precision,
+                                 reshard_after_forward, cpu_offload)
+    modes = functools.partial(_function_modes, settings)
+    # (a training step: grad on, also under the caller's no_grad() or inference_mode())
+    with preserved_model_state(model), checkpointed(model, settings.checkpoint_names, modes), unfused(), \
+            torch.inference_mode(False), torch.enable_grad():
+        _train_mode(model)
+        step = _prepared_step(model, inputs, kwargs, target, settings, optimizer, dtype, foreach, fused)
+        ran = _measured_step(model, step, settings, loss_fn, modes())
+        return _per_rank(model, step, ran, settings)
+
+
+# -- the steps of ``estimate_training_memory`` ----------------------------------------------
+@dataclass(frozen=True)
+class _Settings:
+    """The checked options of one estimate (``estimate_training_memory``'s arguments)."""
+
+    plan: ShardPlan
+    loop: _Loop
+    autocast_dtype: torch.dtype | None
+    batch_size: int
+    meta: bool
+    steady_state: bool
+    checkpoint_names: list[str]
+    unit_names: list[str]
+    attention: str | None
+    rnn: str | None
+
+
+def _checked_settings(model: nn.Module, inputs: tuple, kwargs: dict, autocast: Any, activation_checkpointing: Any,
+                      world_size: int, sharding: str | None, units: Any, attention: str | None, rnn: str | None,
+                      meta: bool, steady_state: bool, batch_size: int | None, fused: bool, set_to_none: bool,
+                      accumulation_steps: int, zero_grad_at: str, keep_output: bool, mixed_precision: Any,
+                      reshard_after_forward: bool, cpu_offload: bool) -> _Settings:
+    """Every argument checked (an error names the argument and what to pass), and ``"auto"`` resolved."""
     if not isinstance(model, nn.Module):
         raise TypeError(f"estimate_training_memory expects a torch.nn.Module, got {type(model).__name__}")
     _refuse_deepspeed(model)
@@ -174,138 +211,192 @@ def estimate_training_memory(
     checkpoint_names = ([] if activation_checkpointing in (None, False)
                         else select_modules(model, activation_checkpointing, "activation_checkpointing"))
     unit_names = (select_modules(model, units, "units") if units is not None else repeated_blocks(model))
-
     if attention == "auto":
         attention = "cuda" if meta else None
     if rnn == "auto":  # (only where an nn.LSTM runs: a function mode costs a Python call per torch function)
         rnn = "cpu" if meta and any(isinstance(m, nn.LSTM) for m in model.modules()) else None
+    return _Settings(plan, loop, autocast_dtype, batch_size, meta, steady_state, checkpoint_names, unit_names,
+                     attention, rnn)
 
-    def modes() -> list[Any]:
-        """The step's function modes, innermost last: device kernels, then the autocast policy."""
-        made: list[Any] = []
-        if attention is not None:
-            made.append(AttentionKernel(attention))
-        if rnn is not None:
-            made.append(RecurrentKernel(rnn))
-        if autocast_dtype is not None:
-            made.append(AutocastPolicy(autocast_dtype))
-        return made
 
-    # (a training step: grad on, also under the caller's no_grad() or inference_mode())
-    with preserved_model_state(model), checkpointed(model, checkpoint_names, modes), unfused(), \
-            torch.inference_mode(False), torch.enable_grad():
-        _train_mode(model)
-        device = torch.device("meta") if meta else model_device(model)
-        real_buffers = dict(model.named_buffers())
-        state, master_sizes = _copied_state(model, device, dtype, plan.param_dtype)
-        originals = tensor_leaves((inputs, kwargs, target))
-        inputs, kwargs, target = _moved((inputs, kwargs, target), device, dtype)
-        uncast: list[torch.Tensor] = []  # inputs as given, beside the copies FSDP casts (both are held)
-        if plan.param_dtype is not None and plan.cast_forward_inputs:
-            uncast = [t for t in tensor_leaves((inputs, kwargs)) if t.is_floating_point() and t.dtype != plan.param_dtype]
-            inputs, kwargs = _moved((inputs, kwargs), device, plan.param_dtype)
-        trainable = [t for name, t in state.items() if t.requires_grad]
-        if not trainable:
-            raise ValueError(f"{type(model).__name__} has no parameter that requires grad: there is no training "
-                             "step to measure")
-        opt, opt_name, implementation = build_optimizer(optimizer, trainable, foreach=foreach, fused=fused)
+def _function_modes(settings: _Settings) -> list[Any]:
+    """The step's function modes, innermost last: device kernels, then the autocast policy."""
+    made: list[Any] = []
+    if settings.attention is not None:
+        made.append(AttentionKernel(settings.attention))
+    if settings.rnn is not None:
+        made.append(RecurrentKernel(settings.rnn))
+    if settings.autocast_dtype is not None:
+        made.append(AutocastPolicy(settings.autocast_dtype))
+    return made
 
-        leaves = [*tensor_leaves((inputs, kwargs, target)), *uncast]
-        input_bytes = spanned_bytes(leaves)
-        param_names = {name for name, _ in model.named_parameters()}
-        params_full = sum(t.untyped_storage().nbytes() for t in tensor_storages(
-            [t for n, t in state.items() if n in param_names]))
-        buffers_bytes = sum(t.untyped_storage().nbytes() for t in tensor_storages(
-            [t for n, t in state.items() if n not in param_names]))
-        external = {key for t in (*leaves, *state.values()) if (key := storage_key(t)) is not None}
 
-        mode = counting_mode(CountOptions(), track_backward=True, meta=meta)
-        tracker = StepTracker(params_full + buffers_bytes + input_bytes, external, mode)
-        # An optimizer that makes its state in __init__ (Adagrad's sums) holds it from the start.
-        tracker.adopt([t for t in _state_storages(opt) if not _host_scalar(t)])
+@dataclass
+class _Step:
+    """What the measured step runs on: copies of the model's tensors and inputs on the step's device, the
+    optimizer, and the storages that are live before it starts (each list of storages made once)."""
+
+    state: dict[str, torch.Tensor]  # qualified name -> the copy of a parameter or buffer
+    master_sizes: dict[Any, int]  # storage key -> element size of a (master) parameter, gradient or state
+    real_buffers: dict[str, torch.Tensor]  # the model's own buffers (their values seed a meta run)
+    originals: list[torch.Tensor]  # the tensors of (inputs, kwargs, target) as given
+    inputs: tuple
+    kwargs: dict
+    target: Any
+    leaves: list[torch.Tensor]  # every input tensor the step holds (cast copies too)
+    trainable: list[torch.Tensor]
+    opt: torch.optim.Optimizer
+    opt_name: str
+    implementation: str
+    param_storages: list[torch.Tensor]  # one tensor per storage of the parameters
+    buffer_storages: list[torch.Tensor]  # one tensor per storage of the buffers
+    input_bytes: int
+    params_bytes: int  # the parameters' storages, whole
+    buffers_bytes: int
+
+
+def _prepared_step(model: nn.Module, inputs: tuple, kwargs: dict, target: Any, settings: _Settings, optimizer: Any,
+                   dtype: torch.dtype | None, foreach: bool, fused: bool) -> _Step:
+    """Copy the model's tensors and the inputs to the step's device (meta by default), build the optimizer."""
+    plan = settings.plan
+    device = torch.device("meta") if settings.meta else model_device(model)
+    real_buffers = dict(model.named_buffers())
+    state, master_sizes = _copied_state(model, device, dtype, plan.param_dtype)
+    originals = tensor_leaves((inputs, kwargs, target))
+    inputs, kwargs, target = _moved((inputs, kwargs, target), device, dtype)
+    uncast: list[torch.Tensor] = []  # inputs as given, beside the copies FSDP casts (both are held)
+    if plan.param_dtype is not None and plan.cast_forward_inputs:
+        uncast = [t for t in tensor_leaves((inputs, kwargs)) if t.is_floating_point() and t.dtype != plan.param_dtype]
+        inputs, kwargs = _moved((inputs, kwargs), device, plan.param_dtype)
+    trainable = [t for name, t in state.items() if t.requires_grad]
+    if not trainable:
+        raise ValueError(f"{type(model).__name__} has no parameter that requires grad: there is no training "
+                         "step to measure")
+    opt, opt_name, implementation = build_optimizer(optimizer, trainable, foreach=foreach, fused=fused)
+    leaves = [*tensor_leaves((inputs, kwargs, target)), *uncast]
+    param_names = {name for name, _ in model.named_parameters()}
+    param_storages = tensor_storages([t for n, t in state.items() if n in param_names])
+    buffer_storages = tensor_storages([t for n, t in state.items() if n not in param_names])
+    return _Step(state, master_sizes, real_buffers, originals, inputs, kwargs, target, leaves, trainable, opt,
+                 opt_name, implementation, param_storages, buffer_storages, input_bytes=spanned_bytes(leaves),
+                 params_bytes=_storage_bytes(param_storages), buffers_bytes=_storage_bytes(buffer_storages))
+
+
+def _storage_bytes(storages: list[torch.Tensor]) -> int:
+    return sum(t.untyped_storage().nbytes() for t in storages)
+
+
+@dataclass
+class _Ran:
+    """What the measured step left: its record, and the gradients and optimizer states it made."""
+
+    record: StepRecord
+    grads: list[torch.Tensor]  # one tensor per gradient storage
+    grad_serials: dict[int | None, torch.Tensor]  # allocation serial -> gradient storage
+    device_states: list[torch.Tensor]  # the optimizer's states on the device
+    state_serials: dict[int | None, torch.Tensor]
+    host: list[torch.Tensor]  # the optimizer's host scalars (``step`` counters)
+    host_serials: set[int]
+
+
+def _measured_step(model: nn.Module, step: _Step, settings: _Settings, loss_fn: Callable | None,
+                   made: list[Any]) -> _Ran:
+    """Run the step (after a warm-up one, in the steady state) under the storage tracker; what it left."""
+    meta, loop, opt = settings.meta, settings.loop, step.opt
+    external = {key for t in (*step.leaves, *step.state.values()) if (key := storage_key(t)) is not None}
+    mode = counting_mode(CountOptions(), track_backward=True, meta=meta)
+    tracker = StepTracker(step.params_bytes + step.buffers_bytes + step.input_bytes, external, mode)
+    # An optimizer that makes its state in __init__ (Adagrad's sums) holds it from the start.
+    tracker.adopt([t for t in _state_storages(opt) if not _host_scalar(t)])
+    if meta:
+        mode.values.made_on_meta = False  # (tensors made from nothing stay where torch puts them)
+        for real, moved in zip(step.originals, tensor_leaves((step.inputs, step.kwargs, step.target))):
+            mode.values.seed(moved, real)  # (same shapes if cast)
+        for name, buffer in step.real_buffers.items():
+            mode.values.seed(step.state[name], buffer)
+    kernels = [m for m in made if isinstance(m, (AttentionKernel, RecurrentKernel))]
+    policy = next((m for m in made if isinstance(m, AutocastPolicy)), None)
+    run = functools.partial(_run_step, model, step.inputs, step.kwargs, step.target, loss_fn, opt, tracker, policy,
+                            loop)
+    try:
+        mode.attach(list(model.named_modules()), unfuse=False)  # (the step runs unfused already)
+        with contextlib.ExitStack() as stack:
+            for kernel in kernels:
+                stack.enter_context(kernel)
+            stack.enter_context(mode)
+            held: dict[str, Any] = {}  # the loop's output and loss variables (keep_output=True)
+            if settings.steady_state:
+                with tracker.in_phase("warm-up"):
+                    if loop.keep_output:  # the step before, whole: its output and loss are still held
+                        run(held, label="warm-up")
+                    else:  # its gradients and the optimizer's states, as that step leaves them
+                        for t in step.trainable:
+                            t.grad = torch.zeros_like(t)
+                        opt.step()
+                        if loop.zero_grad_at == "end":
+                            opt.zero_grad(set_to_none=loop.set_to_none)
+            run(held)
+            held.clear()
+        grads = tensor_storages([t.grad for t in step.trainable if t.grad is not None])
+        states = _state_storages(opt)
+        host = [t for t in states if _host_scalar(t)]
+        device_states = [t for t in states if not _host_scalar(t)]
+        # a gradient and a state are kept in their parameter's (master) dtype
+        for p in step.trainable:
+            size = step.master_sizes[storage_key(p)]
+            for t in [p.grad, *(v for v in opt.state.get(p, {}).values() if isinstance(v, torch.Tensor))]:
+                if t is not None and t.dtype == p.dtype and storage_key(t) is not None:
+                    step.master_sizes.setdefault(storage_key(t), size)
+        return _Ran(tracker.record, grads, {tracker.serial_of(t): t for t in grads}, device_states,
+                    {tracker.serial_of(t): t for t in device_states}, host,
+                    {tracker.serial_of(t) for t in host} - {None})
+    except (RuntimeError, NotImplementedError) as error:
         if meta:
-            mode.values.made_on_meta = False  # (tensors made from nothing stay where torch puts them)
-            for real, moved in zip(originals, tensor_leaves((inputs, kwargs, target))):  # (same shapes if cast)
-                mode.values.seed(moved, real)
-            for name, buffer in real_buffers.items():
-                mode.values.seed(state[name], buffer)
-        made = modes()
-        kernels = [m for m in made if isinstance(m, (AttentionKernel, RecurrentKernel))]
-        policy = next((m for m in made if isinstance(m, AutocastPolicy)), None)
-        try:
-            mode.attach(list(model.named_modules()), unfuse=False)  # (the step runs unfused already)
-            with contextlib.ExitStack() as stack:
-                for kernel in kernels:
-                    stack.enter_context(kernel)
-                stack.enter_context(mode)
-                held: dict[str, Any] = {}  # the loop's output and loss variables (keep_output=True)
-                if steady_state:
-                    with tracker.in_phase("warm-up"):
-                        if keep_output:  # the step before, whole: its output and loss are still held
-                            _run_step(model, inputs, kwargs, target, loss_fn, opt, tracker, policy, loop, held,
-                                      label="warm-up")
-                        else:  # its gradients and the optimizer's states, as that step leaves them
-                            for t in trainable:
-                                t.grad = torch.zeros_like(t)
-                            opt.step()
-                            if zero_grad_at == "end":
-                                opt.zero_grad(set_to_none=set_to_none)
-                _run_step(model, inputs, kwargs, target, loss_fn, opt, tracker, policy, loop, held)
-                held.clear()
-            grads = tensor_storages([t.grad for t in trainable if t.grad is not None])
-            grad_serials = {tracker.serial_of(t): t for t in grads}
-            states = _state_storages(opt)
-            host = [t for t in states if _host_scalar(t)]
-            device_states = [t for t in states if not _host_scalar(t)]
-            state_serials = {tracker.serial_of(t): t for t in device_states}
-            # a gradient and a state are kept in their parameter's (master) dtype
-            for p in trainable:
-                size = master_sizes[storage_key(p)]
-                for t in [p.grad, *(v for v in opt.state.get(p, {}).values() if isinstance(v, torch.Tensor))]:
-                    if t is not None and t.dtype == p.dtype and storage_key(t) is not None:
-                        master_sizes.setdefault(storage_key(t), size)
-            host_serials = {tracker.serial_of(t) for t in host} - {None}
-        except (RuntimeError, NotImplementedError) as error:
-            if meta:
-                _add_note(error, f"while running a training step of {type(model).__name__} on the meta device: an "
-                          "operator without a meta kernel, or with data-dependent shapes, cannot run there; "
-                          "pass meta=False to measure on real tensors")
-            raise
-        finally:
-            mode.detach()
-            tracker.detach_all()
+            _add_note(error, f"while running a training step of {type(model).__name__} on the meta device: an "
+                      "operator without a meta kernel, or with data-dependent shapes, cannot run there; "
+                      "pass meta=False to measure on real tensors")
+        raise
+    finally:
+        mode.detach()
+        tracker.detach_all()
 
-        grads_full = sum(t.untyped_storage().nbytes() for t in grads)
-        master = functools.partial(_rank_bytes, plan=plan, master_sizes=master_sizes)
-        grads_rank = sum(master(t, divided=plan.grads) for t in grads)
-        states_rank = sum(master(t, divided=plan.states) for t in device_states)
-        params_rank = sum(master(t, divided=plan.params) for t in tensor_storages(
-            [t for n, t in state.items() if n in param_names]))
-        weights = _rank_weights(tracker.record, grad_serials, state_serials, host_serials, plan, master_sizes,
-                                _master_ratio(state, param_names, master_sizes))
-        extras = _strategy_extras(model, state, param_names, unit_names, plan, grads_full)
-        device_params = 0 if plan.cpu_offload else params_rank
-        base_rank = device_params + buffers_bytes + input_bytes
-        base_blocks = [] if plan.cpu_offload else [master(t, divided=plan.params) for t in tensor_storages(
-            [t for n, t in state.items() if n in param_names])]
-        base_blocks += [t.untyped_storage().nbytes() for t in tensor_storages(
-            [*(t for n, t in state.items() if n not in param_names), *leaves])]
-        return _summarise(
-            tracker.record, weights, base_rank, extras, base_blocks,
-            params_bytes=params_rank,
-            grads_bytes=grads_rank,
-            optimizer_bytes=states_rank,
-            offloaded_bytes=params_rank + grads_rank + states_rank if plan.cpu_offload else 0,
-            optimizer_host_bytes=sum(t.untyped_storage().nbytes() for t in host),
-            buffers_bytes=buffers_bytes, input_bytes=input_bytes, batch_size=batch_size, optimizer=opt_name,
-            autocast=str(autocast_dtype).removeprefix("torch.") if autocast_dtype else None,
-            world_size=plan.world_size, sharding=plan.strategy, checkpointed=tuple(checkpoint_names),
-            steady_state=steady_state, meta=meta, implementation=implementation, set_to_none=set_to_none,
-            accumulation_steps=accumulation_steps, zero_grad_at=zero_grad_at, keep_output=keep_output,
-            mixed_precision=(None if plan.param_dtype is None else
-                             f"param {_dtype_name(plan.param_dtype)}, reduce {_dtype_name(plan.reduce_dtype)}"),
-            reshard_after_forward=plan.reshard_after_forward,
-        )
+
+def _per_rank(model: nn.Module, step: _Step, ran: _Ran, settings: _Settings) -> TrainingMemory:
+    """The figures of one rank: its shares of the model states under the plan, and the step's events
+    re-weighted to what the rank holds (``_rank_weights``), summarised."""
+    plan = settings.plan
+    param_names = {name for name, _ in model.named_parameters()}
+    master = functools.partial(_rank_bytes, plan=plan, master_sizes=step.master_sizes)
+    grads_rank = sum(master(t, divided=plan.grads) for t in ran.grads)
+    states_rank = sum(master(t, divided=plan.states) for t in ran.device_states)
+    param_blocks = [master(t, divided=plan.params) for t in step.param_storages]
+    params_rank = sum(param_blocks)
+    weights = _rank_weights(ran.record, ran.grad_serials, ran.state_serials, ran.host_serials, plan,
+                            step.master_sizes, _master_ratio(step.state, param_names, step.master_sizes))
+    extras = _strategy_extras(model, step.state, param_names, settings.unit_names, plan, _storage_bytes(ran.grads))
+    device_params = 0 if plan.cpu_offload else params_rank
+    base_rank = device_params + step.buffers_bytes + step.input_bytes
+    base_blocks = [] if plan.cpu_offload else list(param_blocks)
+    base_blocks += [t.untyped_storage().nbytes() for t in tensor_storages([*step.buffer_storages, *step.leaves])]
+    loop = settings.loop
+    return _summarise(
+        ran.record, weights, base_rank, extras, base_blocks,
+        params_bytes=params_rank,
+        grads_bytes=grads_rank,
+        optimizer_bytes=states_rank,
+        offloaded_bytes=params_rank + grads_rank + states_rank if plan.cpu_offload else 0,
+        optimizer_host_bytes=_storage_bytes(ran.host),
+        buffers_bytes=step.buffers_bytes, input_bytes=step.input_bytes, batch_size=settings.batch_size,
+        optimizer=step.opt_name,
+        autocast=str(settings.autocast_dtype).removeprefix("torch.") if settings.autocast_dtype else None,
+        world_size=plan.world_size, sharding=plan.strategy, checkpointed=tuple(settings.checkpoint_names),
+        steady_state=settings.steady_state, meta=settings.meta, implementation=step.implementation,
+        set_to_none=loop.set_to_none, accumulation_steps=loop.accumulation_steps, zero_grad_at=loop.zero_grad_at,
+        keep_output=loop.keep_output,
+        mixed_precision=(None if plan.param_dtype is None else
+                         f"param {_dtype_name(plan.param_dtype)}, reduce {_dtype_name(plan.reduce_dtype)}"),
+        reshard_after_forward=plan.reshard_after_forward,
+    )
 
 
 def _refuse_deepspeed(model: nn.Module) -> None:
