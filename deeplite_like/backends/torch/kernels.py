@@ -7,57 +7,13 @@ Two switches, each entered for one measurement and put back in ``finally``:
   (``torch.backends.mha.set_fastpath_enabled``): counting turns it off so that the layer's
   children run and are attributed, memory so that the activations are seen. The switch is
   global, so concurrent measurements (in several threads) share it: the first to enter turns it
-  off, the last to leave puts back what it was. ``eager_flex_attention`` likewise keeps
-  FlexAttention eager while counting.
+  off, the last to leave puts back what it was. ``eager_flex_attention`` likewise lets
+  FlexAttention's operator reach a dispatch mode (its eager form compiles itself otherwise).
 * ``AttentionKernel`` and ``RecurrentKernel``: the kernels the target device runs, where torch
   picks by device. Two operators take a different kernel path per device, with different memory:
   attention and the LSTM. On the meta device torch takes its generic path for both; these
-  ``TorchFunctionMode`` classes call the target device's ATen kernels instead, each with a meta kernel
-  and a derivative, so the step, backward included, is the one that device runs.
-
-Attention
----------
-
-``F.scaled_dot_product_attention`` picks its kernel by device. On meta it takes the math path,
-which materialises the attention matrix and saves it for backward; a CUDA GPU takes flash
-attention (or memory-efficient attention when there is a mask), which saves only the output
-and a log-sum-exp per row. The memory of an attention model depends on that choice, so
-``AttentionKernel`` calls the chosen ATen kernel directly:
-
-* ``"cuda"``: ``_scaled_dot_product_flash_attention`` without a mask,
-  ``_scaled_dot_product_efficient_attention`` with one (CUDA's choice for fp16/bf16 inputs);
-* ``"cpu"``: the CPU's choice (``select_sdp_backend_cpp`` in ATen's ``sdp_utils_cpp``):
-  ``_scaled_dot_product_flash_attention_for_cpu`` where its constraints hold (no dropout, 4-d
-  inputs of one batch size, equal heads or valid grouped-query heads, a 2-d / 4-d broadcastable
-  mask that needs no grad, equal head dims, no empty sequence, unit last stride, a float dtype,
-  flash not disabled), otherwise torch's own math path, which the meta device takes as well
-  (attention dropout in training - GPT-2, BERT - always falls back to it);
-* ``"math"``: ``_scaled_dot_product_attention_math`` (the attention matrix is materialised);
-* ``None``: whatever torch picks for the tensors' device (math on meta).
-
-Grouped-query attention (``enable_gqa=True``): the flash kernels take fewer key/value heads as
-they are; for the efficient kernel (a mask on CUDA) they are repeated first.
-
-LSTM
-----
-
-``nn.LSTM`` calls ``torch.lstm``. On a CPU with oneDNN (``use_mkldnn`` in ATen's ``RNN.cpp``:
-oneDNN enabled, float32 input - bfloat16 where this CPU's oneDNN takes it -, no projections, no
-packed sequence, not empty) that runs ``mkldnn_rnn``: one ``mkldnn_rnn_layer`` per layer and
-direction, whose backward is ``mkldnn_rnn_layer_backward`` and which saves a oneDNN workspace for
-it. On meta torch takes the generic path instead (a cell per time step, each saving its gates),
-whose memory differs. ``RecurrentKernel("cpu")`` runs ``mkldnn_rnn``'s sequence of ATen calls
-(input made time-major and contiguous, a layer call per direction, ``cat`` of the directions,
-dropout between layers, ``stack`` of the final states), so a meta step is the CPU's step. Two
-gaps of torch's meta kernels are closed there: ``mkldnn_rnn_layer``'s meta kernel returns an empty
-workspace, and its backward returns the bias gradient twice as one tensor where the CPU kernel
-returns a clone. On meta each layer therefore runs as an ``autograd.Function`` that saves what the
-CPU's autograd node saves (inputs, weights, states, outputs) with a workspace of oneDNN's size, and
-clones the bias gradient. oneDNN's workspace size (its own layout, padded leading dimensions and
-page-aligned parts) has no query in PyTorch: it is read from one real CPU call of the layer on
-uninitialised tensors of the same shapes, once per shape (cached), outside the measured step.
-CUDA's cuDNN path (``_cudnn_rnn``, with its reserve buffer) is not modelled; GRU and plain RNN
-take the generic path on every device but cuDNN, so meta is the CPU already.
+  ``TorchFunctionMode`` classes call the target device's ATen kernels instead, each with a meta
+  kernel and a derivative, so the step, backward included, is the one that device runs.
 """
 from __future__ import annotations
 
@@ -88,7 +44,28 @@ def _arguments(args: tuple, kwargs: dict) -> tuple:
 
 
 class AttentionKernel(TorchFunctionMode):
-    """Runs ``scaled_dot_product_attention`` with the kernel of ``kind`` (see the module docstring)."""
+    """Runs ``scaled_dot_product_attention`` with the kernel of ``kind``.
+
+    ``F.scaled_dot_product_attention`` picks its kernel by device. On meta it takes the math path,
+    which materialises the attention matrix and saves it for backward; a CUDA GPU takes flash
+    attention (or memory-efficient attention when there is a mask), which saves only the output
+    and a log-sum-exp per row. The memory of an attention model depends on that choice, so
+    ``AttentionKernel`` calls the chosen ATen kernel directly:
+
+    * ``"cuda"``: ``_scaled_dot_product_flash_attention`` without a mask,
+      ``_scaled_dot_product_efficient_attention`` with one (CUDA's choice for fp16/bf16 inputs);
+    * ``"cpu"``: the CPU's choice (``select_sdp_backend_cpp`` in ATen's ``sdp_utils_cpp``):
+      ``_scaled_dot_product_flash_attention_for_cpu`` where its constraints hold (no dropout, 4-d
+      inputs of one batch size, equal heads or valid grouped-query heads, a 2-d / 4-d broadcastable
+      mask that needs no grad, equal head dims, no empty sequence, unit last stride, a float dtype,
+      flash not disabled), otherwise torch's own math path, which the meta device takes as well
+      (attention dropout in training - GPT-2, BERT - always falls back to it);
+    * ``"math"``: ``_scaled_dot_product_attention_math`` (the attention matrix is materialised);
+    * ``None``: whatever torch picks for the tensors' device (math on meta).
+
+    Grouped-query attention (``enable_gqa=True``): the flash kernels take fewer key/value heads as
+    they are; for the efficient kernel (a mask on CUDA) they are repeated first.
+    """
 
     def __init__(self, kind: str) -> None:
         if kind not in ATTENTION_KERNELS[:-1]:
@@ -159,7 +136,26 @@ _MKLDNN_LSTM = 2
 
 
 class RecurrentKernel(TorchFunctionMode):
-    """Runs ``torch.lstm`` as the CPU runs it with oneDNN (see the module docstring)."""
+    """Runs ``torch.lstm`` as the CPU runs it with oneDNN.
+
+    ``nn.LSTM`` calls ``torch.lstm``. On a CPU with oneDNN (``use_mkldnn`` in ATen's ``RNN.cpp``:
+    oneDNN enabled, float32 input - bfloat16 where this CPU's oneDNN takes it -, no projections, no
+    packed sequence, not empty) that runs ``mkldnn_rnn``: one ``mkldnn_rnn_layer`` per layer and
+    direction, whose backward is ``mkldnn_rnn_layer_backward`` and which saves a oneDNN workspace for
+    it. On meta torch takes the generic path instead (a cell per time step, each saving its gates),
+    whose memory differs. ``RecurrentKernel("cpu")`` runs ``mkldnn_rnn``'s sequence of ATen calls
+    (input made time-major and contiguous, a layer call per direction, ``cat`` of the directions,
+    dropout between layers, ``stack`` of the final states), so a meta step is the CPU's step. Two
+    gaps of torch's meta kernels are closed there: ``mkldnn_rnn_layer``'s meta kernel returns an empty
+    workspace, and its backward returns the bias gradient twice as one tensor where the CPU kernel
+    returns a clone. On meta each layer therefore runs as an ``autograd.Function`` that saves what the
+    CPU's autograd node saves (inputs, weights, states, outputs) with a workspace of oneDNN's size, and
+    clones the bias gradient. oneDNN's workspace size (its own layout, padded leading dimensions and
+    page-aligned parts) has no query in PyTorch: it is read from one real CPU call of the layer on
+    uninitialised tensors of the same shapes, once per shape (cached), outside the measured step.
+    CUDA's cuDNN path (``_cudnn_rnn``, with its reserve buffer) is not modelled; GRU and plain RNN
+    take the generic path on every device but cuDNN, so meta is the CPU already.
+    """
 
     def __init__(self, kind: str) -> None:
         if kind not in RNN_KERNELS[:-1]:

@@ -1,56 +1,20 @@
 """Time on PyTorch: a model's forward latency, per-module forward times, and the timed phases of profiles.
 
-``measure_execution_time``: wall-clock time of a model's forward pass, in seconds per batch.
-The loop is ``deeplite_like.timing_loop`` (shared with the Keras backend): warm-up once, blocks
-sized once from one forward, blocks timed until the budget (``min_run_time``) and the number of
-measurements are reached, with a CUDA synchronisation around each block. It replaces
-``torch.utils.benchmark.Timer``, whose ``timeit`` warms up again on every call and whose
-``blocked_autorange`` sizes blocks from the clock's read overhead (the module docstring of
-``timing_loop`` says why that mattered). The thread count is pinned while timing, as the Timer did.
+``measure_execution_time``: wall-clock time of a model's forward pass, in seconds per batch, on
+``deeplite_like.timing_loop``'s loop (shared with the Keras backend), with the thread count pinned
+and the CUDA devices that hold the model synchronised (``synchronizer``) around each block.
 
-Threads: ``num_threads`` defaults to ``DEFAULT_NUM_THREADS`` (1, for stability: see
-``deeplite_like/threads.py``); ``None`` keeps ``torch.get_num_threads()``. ``"auto"``:
-
-1. 1 thread if torch has only one, or if the machine is busy before timing (1-minute load
-   average above the CPUs this process may use);
-2. otherwise all of torch's threads (``torch.get_num_threads()``); if that measurement's spread
-   is large (IQR/median above ``timing_noise.SPREAD_THRESHOLD``), it is measured again at 1
-   thread and that one is reported (the run then costs two budgets).
-
-The choice and its reason are reported (``TimingStats.threads_reason``). A large spread or a
-busy machine is warned about (``NoisyTimingWarning``) and noted in ``spread_warning``.
-
-Device rule: the model is never moved. If ``device`` is the model's own device (the default),
-the model itself is timed; if another device is asked for, a deep copy of the model is moved
-there and timed (costs one copy of the model on that device). Inputs on another device are
-copied to the timed device; the caller's tensors are never changed. ``synchronizer`` waits for
-the CUDA devices that hold a model (``no_sync`` on CPU and meta), at both ends of every timed
-interval.
-
-``module_forward_times``: forward wall time per module, for the per-layer table's time column.
-Each module's forward is timed by ``ModuleTimer``, the one per-module timer of the backend
-(``get_model_profile`` and ``FlopsProfiler`` use it too): torch's global module hooks, two clock
-reads per module call, outside any counting mode, so the times are those of a plain forward. A
-module's time includes its children's and, when it is called several times in one forward,
-every call. Of ``repeats`` forwards (after ``warmup`` untimed ones), every module's time is read
-from the same one, the forward whose total is the median, in seconds: a parent's time is then
-its children's plus its own work, never less (a container that is never called itself, such as
-an ``nn.ModuleList``, gets its children's sum). The hooks add a few microseconds per module call,
-so the times of very small modules are upper bounds; the model's own median latency is measured
-apart, without hooks (``execution_time``).
-
-``ModuleTimer`` and ``StepTimer`` (optimizer-step time) use torch's *global* hooks
-(``register_module_forward_hook``, ``register_optimizer_step_*``), not hooks on the model:
-nothing is stored on the modules, so a copy or pickle of the model made while timing (an EMA, a
-checkpoint) is a plain copy. The module hooks time only the model's own modules (by identity).
+``module_forward_times``: forward wall time per module, for the per-layer table's time column,
+by ``ModuleTimer``, the one per-module timer of the backend (``get_model_profile`` and
+``FlopsProfiler`` use it too). ``ModuleTimer`` and ``StepTimer`` (optimizer-step time) use torch's
+*global* hooks (``register_module_forward_hook``, ``register_optimizer_step_*``), not hooks on the
+model: nothing is stored on the modules, so a copy or pickle of the model made while timing (an
+EMA, a checkpoint) is a plain copy. The module hooks time only the model's own modules (by
+identity).
 
 ``PhaseCountingMode``: the counting engine's ``CountingMode`` for the DeepSpeed-style profiles,
-filing every operator under its phase and timing the phases. The phase is decided when the
-operator runs: ``backward`` when autograd is executing a node
-(``torch._C._current_autograd_node()``), ``forward`` inside a call of the model or one of its
-modules, ``optimizer`` inside ``Optimizer.step()`` (``StepTimer`` raises ``in_step``), ``other``
-otherwise (the loss, gradient clipping). Each module keeps its figures per phase, and operators
-run outside any module call are kept apart (``outside``).
+filing every operator under its phase (forward, backward, optimizer, other) and timing the
+phases.
 
 Every timer leaves the model as found (``state.preserved_model_state``: mode, buffer values, the
 random generators, ...), its hooks removed in ``finally``.
@@ -112,12 +76,39 @@ def measure_execution_time(
     at least ``min_measurements`` of them, so the median and spread rest on several blocks
     (``deeplite_like.timing_loop``; ``TimingStats.forwards`` says how many forwards ran).
     ``num_threads`` is the intra-op thread count used while timing (default 1; ``None``: the
-    current ``torch.get_num_threads()``; ``"auto"``: see the module docstring); the previous
-    value is restored afterwards. ``train=True`` / ``False`` sets the module mode for the timed
+    current ``torch.get_num_threads()``; ``"auto"``: below); the previous value is restored
+    afterwards. ``train=True`` / ``False`` sets the module mode for the timed
     forwards; ``None`` (default) leaves every module's mode as found. Mode, buffer values
     written by the forwards (in any mode), the random generators and everything else are
     restored (``state.preserved_model_state``). ``device`` defaults to the
-    model's device; see the module docstring for what happens when another one is asked for.
+    model's device (the device rule below says what happens when another one is asked for).
+
+    The loop is ``deeplite_like.timing_loop`` (shared with the Keras backend): warm-up once, blocks
+    sized once from one forward, blocks timed until the budget (``min_run_time``) and the number of
+    measurements are reached, with a CUDA synchronisation around each block. It replaces
+    ``torch.utils.benchmark.Timer``, whose ``timeit`` warms up again on every call and whose
+    ``blocked_autorange`` sizes blocks from the clock's read overhead (the module docstring of
+    ``timing_loop`` says why that mattered). The thread count is pinned while timing, as the Timer
+    did.
+
+    Threads: ``num_threads`` defaults to ``DEFAULT_NUM_THREADS`` (1, for stability: see
+    ``deeplite_like/threads.py``); ``None`` keeps ``torch.get_num_threads()``. ``"auto"``:
+
+    1. 1 thread if torch has only one, or if the machine is busy before timing (1-minute load
+       average above the CPUs this process may use);
+    2. otherwise all of torch's threads (``torch.get_num_threads()``); if that measurement's spread
+       is large (IQR/median above ``timing_noise.SPREAD_THRESHOLD``), it is measured again at 1
+       thread and that one is reported (the run then costs two budgets).
+
+    The choice and its reason are reported (``TimingStats.threads_reason``). A large spread or a
+    busy machine is warned about (``NoisyTimingWarning``) and noted in ``spread_warning``.
+
+    Device rule: the model is never moved. If ``device`` is the model's own device (the default),
+    the model itself is timed; if another device is asked for, a deep copy of the model is moved
+    there and timed (costs one copy of the model on that device). Inputs on another device are
+    copied to the timed device; the caller's tensors are never changed. ``synchronizer`` waits for
+    the CUDA devices that hold a model (``no_sync`` on CPU and meta), at both ends of every timed
+    interval.
     """
     if not isinstance(model, nn.Module):
         raise TypeError(f"measure_execution_time expects a torch.nn.Module, got {type(model).__name__}")
@@ -202,6 +193,17 @@ def module_forward_times(model: torch.nn.Module, args: tuple, kwargs: dict | Non
                          warmup: int = 1, num_threads: int | None = None) -> dict[str, float]:
     """Qualified module name -> forward seconds in the median forward (children included).
 
+    Each module's forward is timed by ``ModuleTimer``, the one per-module timer of the backend
+    (``get_model_profile`` and ``FlopsProfiler`` use it too): torch's global module hooks, two clock
+    reads per module call (with a CUDA synchronisation at both ends when the model is on a GPU),
+    outside any counting mode, so the times are those of a plain forward. A module's time includes
+    its children's and, when it is called several times in one forward, every call. Of ``repeats`` forwards (after ``warmup`` untimed ones), every module's time is read from
+    the same one, the forward whose total is the median, in seconds: a parent's time is then its
+    children's plus its own work, never less (a container that is never called itself, such as an
+    ``nn.ModuleList``, gets its children's sum). The hooks add a few microseconds per module call,
+    so the times of very small modules are upper bounds; the model's own median latency is measured
+    apart, without hooks (``execution_time``).
+
     ``num_threads``: the intra-op thread count to time at (restored after; ``None``: torch's
     current one), so that a report times every figure at the thread count it states.
     """
@@ -276,7 +278,10 @@ current_autograd_node = getattr(torch._C, "_current_autograd_node", lambda: None
 class PhaseCountingMode(CountingMode):
     """``CountingMode`` that files every operator under its phase and keeps per-module phase figures.
 
-    The phase is decided per operator (``_current_phase``). At each change of phase the base
+    The phase is decided when the operator runs (``_current_phase``): ``backward`` when autograd
+    is executing a node (``torch._C._current_autograd_node()``), ``forward`` inside a call of the
+    model or one of its modules, ``optimizer`` inside ``Optimizer.step()`` (``StepTimer`` raises
+    ``in_step``), ``other`` otherwise (the loss, gradient clipping). At each change of phase the base
     mode's pending sums are flushed (``set_phase``) and the growth of every module's figures
     since the previous change is filed under the phase that just ended
     (``module_phases[name][phase]``: MACs and FLOPs; module calls are in ``by_module``).

@@ -10,82 +10,8 @@ decomposed, however it was called (modules, ``torch.nn.functional``, ``torch.*``
 methods, Python operators). It knows no particular op: it asks the formula table
 (``registry.lookup`` / ``registry.is_free``) once per op overload and caches the answer.
 
-Attribution
-    Forward: ``attach`` registers two *global* module hooks
-    (``torch.nn.modules.module.register_module_forward_pre_hook`` / ``register_module_forward_hook``,
-    ``always_call``), which ``detach`` removes: nothing on any class or instance is replaced, so
-    the model's own code sees exactly the model it was given (``type(self).forward``,
-    ``inspect.signature``, ``__dict__``: transformers' ``GradientCheckpointingLayer`` still
-    checkpoints, because it finds its own ``forward`` on its class). The hooks fire for every
-    module call of the process; they count a call only from the thread that counts and only for
-    a module this mode attached (by identity): other threads, copies and other instances go
-    uncounted (two threads never measure one model at once: ``deeplite_like.safety.model_lock``,
-    taken by ``engine.observe``). A module call opens a
-    *context*: the ``OpStats`` of the module and of every module that encloses this call, and
-    the module's own ``module_ops`` dict. An op adds its cost to a per-context accumulator
-    (three integer adds); the accumulators are spread over the enclosing modules, the operator
-    table and the phase when the phase ends, so ``by_module`` is nested by construction and
-    follows the real call stack.
-
-    Hooks order: global hooks run before a module's own. A module's own forward pre-hooks (the
-    user's) therefore run inside its context and its own forward hooks outside it, in the
-    enclosing module, as under ``torch.utils.module_tracker`` (``FlopCounterMode``).
-    TorchScript modules are not followed: their operators count toward the enclosing module.
-    Why hooks and not the per-class ``forward`` dispatchers used before: ``docs/conventions.rst``
-    ("Module attribution") and ``benchmarks/bench_attribution.py``.
-
-    Backward: no module code runs in backward, so each forward context is also filed under the
-    autograd *sequence number* at which it began (``torch.autograd._get_sequence_nr()``, a
-    thread-local counter that every autograd node takes its number from when it is created).
-    In backward, the node being executed (``torch._C._current_autograd_node()``) tells, by its
-    sequence number, which module call created it: the op is attributed there. We chose this
-    over grad hooks on module inputs/outputs (``torch.utils.module_tracker``'s approach)
-    because it needs no per-tensor hooks, works when a module's inputs do not require grad
-    (where an "inputs' grads are ready" hook never fires and the module is never popped), and
-    is exact for interleaved branches. Nodes with no forward context (the engine's initial
-    ``ones_like``, ``AccumulateGrad``, whose sequence number is the maximum) go to the root.
-    A forward re-run in backward (activation checkpointing's recomputation) calls modules
-    again: such a call opens a context under its module's ancestors by qualified name, so the
-    recomputed operators are attributed to the modules that run them, in the backward phase.
-
-Leaving the model as found
-    ``watch`` registers tensors (the engine passes the model's parameters) by storage. Before
-    an op that declares a write to one of its arguments (``Tensor(a!)`` in its schema:
-    ``add_``, ``clamp_``, ``copy_``, ``out=``) touches a watched storage, the tensor is copied
-    once; ``restore_mutated`` writes the copies back. Buffers are not left to this: batch norm
-    writes its running statistics through ``native_batch_norm``, whose schema does not declare
-    the write, so the engine copies buffers up front (``engine._restored_tensors``).
-
-torch.distributed
-    The counting core imports nothing of ``distributed/``: that package registers its behaviour
-    at the hook point below (``register_distributed``) when it is imported, which the backend's
-    package root does. Then an op whose arguments hold tensor subclasses (``types`` is not
-    empty) goes through ``distributed.recording.subclass_dispatch`` first: a DTensor op is run by
-    DTensor under the mode, so the local ops on this rank's shards are what is counted.
-    Collective operators are priced at 0 FLOPs by ``CommLog`` formulas that log their bytes
-    (``OpCount.communication``). A count of plain tensors never calls into it. See
-    ``docs/distributed.rst``.
-
-Speed
-    Per-op facts (name, written arguments, the C++ callable) are cached for the process by op
-    identity (``registry.op_info``), the formula look-up once per count. ``counting_mode`` leaves out
-    torch's dynamo-disabling wrapper of ``__torch_dispatch__`` while TorchDynamo is not loaded
-    (``LightDispatchMode``, below).
-    On the meta device, ``meta.MetaOutputs`` replays the outputs of repeated ops instead
-    of running their (often Python) meta kernels. ``benchmarks/bench_torch_count.py`` measures the result
-    (``docs/benchmarks.rst``).
-
-TorchDynamo
-    ``LightDispatchMode`` is a ``TorchDispatchMode`` base that does not load TorchDynamo unless
-    compiled code may run. torch wraps every mode's ``__torch_dispatch__`` in ``torch._dynamo.disable`` unless the mode's
-    ``_should_skip_dynamo()`` says ``False``. The wrapper costs about 1 us per operator, and its
-    first call imports ``torch._dynamo`` (over a second, several on a loaded machine). It only
-    matters when an eval-frame callback is set, i.e. ``torch.compile`` code is running, which needs
-    ``torch._dynamo`` loaded. So a ``LightDispatchMode`` skips the wrapper; ``make`` builds the
-    wrapped (``dynamo_safe``) subclass when ``torch._dynamo`` is already loaded, and a running mode
-    switches to it (``switch_if_dynamo_loaded``) once something loads it.
-
-    Every dispatch mode of the torch backend (counting, memory tracking) derives from it.
+How ``CountingMode`` attributes each operator to a module call (forward and backward), leaves the
+model as found, counts under ``torch.distributed`` and stays fast: its class docstring.
 """
 from __future__ import annotations
 
@@ -118,7 +44,18 @@ _DYNAMO_SAFE: dict[type, type] = {}
 
 
 class LightDispatchMode(TorchDispatchMode):
-    """Base of our dispatch modes: no TorchDynamo wrapper (nor import) unless TorchDynamo is loaded."""
+    """Base of our dispatch modes: no TorchDynamo wrapper (nor import) unless TorchDynamo is loaded.
+
+    torch wraps every mode's ``__torch_dispatch__`` in ``torch._dynamo.disable`` unless the mode's
+    ``_should_skip_dynamo()`` says ``False``. The wrapper costs about 1 us per operator, and its
+    first call imports ``torch._dynamo`` (over a second, several on a loaded machine). It only
+    matters when an eval-frame callback is set, i.e. ``torch.compile`` code is running, which needs
+    ``torch._dynamo`` loaded. So a ``LightDispatchMode`` skips the wrapper; ``make`` builds the
+    wrapped (``dynamo_safe``) subclass when ``torch._dynamo`` is already loaded, and a running mode
+    switches to it (``switch_if_dynamo_loaded``) once something loads it.
+
+    Every dispatch mode of the torch backend (counting, memory tracking) derives from it.
+    """
 
     _dynamo_safe = False  # True in the ``dynamo_safe(cls)`` subclasses
 
@@ -222,6 +159,71 @@ class CountingMode(LightDispatchMode):
     running the model and ``detach()`` after (in ``finally``), in the thread that runs the
     model; ``set_phase`` before each phase (``forward``, ``loss``, ``backward``); ``finish()``
     for the result.
+
+    Attribution
+        Forward: ``attach`` registers two *global* module hooks
+        (``torch.nn.modules.module.register_module_forward_pre_hook`` / ``register_module_forward_hook``,
+        ``always_call``), which ``detach`` removes: nothing on any class or instance is replaced, so
+        the model's own code sees exactly the model it was given (``type(self).forward``,
+        ``inspect.signature``, ``__dict__``: transformers' ``GradientCheckpointingLayer`` still
+        checkpoints, because it finds its own ``forward`` on its class). The hooks fire for every
+        module call of the process; they count a call only from the thread that counts and only for
+        a module this mode attached (by identity): other threads, copies and other instances go
+        uncounted (two threads never measure one model at once: ``deeplite_like.safety.model_lock``,
+        taken by ``engine.observe``). A module call opens a
+        *context*: the ``OpStats`` of the module and of every module that encloses this call, and
+        the module's own ``module_ops`` dict. An op adds its cost to a per-context accumulator
+        (three integer adds); the accumulators are spread over the enclosing modules, the operator
+        table and the phase when the phase ends, so ``by_module`` is nested by construction and
+        follows the real call stack.
+
+        Hooks order: global hooks run before a module's own. A module's own forward pre-hooks (the
+        user's) therefore run inside its context and its own forward hooks outside it, in the
+        enclosing module, as under ``torch.utils.module_tracker`` (``FlopCounterMode``).
+        TorchScript modules are not followed: their operators count toward the enclosing module.
+        Why hooks and not the per-class ``forward`` dispatchers used before: ``docs/conventions.rst``
+        ("Module attribution") and ``benchmarks/bench_attribution.py``.
+
+        Backward: no module code runs in backward, so each forward context is also filed under the
+        autograd *sequence number* at which it began (``torch.autograd._get_sequence_nr()``, a
+        thread-local counter that every autograd node takes its number from when it is created).
+        In backward, the node being executed (``torch._C._current_autograd_node()``) tells, by its
+        sequence number, which module call created it: the op is attributed there. We chose this
+        over grad hooks on module inputs/outputs (``torch.utils.module_tracker``'s approach)
+        because it needs no per-tensor hooks, works when a module's inputs do not require grad
+        (where an "inputs' grads are ready" hook never fires and the module is never popped), and
+        is exact for interleaved branches. Nodes with no forward context (the engine's initial
+        ``ones_like``, ``AccumulateGrad``, whose sequence number is the maximum) go to the root.
+        A forward re-run in backward (activation checkpointing's recomputation) calls modules
+        again: such a call opens a context under its module's ancestors by qualified name, so the
+        recomputed operators are attributed to the modules that run them, in the backward phase.
+
+    Leaving the model as found
+        ``watch`` registers tensors (the engine passes the model's parameters) by storage. Before
+        an op that declares a write to one of its arguments (``Tensor(a!)`` in its schema:
+        ``add_``, ``clamp_``, ``copy_``, ``out=``) touches a watched storage, the tensor is copied
+        once; ``restore_mutated`` writes the copies back. Buffers are not left to this: batch norm
+        writes its running statistics through ``native_batch_norm``, whose schema does not declare
+        the write, so the engine copies buffers up front (``engine._restored_tensors``).
+
+    torch.distributed
+        The counting core imports nothing of ``distributed/``: that package registers its behaviour
+        at the hook point below (``register_distributed``) when it is imported, which the backend's
+        package root does. Then an op whose arguments hold tensor subclasses (``types`` is not
+        empty) goes through ``distributed.recording.subclass_dispatch`` first: a DTensor op is run by
+        DTensor under the mode, so the local ops on this rank's shards are what is counted.
+        Collective operators are priced at 0 FLOPs by ``CommLog`` formulas that log their bytes
+        (``OpCount.communication``). A count of plain tensors never calls into it. See
+        ``docs/distributed.rst``.
+
+    Speed
+        Per-op facts (name, written arguments, the C++ callable) are cached for the process by op
+        identity (``registry.op_info``), the formula look-up once per count. ``counting_mode`` leaves out
+        torch's dynamo-disabling wrapper of ``__torch_dispatch__`` while TorchDynamo is not loaded
+        (``LightDispatchMode``, below).
+        On the meta device, ``meta.MetaOutputs`` replays the outputs of repeated ops instead
+        of running their (often Python) meta kernels. ``benchmarks/bench_torch_count.py`` measures the result
+        (``docs/benchmarks.rst``).
     """
 
     # (LightDispatchMode: no TorchDynamo wrapper nor import unless torch._dynamo is loaded; this holds
@@ -564,7 +566,7 @@ class CountingMode(LightDispatchMode):
             macs, flops = formula(OpCall(func, args, kwargs, out, self.options))
             macs, flops = int(macs), int(flops)
         except Exception as exc:
-            if any_nested(args, kwargs):  # no single shape: price the op on each component (tensors.price_per_component)
+            if any_nested(args, kwargs):  # no single shape: price it per component
                 macs, flops = self._price_nested(func, formula, name, args, kwargs, out)
             else:
                 raise FormulaError(f"the formula {getattr(formula, '__qualname__', formula)!r} for {name} failed on "
