@@ -14,16 +14,8 @@ observation with everything in it, and the others, asking for the same inputs an
 the same one: the default metrics run the model once instrumented, plus the timing runs
 (``benchmarks/bench_status_cost.py``).
 
-Evaluation: ``accuracy`` / ``topk_accuracy`` (``evaluate``) give classification accuracy over a
-data loader, in percent. A batch is turned into model inputs and targets by a *forward pass*
-object with ``targets(batch) -> Tensor`` and either ``extract_model_inputs(batch) -> (args,
-kwargs)`` or ``__call__(batch) -> (args, kwargs)`` (``deeplite_like.data.ForwardPass`` is such an
-object); without one, batches are ``(inputs, targets)`` pairs. Outputs are class scores with the
-class on dimension 1 (``(N, C)`` or ``(N, C, ...)``, as ``nn.CrossEntropyLoss`` expects); targets
-are class indices (``(N,)`` or ``(N, ...)``) or one-hot / probability rows shaped like the output.
-An output object with a ``logits`` attribute or key (Hugging Face style) is accepted. The model
-runs in eval mode under ``torch.no_grad()`` on its own device (inputs are moved there); its mode
-and everything else is restored afterwards.
+Evaluation: ``accuracy`` / ``topk_accuracy`` (``evaluate``): classification accuracy over a data
+loader, in percent, the model left as found.
 
 deeplite-profiler's evaluation functions (``get_accuracy``, ``get_missclass``, ``get_topk``,
 ``EvalLossFunction``; percentages in 0-100) are built on ``evaluate`` and differ from deeplite's
@@ -134,6 +126,7 @@ class TorchProfiler(Profiler):
         return {**super().context(), "forward_pass": self.forward_pass}
 
 
+# -- the built-in functions (``Compute*``) --------------------------------------------------------
 def _observed(model: torch.nn.Module, data_splits: Mapping[str, Any], forward_pass: ForwardPass, split: str | None,
               batch_size: int, meta: bool, mode: str, causal_half: bool = False, memory: bool = False,
               layers: bool = False) -> tuple[Any, int]:
@@ -319,6 +312,7 @@ DEFAULT_FUNCTIONS = (ComputeComplexity, ComputeParams, ComputeSize, ComputeMemor
 
 
 
+# -- accuracy -------------------------------------------------------------------------------------
 class EvalForwardPass(Protocol):
     """What evaluation needs from a forward-pass binding (duck-typed).
 
@@ -412,7 +406,17 @@ def evaluate(
     """Top-k accuracies of ``model`` over ``data_loader`` in one pass, in percent (0-100).
 
     ``metrics`` are names ``'topK'`` (``'top1'``, ``'top5'``); the result maps each name to
-    its accuracy. See the module docstring for batches, outputs and targets.
+    its accuracy.
+
+    A batch is turned into model inputs and targets by a *forward pass* object with ``targets(batch)
+    -> Tensor`` and either ``extract_model_inputs(batch) -> (args, kwargs)`` or ``__call__(batch) ->
+    (args, kwargs)`` (``deeplite_like.data.ForwardPass`` is such an object); without one, batches
+    are ``(inputs, targets)`` pairs. Outputs are class scores with the class on dimension 1 (``(N,
+    C)`` or ``(N, C, ...)``, as ``nn.CrossEntropyLoss`` expects); targets are class indices
+    (``(N,)`` or ``(N, ...)``) or one-hot / probability rows shaped like the output. An output
+    object with a ``logits`` attribute or key (Hugging Face style) is accepted. The model runs in
+    eval mode under ``torch.no_grad()`` on its own device (inputs are moved there); its mode and
+    everything else is restored afterwards.
     """
     if not isinstance(model, nn.Module):
         raise TypeError(f"evaluate expects a torch.nn.Module, got {type(model).__name__}")
@@ -459,6 +463,7 @@ def accuracy(model: nn.Module, data_loader: Iterable[Any], forward_pass: EvalFor
     return topk_accuracy(model, data_loader, k=1, forward_pass=forward_pass)
 
 
+# -- deeplite-profiler's evaluation functions -----------------------------------------------------
 def _check_device(model: nn.Module, device: Any) -> None:
     if device is None:
         return

@@ -87,6 +87,7 @@ def inference_mode_of(model: torch.nn.Module, mode: str = "eval") -> Iterator[No
             module.training = training
 
 
+# -- devices --------------------------------------------------------------------------------------
 def available_devices() -> list[str]:
     """Devices torch can run on here: ``'cpu'``, then ``'cuda:0'``, ``'cuda:1'``, ... if any."""
     count = torch.cuda.device_count() if torch.cuda.is_available() else 0
@@ -118,6 +119,7 @@ def checked_device(device: Any, argument: str = "device") -> torch.device:
     return target
 
 
+# -- a one-call profile's inputs ------------------------------------------------------------------
 def _first_leaf(named_modules: list[tuple[str, nn.Module]]) -> tuple[str, nn.Module] | None:
     for name, module in named_modules:
         if not list(module.children()) and any(True for _ in module.parameters(recurse=False)):
@@ -159,6 +161,7 @@ def profile_inputs(model: nn.Module, input_shape: Sequence[int] | None, args: An
     return (torch.randn(shape, dtype=dtype, device=device, generator=generator),), {}, True
 
 
+# -- failures explained by the inputs -------------------------------------------------------------
 # torch.export's guard on a specialised batch: "Guard failed: x.size()[0] == 1"
 _GUARD = re.compile(r"Guard failed: (\S+?)\.size\(\)\[0\] == (\d+)")
 _DYNAMIC = ("export with a dynamic batch: torch.export.export(model, (x,), "
@@ -291,6 +294,7 @@ def _innermost(exc: BaseException) -> BaseException:
     return last
 
 
+# -- the torch tensor adapter ---------------------------------------------------------------------
 # (memory format, rank) pairs that ``take`` keeps when the source tensor uses them, so that
 # timing a resized channels-last input measures the same kernels as the original.
 _MEMORY_FORMATS = ((torch.channels_last, 4), (torch.channels_last_3d, 5))

@@ -221,7 +221,7 @@ def lstm_mkldnn(input: torch.Tensor, hx: Any, params: Any, has_biases: bool, num
 
 
 class _MetaMkldnnLayer(torch.autograd.Function):
-    """``mkldnn_rnn_layer`` on meta with the CPU's workspace and saved tensors (module docstring)."""
+    """``mkldnn_rnn_layer`` on meta with the CPU's workspace and saved tensors (``RecurrentKernel``)."""
 
     @staticmethod
     def forward(ctx, x, w0, w1, b0, b1, hx, cx, options):  # noqa: ANN001, ANN205 - autograd's protocol
@@ -262,6 +262,7 @@ def _workspace_bytes(x: torch.Tensor, w0: torch.Tensor, w1: torch.Tensor, hx: to
     return _WORKSPACE_BYTES[key]
 
 
+# -- global switches: the fused fast path, FlexAttention's compile --------------------------------
 class _SharedSwitch:
     """A process-wide setting several measurements (threads) change at once: the first to enter sets
     it, the last to leave puts back what the first found."""

@@ -189,6 +189,7 @@ def _auto_threads(measure: Callable[[int], BlockTimes], all_threads: int,
     return 1, second, f"num_threads='auto': 1 thread because {noisy}", busy_note()
 
 
+# -- time per module ------------------------------------------------------------------------------
 def module_forward_times(model: torch.nn.Module, args: tuple, kwargs: dict | None = None, repeats: int = 5,
                          warmup: int = 1, num_threads: int | None = None) -> dict[str, float]:
     """Qualified module name -> forward seconds in the median forward (children included).
@@ -197,12 +198,13 @@ def module_forward_times(model: torch.nn.Module, args: tuple, kwargs: dict | Non
     (``get_model_profile`` and ``FlopsProfiler`` use it too): torch's global module hooks, two clock
     reads per module call (with a CUDA synchronisation at both ends when the model is on a GPU),
     outside any counting mode, so the times are those of a plain forward. A module's time includes
-    its children's and, when it is called several times in one forward, every call. Of ``repeats`` forwards (after ``warmup`` untimed ones), every module's time is read from
-    the same one, the forward whose total is the median, in seconds: a parent's time is then its
-    children's plus its own work, never less (a container that is never called itself, such as an
-    ``nn.ModuleList``, gets its children's sum). The hooks add a few microseconds per module call,
-    so the times of very small modules are upper bounds; the model's own median latency is measured
-    apart, without hooks (``execution_time``).
+    its children's and, when it is called several times in one forward, every call. Of ``repeats``
+    forwards (after ``warmup`` untimed ones), every module's time is read from the same one, the
+    forward whose total is the median, in seconds: a parent's time is then its children's plus its
+    own work, never less (a container that is never called itself, such as an ``nn.ModuleList``,
+    gets its children's sum). The hooks add a few microseconds per module call, so the times of very
+    small modules are upper bounds; the model's own median latency is measured apart, without hooks
+    (``execution_time``).
 
     ``num_threads``: the intra-op thread count to time at (restored after; ``None``: torch's
     current one), so that a report times every figure at the thread count it states.
@@ -247,6 +249,7 @@ def _with_containers(times: dict[str, float], names: list[str]) -> dict[str, flo
     return result
 
 
+# -- waiting for the devices ----------------------------------------------------------------------
 def no_sync() -> None:
     """Nothing to wait for: the synchronizer of a model on the CPU or meta."""
 
@@ -272,6 +275,7 @@ def device_name(model: nn.Module) -> str:
     return devices.pop() if len(devices) == 1 else "several: " + ", ".join(sorted(devices))
 
 
+# -- the phases of a profile ----------------------------------------------------------------------
 current_autograd_node = getattr(torch._C, "_current_autograd_node", lambda: None)
 
 
@@ -367,6 +371,7 @@ class PhaseCountingMode(CountingMode):
         return super().__torch_dispatch__(func, types, args, kwargs)
 
 
+# -- timers by global hooks -----------------------------------------------------------------------
 class ModuleTimer:
     """Forward wall time per module (or of the root only), and the batch size of the first call."""
 

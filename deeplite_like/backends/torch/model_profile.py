@@ -140,6 +140,7 @@ def build_model_profile(model: nn.Module, *, input_shape: Sequence[int] | None =
         device="meta" if on_meta else device_name(model), notes=notes, communication=mode.communication())
 
 
+# -- the entry point ------------------------------------------------------------------------------
 def call_entry(model: nn.Module, func_name: str, args: tuple, kwargs: dict,
                mode: PhaseCountingMode | None = None) -> Any:
     """``model(...)`` for ``forward``; else ``model.<func_name>(...)``, counted as a call of the root module.
@@ -171,6 +172,7 @@ def check_entry(model: nn.Module, func_name: str) -> None:
                              f"its own methods are {public or ['forward']}")
 
 
+# -- one counted run ------------------------------------------------------------------------------
 def forward_error(model: nn.Module, exc: Exception, mode: PhaseCountingMode, built: bool,
                    func_name: str) -> ForwardError:
     frame = mode.failed_frame(exc)
@@ -226,6 +228,7 @@ def timed(fn: Callable[[], Any], sync: Callable[[], None]) -> tuple[Any, float]:
     return out, time.perf_counter() - start
 
 
+# -- a counted run -> the parts of a ModelProfile -------------------------------------------------
 def ignored_names(named_modules: list[tuple[str, nn.Module]], ignore: Iterable[Any]) -> set[str]:
     """Qualified names of modules whose type is listed (classes match subclasses; strings match names)."""
     classes, names = [], set()

@@ -233,6 +233,7 @@ def module_param_counts(model: nn.Module) -> dict[str, int]:
     return {name: totals[id(module)] for name, module in model.named_modules()}
 
 
+# -- the per-layer table --------------------------------------------------------------------------
 COLUMNS = ("module", "type", "input_shapes", "output_shapes", "params", "macs", "flops", "activation_bytes",
            "macs_share", "calls")
 HEADERS = {"module": "Module", "type": "Type", "input_shapes": "Input shapes", "output_shapes": "Output shapes",

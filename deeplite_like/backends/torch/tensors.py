@@ -127,6 +127,7 @@ def required_batch_size(args: Any, kwargs: Any = None) -> int:
     return batch
 
 
+# -- local shards of a DTensor --------------------------------------------------------------------
 def _dtensor_class() -> type | None:
     api = sys.modules.get("torch.distributed.tensor._api")
     return getattr(api, "DTensor", None) if api is not None else None
@@ -163,6 +164,7 @@ def is_fully_sharded(model: torch.nn.Module) -> bool:
     return unit is not None and any(isinstance(module, unit) for module in model.modules())
 
 
+# -- nested tensors -------------------------------------------------------------------------------
 def _is_nested(value: Any) -> bool:
     return isinstance(value, torch.Tensor) and value.is_nested
 
@@ -231,6 +233,7 @@ def price_per_component(formula: Callable[[Any], Cost], make_call: Callable[[tup
     return macs, flops
 
 
+# -- arguments, as error messages show them -------------------------------------------------------
 def describe_tensor(value: Any) -> str:
     if isinstance(value, torch.Tensor):
         if value.is_nested:  # no single shape: its components'
@@ -253,6 +256,7 @@ def describe_args(args: tuple, kwargs: dict) -> str:
     return "(" + ", ".join(parts) + ")"
 
 
+# -- what the per-layer table keeps of a module call ----------------------------------------------
 class LayerFacts:
     """A module call as the per-layer table shows it: ``input_shapes``, ``output_shapes`` (text;
     several tensors comma-separated) and ``activation_bytes`` (the outputs' numel x element size)."""
@@ -307,6 +311,7 @@ def _bytes(tensors: list[torch.Tensor]) -> int:
     return sum(t.numel() * t.element_size() for t in tensors)
 
 
+# -- storages and their live bytes ----------------------------------------------------------------
 def tensor_span(tensor: torch.Tensor) -> tuple[int, int]:
     """Half-open byte interval ``[start, end)`` of its storage that ``tensor`` can touch."""
     if tensor.is_nested:  # its components lie in one buffer, the whole storage (no single shape/stride)
@@ -373,7 +378,7 @@ def tensor_leaves(tree: Any) -> list[torch.Tensor]:
 
 
 class StorageLedger:
-    """Live bytes of the storages that operators allocate, and their peak; see the module docstring.
+    """Live bytes of the storages that operators allocate, and their peak; ``memory.py`` says what it measures.
 
     Not a mode itself: whatever sees each operator calls ``count(func, out)`` after it ran
     (the counting pass, ``counting/recorder.py``, or ``training/step.StepTracker``). ``where()``

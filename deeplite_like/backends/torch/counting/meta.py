@@ -45,6 +45,7 @@ from deeplite_like.backends.torch.counting.registry import NEW, POINTWISE_IN_PLA
 __all__ = ["MAX_ELEMENTS", "MetaOutputs", "MetaValueError", "MetaValues", "meta_output"]
 
 
+# -- output shapes --------------------------------------------------------------------------------
 aten = torch.ops.aten
 
 
@@ -84,6 +85,7 @@ def meta_output(func: Any, args: tuple, kwargs: dict) -> torch.Tensor | None:
     return rule(*args, **kwargs)
 
 
+# -- values of small integer tensors --------------------------------------------------------------
 #: Tensors with more elements get no twin (int64: 32 MiB): index tensors are far smaller.
 MAX_ELEMENTS = 1 << 22
 
@@ -269,6 +271,7 @@ class MetaValues:
         return type(values)(metas) if isinstance(values, (tuple, list)) else metas[0]
 
 
+# -- replayed outputs -----------------------------------------------------------------------------
 # What each op returned for given argument metadata, for the process: a pure function of that
 # metadata on meta, so a second count of the same model (a sweep, a compare) runs no meta kernel.
 _RECORDED: dict[tuple, Any] = {}
@@ -312,7 +315,8 @@ class MetaOutputs:
             return run(*args, **kwargs)
         if replay == POINTWISE_IN_PLACE:
             return args[0]
-        key = (id(func), torch.get_default_dtype(), key)  # (op_info keeps every op seen: ids are not reused)  # (factory ops read the default dtype)
+        # (op_info keeps every op seen: ids are not reused; factory ops read the default dtype)
+        key = (id(func), torch.get_default_dtype(), key)
         spec = self._outputs.get(key)
         if spec is None:  # first call: run the kernel, record its outputs
             if replay != NEW:

@@ -293,7 +293,7 @@ class CountingMode(LightDispatchMode):
         inputs, which only the fused kernels accept (priced whole, per sequence).
 
         Counting follows this thread's calls only, through two global module hooks (see the
-        module docstring); nothing is stored on the modules or their classes. TorchScript modules
+        class docstring); nothing is stored on the modules or their classes. TorchScript modules
         are not followed: their ops count toward the enclosing module.
         """
         self._thread = threading.get_ident()

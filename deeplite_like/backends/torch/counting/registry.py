@@ -12,8 +12,6 @@ The engine (``engine.py``) knows nothing of any particular op: it looks the form
 op's overload (``aten.add.Tensor``) first, then by its packet (``aten.add``). An op found
 neither in the formula table nor in the free set is *untracked*.
 
-Beside the op table, what the counting mode asks of an op or a module, once:
-
 Per-op facts (``op_info``), cached for the process by op identity: an op's name, the arguments
 its schema declares written (``Tensor(a!)``: ``add_``, ``clamp_``, ``copy_``, ``out=``), the C++
 callable to run it, and whether ``meta.MetaOutputs`` may replay its outputs (``NEW``: it returns
@@ -22,42 +20,9 @@ in-place pointwise op whose only tensor is ``self``, such as ``relu_`` or ``hard
 cannot change the metadata of ``self``). None of this changes while the process runs; the
 formula look-up, which may, is the counting mode's (once per count).
 
-Whole-module formulas: price a module as one unit instead of the operators inside it.
-
-Use one for a module whose inner operators have no formula (a custom kernel) or whose cost
-you define differently::
-
-    @register_module_formula(MyBlock)
-    def my_block(module, args, kwargs, output) -> Cost:
-        "Two (d, d) projections per token."
-        tokens = args[0].shape[0] * args[0].shape[1]
-        return Cost.contraction(2 * tokens * module.dim ** 2)
-
-When such a module runs in the forward pass, the operators inside it (its children included)
-are not counted; the formula's cost is attributed to the module and to the operator name
-``module:MyBlock``. A subclass uses its nearest registered base class's formula. The backward
-pass has no module formula: its operators are counted one by one, as everywhere else.
-
-A class that defines deeplite-profiler's ``compute_module_complexity(inputs, outputs)`` method
-is priced by it (below: what it may return). Looking up the class's MRO, the
-nearest class that registers a formula or defines the method wins.
-
-A module's own ``compute_module_complexity(inputs, outputs)`` method is priced like a module
-formula. deeplite-profiler lets a custom module describe its own cost: a method
-``compute_module_complexity(self, inputs, outputs)`` called after each forward with the forward's
-positional inputs (a tuple) and its output. The counting engine honours it the way it honours
-``register_module_formula``: the module is priced whole, the operators inside it are not counted,
-and the cost is reported under ``module:<ClassName>``.
-
-What the method may return:
-
-* a ``Cost(macs, flops)``: used as is;
-* deeplite's dict, ``{'flops': n, ...}``: ``n`` is the module's multiply-accumulates (deeplite's
-  ``flops`` are MACs, shown as GigaMACs), so it costs ``Cost.contraction(n)`` (FLOPs = 2 x n);
-  ``param_size``, ``activation_size`` and ``params`` (deeplite's bytes per element for a
-  quantised module) do not change counting: sizes and memory are read from the real tensors;
-* a dict with ``macs`` and ``flops`` (ours): ``Cost(macs, flops)``;
-* a number: MACs, as deeplite's ``flops``.
+Module formulas (``register_module_formula``) price a module as one unit instead of the operators
+inside it; a module's own ``compute_module_complexity(inputs, outputs)`` method (deeplite-profiler's)
+is priced the same way (``own_complexity_formula``).
 """
 from __future__ import annotations
 
@@ -205,6 +170,7 @@ def is_free(op: Any) -> bool:
     return _by_name[0] and any(name in _FREE for name in _schema_names(op))
 
 
+# -- per-op facts ---------------------------------------------------------------------------------
 # Keyed by ``id(op)``: ``OpOverload.__hash__`` is a Python method, too slow for once per op call.
 # The entry holds the op, so the id cannot be reused while the entry lives.
 _OP_INFO: dict[int, tuple[str, tuple, Callable, int, Any]] = {}
@@ -247,6 +213,7 @@ def op_info(func: Any) -> tuple[str, tuple, Callable, int, Any]:
     return info
 
 
+# -- module formulas ------------------------------------------------------------------------------
 ModuleFormula = Callable[[torch.nn.Module, tuple, dict, Any], Cost]
 
 _MODULE_FORMULAS: dict[type, ModuleFormula] = {}
@@ -254,6 +221,24 @@ _MODULE_FORMULAS: dict[type, ModuleFormula] = {}
 
 def register_module_formula(module_cls: type, *, override: bool = False) -> Callable[[ModuleFormula], ModuleFormula]:
     """Bind ``fn(module, args, kwargs, output) -> Cost`` to a module class (and its subclasses).
+
+    Use one for a module whose inner operators have no formula (a custom kernel) or whose cost
+    you define differently::
+
+        @register_module_formula(MyBlock)
+        def my_block(module, args, kwargs, output) -> Cost:
+            "Two (d, d) projections per token."
+            tokens = args[0].shape[0] * args[0].shape[1]
+            return Cost.contraction(2 * tokens * module.dim ** 2)
+
+    When such a module runs in the forward pass, the operators inside it (its children included)
+    are not counted; the formula's cost is attributed to the module and to the operator name
+    ``module:MyBlock``. A subclass uses its nearest registered base class's formula. The backward
+    pass has no module formula: its operators are counted one by one, as everywhere else.
+
+    A class that defines deeplite-profiler's ``compute_module_complexity(inputs, outputs)`` method
+    is priced by it (``own_complexity_formula``: what it may return). Looking up the class's MRO, the
+    nearest class that registers a formula or defines the method wins.
 
     Registering a class that already has a formula raises ``ValueError`` unless
     ``override=True``.
@@ -297,6 +282,7 @@ def module_op_name(module_cls: type) -> str:
     return f"module:{module_cls.__name__}"
 
 
+# -- a module's own compute_module_complexity -----------------------------------------------------
 METHOD = "compute_module_complexity"
 
 
@@ -307,7 +293,7 @@ def _count(value: Any, what: str, module: torch.nn.Module) -> int:
 
 
 def as_cost(result: Any, module: torch.nn.Module) -> Cost:
-    """The ``Cost`` a ``compute_module_complexity`` result stands for (see the module docstring)."""
+    """The ``Cost`` a ``compute_module_complexity`` result stands for (``own_complexity_formula``)."""
     if isinstance(result, Cost):
         return result
     if isinstance(result, Mapping):
@@ -325,7 +311,24 @@ def as_cost(result: Any, module: torch.nn.Module) -> Cost:
 
 
 def own_complexity_formula(module: torch.nn.Module, args: tuple, kwargs: dict, output: Any) -> Cost:
-    """Module formula calling ``module.compute_module_complexity(args, output)`` (keyword inputs too, if any)."""
+    """Module formula calling ``module.compute_module_complexity(args, output)`` (keyword inputs too, if any).
+
+    deeplite-profiler lets a custom module describe its own cost: a method
+    ``compute_module_complexity(self, inputs, outputs)`` called after each forward with the forward's
+    positional inputs (a tuple) and its output. The counting engine honours it the way it honours
+    ``register_module_formula``: the module is priced whole, the operators inside it are not counted,
+    and the cost is reported under ``module:<ClassName>``.
+
+    What the method may return:
+
+    * a ``Cost(macs, flops)``: used as is;
+    * deeplite's dict, ``{'flops': n, ...}``: ``n`` is the module's multiply-accumulates (deeplite's
+      ``flops`` are MACs, shown as GigaMACs), so it costs ``Cost.contraction(n)`` (FLOPs = 2 x n);
+      ``param_size``, ``activation_size`` and ``params`` (deeplite's bytes per element for a
+      quantised module) do not change counting: sizes and memory are read from the real tensors;
+    * a dict with ``macs`` and ``flops`` (ours): ``Cost(macs, flops)``;
+    * a number: MACs, as deeplite's ``flops``.
+    """
     method = getattr(module, METHOD)
     result = method(tuple(args), output, **kwargs) if kwargs else method(tuple(args), output)
     return as_cost(result, module)

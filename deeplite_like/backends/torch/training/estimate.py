@@ -722,6 +722,7 @@ def _summarise(record: StepRecord, weights: list[int], base: int, extras: dict[s
     )
 
 
+# -- the result -----------------------------------------------------------------------------------
 # The CUDA caching allocator rounds every block up to a multiple of 512 bytes.
 CUDA_BLOCK_BYTES = 512
 

@@ -2,45 +2,9 @@
 
 ``build_optimizer`` makes the optimizer from a name, an ``Optimizer`` class or a factory.
 
-What one rank holds under data-parallel sharding strategies (the model used, stated exactly).
-Strategies (``sharding=``), for ``world_size`` ranks that each run the measured step on their own
-micro-batch:
-
-* ``None``: one device, nothing divided.
-* ``'ddp'``: ``DistributedDataParallel``. Everything is replicated, and the reducer's
-  gradient buckets hold a flat copy of every trainable gradient for the whole run (PyTorch's
-  DDP documentation: ``gradient_as_bucket_view=True`` "can reduce peak memory usage, where the
-  saved memory size will be equal to the total gradients size").
-* ``'zero1'``: optimizer states divided among ranks.
-* ``'zero2'``: optimizer states and gradients divided; the unsharded gradients of one unit
-  exist during backward until they are reduce-scattered.
-* ``'zero3'`` / ``'fsdp'``: parameters, gradients and states divided; during forward and
-  backward a rank also holds the all-gathered (unsharded) parameters of the root unit (the
-  parameters outside every unit: embeddings, final norm, head) and of two units at a time (the
-  one running and the one prefetched), and during backward the unsharded gradients of one unit
-  before reduce-scatter. This is FSDP2's ``fully_shard`` applied to each unit and to the root.
-
-FSDP2 options (``'fsdp'`` / ``'zero3'`` only):
-
-* ``mixed_precision``: FSDP2's ``MixedPrecisionPolicy`` (or a mapping with its fields). The
-  sharded parameters stay in their own dtype (the float32 master weights), and so do the sharded
-  gradients and the optimizer states; each unit's parameters are all-gathered in ``param_dtype``
-  and the forward and backward compute in it (floating inputs cast when ``cast_forward_inputs``);
-  one unit's gradients are reduce-scattered from a flat buffer in ``reduce_dtype``. No weight is
-  copied by autocast and saved for backward: the gathered ``param_dtype`` parameters are FSDP's
-  buffers (``gather_bytes``), freed after each unit.
-* ``reshard_after_forward=False``: each unit keeps its gathered parameters from its forward to
-  its backward (no re-gather): ``gather_bytes`` holds every unit's from the forward on, the bound
-  reached at the end of the forward and the start of the backward.
-* ``cpu_offload=True``: FSDP2's ``CPUOffloadPolicy``: each rank's shards of the parameters,
-  gradients and optimizer states live in host memory and the optimizer step runs there; the
-  device holds the gathered units, the activations and one unit's gradients before
-  reduce-scatter.
-
-Units are the modules FSDP would wrap: by default the children of the largest
-``nn.ModuleList`` (the repeated blocks of a transformer); the whole model when it has none.
-A tensor is divided as FSDP2 divides it: on dim 0, each rank holding ``ceil(dim0 / world_size)``
-rows (padded); a 0-dim tensor is not divided.
+What one rank holds under data-parallel sharding (``ShardPlan``, from ``resolve_sharding``): the model
+used, stated exactly on ``ShardPlan``: DDP, ZeRO 1-3 and FSDP2 with its mixed-precision, resharding
+and CPU-offload options.
 """
 from __future__ import annotations
 
@@ -130,6 +94,7 @@ def _implementation(defaults: dict[str, Any]) -> str:
     return "foreach" if defaults["foreach"] else "for-loop"
 
 
+# -- sharding -------------------------------------------------------------------------------------
 _STRATEGIES = {
     None: (False, False, False),
     "ddp": (False, False, False),
@@ -142,7 +107,47 @@ _STRATEGIES = {
 
 @dataclass(frozen=True)
 class ShardPlan:
-    """Which model states a strategy divides among ``world_size`` ranks; FSDP2's policy (module docstring).
+    """Which model states a strategy divides among ``world_size`` ranks; FSDP2's policy.
+
+    What one rank holds under data-parallel sharding strategies (the model used, stated exactly).
+    Strategies (``sharding=``), for ``world_size`` ranks that each run the measured step on their own
+    micro-batch:
+
+    * ``None``: one device, nothing divided.
+    * ``'ddp'``: ``DistributedDataParallel``. Everything is replicated, and the reducer's
+      gradient buckets hold a flat copy of every trainable gradient for the whole run (PyTorch's
+      DDP documentation: ``gradient_as_bucket_view=True`` "can reduce peak memory usage, where the
+      saved memory size will be equal to the total gradients size").
+    * ``'zero1'``: optimizer states divided among ranks.
+    * ``'zero2'``: optimizer states and gradients divided; the unsharded gradients of one unit
+      exist during backward until they are reduce-scattered.
+    * ``'zero3'`` / ``'fsdp'``: parameters, gradients and states divided; during forward and
+      backward a rank also holds the all-gathered (unsharded) parameters of the root unit (the
+      parameters outside every unit: embeddings, final norm, head) and of two units at a time (the
+      one running and the one prefetched), and during backward the unsharded gradients of one unit
+      before reduce-scatter. This is FSDP2's ``fully_shard`` applied to each unit and to the root.
+
+    FSDP2 options (``'fsdp'`` / ``'zero3'`` only):
+
+    * ``mixed_precision``: FSDP2's ``MixedPrecisionPolicy`` (or a mapping with its fields). The
+      sharded parameters stay in their own dtype (the float32 master weights), and so do the sharded
+      gradients and the optimizer states; each unit's parameters are all-gathered in ``param_dtype``
+      and the forward and backward compute in it (floating inputs cast when ``cast_forward_inputs``);
+      one unit's gradients are reduce-scattered from a flat buffer in ``reduce_dtype``. No weight is
+      copied by autocast and saved for backward: the gathered ``param_dtype`` parameters are FSDP's
+      buffers (``gather_bytes``), freed after each unit.
+    * ``reshard_after_forward=False``: each unit keeps its gathered parameters from its forward to
+      its backward (no re-gather): ``gather_bytes`` holds every unit's from the forward on, the bound
+      reached at the end of the forward and the start of the backward.
+    * ``cpu_offload=True``: FSDP2's ``CPUOffloadPolicy``: each rank's shards of the parameters,
+      gradients and optimizer states live in host memory and the optimizer step runs there; the
+      device holds the gathered units, the activations and one unit's gradients before
+      reduce-scatter.
+
+    Units are the modules FSDP would wrap: by default the children of the largest
+    ``nn.ModuleList`` (the repeated blocks of a transformer); the whole model when it has none.
+    A tensor is divided as FSDP2 divides it: on dim 0, each rank holding ``ceil(dim0 / world_size)``
+    rows (padded); a 0-dim tensor is not divided.
 
     ``param_dtype`` / ``reduce_dtype``: the dtypes of the gathered parameters and of the gradient
     reduce-scatter under a mixed-precision policy (``None``: the parameters' own).

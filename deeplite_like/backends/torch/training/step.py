@@ -147,6 +147,7 @@ def tensor_storages(tree: Any) -> list[torch.Tensor]:
     return out
 
 
+# -- activation checkpointing ---------------------------------------------------------------------
 @contextlib.contextmanager
 def checkpointed(model: nn.Module, names: list[str], modes: Callable[[], list[Any]]) -> Iterator[None]:
     """Run each named module's forward under non-reentrant ``torch.utils.checkpoint``; undone on exit.
@@ -191,6 +192,7 @@ def in_forward() -> bool:
     return torch._C._current_autograd_node() is None
 
 
+# -- CUDA autocast's policy, on meta --------------------------------------------------------------
 _LOWER = frozenset({
     "__matmul__", "__rmatmul__", "addbmm", "addmm", "addmv", "addr", "baddbmm", "bmm", "chain_matmul",
     "multi_dot", "conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d", "conv_transpose3d",
