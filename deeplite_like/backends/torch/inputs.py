@@ -6,30 +6,16 @@
 * A one-call profile's inputs (``profile_inputs``): given (``args``/``kwargs``) or built from
   ``input_shape``.
 * Failures explained by the inputs the profiler built, not by what the model raised deep inside
-  (``explained_failures``, ``fixed_batch_hint``). The profiler takes the model inputs from the
-  first batch of a split through a ``ForwardPass`` and resizes them to ``batch_size``. Three
-  mistakes then surface as a framework error far from their cause, and are re-raised as one
-  ``ForwardError`` that says what the profiler did and how to change it (the framework error is
-  chained as the cause): a ``torch.export`` program exported with a fixed batch, given another
-  batch size (often the profiler's own resizing to ``batch_size``, default 1); numpy arrays given
-  to a torch model; a tuple or list taken as the one model input (a batch ``((x,), y)`` read by
-  the default ``ForwardPass``). Any other failure propagates unchanged.
+  (``explained_failures``, ``fixed_batch_hint``).
 * The torch side of data binding: a ``TensorAdapter`` for ``torch.Tensor`` and a split check.
   Importing this module registers both with ``deeplite_like.data`` (the core also imports it by
-  itself the first time it meets a torch tensor). ``torch.utils.data.DataLoader`` splits need
-  nothing special: a loader is re-iterable, and each item it yields is one batch. The default
-  collate turns ``(x, y)`` samples into a list ``[x, y]`` and dict samples into a dict of batched
-  tensors; both fit ``ForwardPass``. With ``batch_size=None`` (automatic batching off) the loader
-  yields the dataset's items unchanged, so they must already be whole batches. A bare map-style
-  ``Dataset`` yields single samples and is refused with a hint to wrap it in a ``DataLoader``; an
-  ``IterableDataset`` is accepted and its items are taken as batches.
+  itself the first time it meets a torch tensor).
 """
 from __future__ import annotations
 
 import contextlib
 import itertools
 import re
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Iterator, Mapping, Sequence
 
@@ -70,7 +56,7 @@ def moved(args: tuple, kwargs: Mapping[str, Any], device: Any) -> tuple[tuple, d
     return tree_map(lambda t: t.to(target) if isinstance(t, torch.Tensor) else t, (tuple(args), dict(kwargs)))
 
 
-@contextmanager
+@contextlib.contextmanager
 def inference_mode_of(model: torch.nn.Module, mode: str = "eval") -> Iterator[None]:
     """Run the model in ``mode`` (``'eval'`` or ``'train'``) and restore every module's own flag after."""
     if mode not in ("eval", "train"):
@@ -279,7 +265,21 @@ def _shown(taken: TakenInputs) -> str:
 
 @contextlib.contextmanager
 def explained_failures(model: torch.nn.Module, taken: TakenInputs) -> Iterator[None]:
-    """Re-raise a failure of the body caused by how ``taken`` was built as one ``ForwardError`` (see module doc)."""
+    """Re-raise a failure of the body caused by how ``taken`` was built as one ``ForwardError``.
+
+    The profiler takes the model inputs from the first batch of a split through a ``ForwardPass``
+    and resizes them to ``batch_size``. Three mistakes then surface as a framework error far from
+    their cause, and are re-raised as one ``ForwardError`` that says what the profiler did and how
+    to change it (the framework error is chained as the cause):
+
+    * a ``torch.export`` program exported with a fixed batch, given another batch size (often the
+      profiler's own resizing to ``batch_size``, default 1);
+    * numpy arrays given to a torch model;
+    * a tuple or list taken as the one model input (a batch ``((x,), y)`` read by the default
+      ``ForwardPass``).
+
+    Any other failure propagates unchanged.
+    """
     try:
         yield
     except Exception as exc:
@@ -347,7 +347,16 @@ class TorchAdapter:
 
 
 def check_torch_split(split: str, obj: object) -> None:
-    """Refuse a bare map-style ``Dataset`` as a split: iterating it yields single samples."""
+    """Refuse a bare map-style ``Dataset`` as a split: iterating it yields single samples.
+
+    ``torch.utils.data.DataLoader`` splits need nothing special: a loader is re-iterable, and each
+    item it yields is one batch. The default collate turns ``(x, y)`` samples into a list ``[x, y]``
+    and dict samples into a dict of batched tensors; both fit ``ForwardPass``. With
+    ``batch_size=None`` (automatic batching off) the loader yields the dataset's items unchanged, so
+    they must already be whole batches. A bare map-style ``Dataset`` yields single samples and is
+    refused with a hint to wrap it in a ``DataLoader``; an ``IterableDataset`` is accepted and its
+    items are taken as batches.
+    """
     if isinstance(obj, Dataset) and not isinstance(obj, (DataLoader, IterableDataset)):
         raise DataError(
             f"split {split!r}: it is a {type(obj).__name__} (a map-style Dataset), which yields "

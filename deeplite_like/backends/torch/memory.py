@@ -1,13 +1,9 @@
 """Peak activation memory of one forward pass, from the storages its operators allocate.
 
-Mechanism: a ``TorchDispatchMode`` sees every ATen operator of the forward. Each output
-that the operator's schema does not declare as an alias of an input (views and in-place /
-``out=`` results are aliases: they allocate nothing) is a fresh allocation; its untyped
-storage is recorded once (a storage shared by several outputs counts once) with its
-``nbytes``, and a ``weakref.finalize`` on the storage subtracts those bytes the moment the
-storage is freed. Live bytes are therefore exact at every operator boundary, and the peak
-is the largest value reached right after an operator allocated its outputs (its inputs
-still alive, as they must be while it runs).
+Mechanism: the storage ledger of the observation pass (``tensors.StorageLedger``): every storage an
+operator allocates is live from then until it is freed, so the live bytes are exact at every
+operator boundary, and the peak is the largest value reached right after an operator allocated
+its outputs (its inputs still alive, as they must be while it runs).
 
 What counts:
 

@@ -8,23 +8,12 @@
   ``torch.distributed.tensor`` is looked up in ``sys.modules``, never imported: when it is not
   loaded no DTensor exists, and every tensor is its own local shard.
 * Nested tensors (``torch.nested``, both layouts) as the counting engine and its formulas see
-  them. A nested tensor holds ``B`` components of different shapes: it has no single ``shape``
-  (the strided layout raises ``NestedTensorImpl doesn't support sizes``; the jagged layout has a
-  symbolic ragged size that is no ``int``). Formulas read shapes, so an op on nested tensors is
-  priced as the sum of the same op over its components (``price_per_component``): component
-  ``i`` of every nested argument and output, given as a meta tensor of shape
-  ``(1, *component_shape)`` (same rank as the nested tensor, so a formula indexing dimensions
-  from either end reads the same sizes). Dense arguments (weights, biases) are passed to every
-  component unchanged. This is exact for the ops a nested tensor runs through (linear,
-  elementwise, norms over the last dimension, softmax, attention per sequence), which is what
-  ``nn.TransformerEncoder`` and ``torch.nested`` users run.
+  them: an op on nested tensors is priced as the sum of the same op over its components
+  (``price_per_component``).
 * How a call's arguments read in error messages (``describe_args``):
   ``(Tensor[2, 3] float32, mask=Tensor[2] bool)``.
 * What the per-layer table shows of a module call (``layer_facts``): input and output shapes,
-  output bytes, read by the observation pass (``counting/recorder.py``) at each module's first
-  call, right after its forward returned. Only metadata is kept, never the tensors (which would
-  stay alive and change the peak memory measured in the same pass); shapes are kept as
-  ``torch.Size``s and written out (``"1x3x224x224"``) only when the table asks.
+  output bytes, never the tensors.
 * Storages and their live bytes: ``storage_key``, ``tensor_span``, ``spanned_bytes``, and the
   ``StorageLedger`` that the observation pass (``counting/recorder.py``) and the training step
   (``training/step.py``) tell of every operator's outputs; ``memory.py`` says what it measures.
@@ -218,6 +207,16 @@ def price_per_component(formula: Callable[[Any], Cost], make_call: Callable[[tup
                         args: tuple, kwargs: dict, out: Any) -> tuple[int, int]:
     """``(macs, flops)`` of an op on nested tensors: the formula summed over the components.
 
+    A nested tensor holds ``B`` components of different shapes: it has no single ``shape`` (the
+    strided layout raises ``NestedTensorImpl doesn't support sizes``; the jagged layout has a
+    symbolic ragged size that is no ``int``). Formulas read shapes, so an op on nested tensors
+    is priced as the sum of the same op over its components: component ``i`` of every nested
+    argument and output, given as a meta tensor of shape ``(1, *component_shape)`` (same rank as
+    the nested tensor, so a formula indexing dimensions from either end reads the same sizes). Dense arguments (weights, biases) are passed to every
+    component unchanged. This is exact for the ops a nested tensor runs through (linear,
+    elementwise, norms over the last dimension, softmax, attention per sequence), which is what
+    ``nn.TransformerEncoder`` and ``torch.nested`` users run.
+
     ``make_call(args, kwargs, out)`` builds the ``OpCall`` the formula receives for one component.
     """
     count = _count((*args, *kwargs.values()))
@@ -298,7 +297,13 @@ def _tensors(value: Any) -> list[torch.Tensor]:
 
 
 def layer_facts(args: tuple, kwargs: dict, output: Any) -> LayerFacts:
-    """The facts of one call ``module(*args, **kwargs) -> output``."""
+    """The facts of one call ``module(*args, **kwargs) -> output``.
+
+    Read by the observation pass (``counting/recorder.py``) at each module's first call, right after
+    its forward returned. Only metadata is kept, never the tensors (which would stay alive and
+    change the peak memory measured in the same pass); shapes are kept as ``torch.Size``s and
+    written out (``"1x3x224x224"``) only when the table asks.
+    """
     inputs = _tensors(args) + (_tensors(kwargs) if kwargs else [])
     outputs = _tensors(output)
     if any(t.is_nested for t in inputs + outputs):  # unbind runs operators: not the model's, not observed
@@ -383,6 +388,15 @@ class StorageLedger:
     Not a mode itself: whatever sees each operator calls ``count(func, out)`` after it ran
     (the counting pass, ``counting/recorder.py``, or ``training/step.StepTracker``). ``where()``
     names the innermost module running, for ``peak_module``.
+
+    A dispatch mode sees every ATen operator of the forward. Each output
+    that the operator's schema does not declare as an alias of an input (views and in-place /
+    ``out=`` results are aliases: they allocate nothing) is a fresh allocation; its untyped
+    storage is recorded once (a storage shared by several outputs counts once) with its
+    ``nbytes``, and a ``weakref.finalize`` on the storage subtracts those bytes the moment the
+    storage is freed. Live bytes are therefore exact at every operator boundary, and the peak
+    is the largest value reached right after an operator allocated its outputs (its inputs
+    still alive, as they must be while it runs).
     """
 
     def __init__(self, base_bytes: int, external: set[tuple[str, int]], where: Callable[[], str]) -> None:

@@ -17,22 +17,7 @@ packed-sequence check on position ids) takes the branch a real run takes.
 Two ways the measured step can differ from the model's plain forward live here too: activation
 checkpointing applied to chosen modules for the step, then undone (``checkpointed``), and CUDA
 autocast's cast policy (``AutocastPolicy``), applied where ``torch.autocast`` does not run: on
-meta tensors. ``torch.autocast`` works through per-device dispatch keys (``AutocastCUDA``,
-``AutocastCPU``); meta tensors have none, so under ``torch.autocast("cuda")`` a meta forward
-silently stays in float32. ``AutocastPolicy`` is a ``TorchFunctionMode`` that applies the same
-policy at the same level (above autograd, so every cast is recorded in the graph exactly as
-autocast's casts are), from the op lists of PyTorch's AMP documentation ("CUDA Ops that can
-autocast to float16 / to float32 / promote to the widest input type"):
-
-* lower precision (``dtype``): matmuls, linear, convolutions, attention, RNN cells;
-* float32: reductions, losses, softmax, normalisations, exp/log/pow and friends (only
-  lower-precision inputs are cast up);
-* widest input type: ``cat``, ``stack``, ``addcmul`` and the others of that list.
-
-Casts apply to floating tensors other than float64, as autocast's do. Like autocast, casts of
-leaf tensors that require grad (the weights) are cached until the region exits, so each weight
-is cast once per forward and its low-precision copy lives as long as the region (or as long as
-autograd saved it). Ops not in any list run in the dtype of their inputs.
+meta tensors.
 """
 from __future__ import annotations
 
@@ -236,7 +221,25 @@ def _eligible(value: Any) -> bool:
 
 
 class AutocastPolicy(TorchFunctionMode):
-    """Applies CUDA autocast's cast policy to every tensor (meta included); see the module docstring."""
+    """Applies CUDA autocast's cast policy to every tensor (meta included).
+
+    ``torch.autocast`` works through per-device dispatch keys (``AutocastCUDA``,
+    ``AutocastCPU``); meta tensors have none, so under ``torch.autocast("cuda")`` a meta forward
+    silently stays in float32. ``AutocastPolicy`` is a ``TorchFunctionMode`` that applies the same
+    policy at the same level (above autograd, so every cast is recorded in the graph exactly as
+    autocast's casts are), from the op lists of PyTorch's AMP documentation ("CUDA Ops that can
+    autocast to float16 / to float32 / promote to the widest input type"):
+
+    * lower precision (``dtype``): matmuls, linear, convolutions, attention, RNN cells;
+    * float32: reductions, losses, softmax, normalisations, exp/log/pow and friends (only
+      lower-precision inputs are cast up);
+    * widest input type: ``cat``, ``stack``, ``addcmul`` and the others of that list.
+
+    Casts apply to floating tensors other than float64, as autocast's do. Like autocast, casts of
+    leaf tensors that require grad (the weights) are cached until the region exits, so each weight
+    is cast once per forward and its low-precision copy lives as long as the region (or as long as
+    autograd saved it). Ops not in any list run in the dtype of their inputs.
+    """
 
     def __init__(self, dtype: torch.dtype) -> None:
         super().__init__()
