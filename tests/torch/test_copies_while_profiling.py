@@ -19,8 +19,8 @@ from torch import nn
 from deeplite_like.backends.torch import count_ops
 from deeplite_like.backends.torch.counting import recorder
 from deeplite_like.backends.torch.latency import module_forward_times
-from deeplite_like.backends.torch.params import layerwise_summary
 from deeplite_like.backends.torch.memory import peak_activation_memory
+from deeplite_like.backends.torch.params import layerwise_summary
 from deeplite_like.profiling import FlopsProfiler, get_model_profile
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")

@@ -5,8 +5,8 @@ import pytest
 import torch
 from torch import nn
 
-from deeplite_like.backends.torch.tensors import MemoryStats
 from deeplite_like.backends.torch.memory import peak_activation_memory
+from deeplite_like.backends.torch.tensors import MemoryStats
 
 
 def mlp_1000(inplace: bool = False) -> nn.Sequential:

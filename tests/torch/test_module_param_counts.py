@@ -7,8 +7,8 @@ import pytest
 import torch
 from torch import nn
 
-from deeplite_like.backends.torch.params import module_param_counts, parameter_stats
 from deeplite_like.backends.torch.model_profile import module_params
+from deeplite_like.backends.torch.params import module_param_counts, parameter_stats
 from deeplite_like.zoo.torch_models import lenet5, resnet_small
 
 

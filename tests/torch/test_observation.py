@@ -20,8 +20,8 @@ from deeplite_like.backends.torch.compute import (ComputeComplexity, ComputeLaye
                                                   ComputeParams, ComputeSize)
 from deeplite_like.backends.torch.counting import count_ops
 from deeplite_like.backends.torch.counting.engine import observe
-from deeplite_like.backends.torch.params import layerwise_summary
 from deeplite_like.backends.torch.memory import peak_activation_memory
+from deeplite_like.backends.torch.params import layerwise_summary
 
 MACS = 4 * 1000 * 1000 + 4 * 1000 * 10
 FLOPS = 2 * MACS + 4 * 1000 + 4 * 1000 + 4 * 10

@@ -5,9 +5,10 @@ a formula from the table (``registry.py``, filled by ``formulas/``); ``register_
 ``register_free`` and ``register_module_formula`` extend it.
 """
 from deeplite_like.errors import BackwardError, CountingError, FormulaError, ForwardError, UntrackedOpWarning
+
 from .engine import count_ops
-from deeplite_like.backends.torch.counting.registry import register_module_formula, unregister_module_formula
-from .registry import Cost, CountOptions, OpCall, register_formula, register_free, unregister
+from .registry import (Cost, CountOptions, OpCall, register_formula, register_free, register_module_formula, unregister,
+                       unregister_module_formula)
 
 __all__ = [
     "BackwardError", "Cost", "CountOptions", "CountingError", "FormulaError", "ForwardError", "OpCall",

@@ -15,25 +15,21 @@ import torch
 from torch.utils import _pytree as pytree
 
 from deeplite_like.argument_checks import check_flag
-from deeplite_like.caller import inputs_hint, model_inputs
-from deeplite_like.opcount import OpCount, parent_names, roll_up_containers
-
-from deeplite_like.backends.torch.tensors import is_dtensor, is_fully_sharded
-from deeplite_like.errors import BackwardError, ForwardError, UntrackedOpWarning
+from deeplite_like.backends.torch.counting import formulas as _formulas  # noqa: F401  (fills the formula table)
+from deeplite_like.backends.torch.counting.meta import MetaValues
+from deeplite_like.backends.torch.counting.recorder import CountingMode, counting_mode
+from deeplite_like.backends.torch.counting.registry import CountOptions
 from deeplite_like.backends.torch.inputs import fixed_batch_hint
+from deeplite_like.backends.torch.kernels import AttentionKernel
+from deeplite_like.backends.torch.state import kept_random_state, kept_tensor_attributes, swapped_tensors
+from deeplite_like.backends.torch.tensors import (LayerFacts, StorageLedger, describe_args, first_tensor_batch,
+                                                  is_dtensor, is_fully_sharded, loss_of, memory_stats, meta_like,
+                                                  spanned_bytes, storage_key, tensors_in)
+from deeplite_like.caller import inputs_hint, model_inputs
+from deeplite_like.errors import BackwardError, ForwardError, UntrackedOpWarning
+from deeplite_like.opcount import OpCount, parent_names, roll_up_containers
 from deeplite_like.safety import (checkpoint, interrupt_guard, model_lock, protected, restore_all,
                                   restore_each, uninterruptible)
-
-from deeplite_like.backends.torch.kernels import AttentionKernel
-from ..state import kept_random_state, kept_tensor_attributes, swapped_tensors
-from . import formulas as _formulas  # noqa: F401  (importing the package fills the formula table)
-from deeplite_like.backends.torch.tensors import first_tensor_batch, loss_of, meta_like, tensors_in
-from deeplite_like.backends.torch.tensors import describe_args
-from deeplite_like.backends.torch.tensors import LayerFacts
-from deeplite_like.backends.torch.counting.meta import MetaValues
-from .recorder import CountingMode, counting_mode
-from .registry import CountOptions
-from deeplite_like.backends.torch.tensors import StorageLedger, memory_stats, spanned_bytes, storage_key
 
 LossFn = Callable[[Any], torch.Tensor]
 
