@@ -1,14 +1,26 @@
 """PyTorch backend: ``TorchProfiler``, its ``Compute*`` functions, and ``count_ops``.
 
 Names are resolved lazily so that importing one part (e.g. the counting engine) does not
-import the others.
+import the others. The package itself imports the counting core with its behaviour under
+``torch.distributed`` registered (``distributed/recording.py``, at ``counting/recorder.py``'s hook
+point), so that a count meets a DTensor prepared whichever module the caller imported first.
+
+    compute.py          ``TorchProfiler`` and its ``Compute*`` functions, accuracy
+    counting/           ``count_ops``: engine, recorder, registry + ``formulas/``, meta
+    params.py           parameter counts and the per-layer table
+    memory.py           peak activation memory
+    latency.py          forward time, per-module time, the timed phases of profiles
+    training/           training-step memory, the largest batch that fits
+    model_profile.py    ``get_model_profile``'s torch side; ``training_profile.py``: ``FlopsProfiler``'s
+    distributed/        per-rank counting, collectives, whole-job reports
+    inputs.py           the inputs of a run, the tensor adapter; ``tensors.py``: facts about tensors
+    kernels.py          which kernels a measured run takes; ``state.py``: the model left as found
 """
 from __future__ import annotations
 
 from deeplite_like.lazy import lazy_exports
 
-# (gives the counting mode its behaviour under torch.distributed: counting/recorder.py's hook point)
-from .distributed import recording as _recording  # noqa: F401
+from .distributed import recording as _recording  # noqa: F401  (registers with the recorder's hook point)
 
 _EXPORTS = {
     "count_ops": "deeplite_like.backends.torch.counting",

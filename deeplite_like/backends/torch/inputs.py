@@ -35,7 +35,7 @@ from deeplite_like.loaders import DataLoader as LoaderBase, TensorInfo, TensorSa
 
 __all__ = ["TakenInputs", "TorchAdapter", "TorchDataLoader", "TorchForwardPass", "TorchTensorSampler",
            "available_devices", "check_torch_split", "checked_device", "explained_failures", "fixed_batch",
-           "fixed_batch_hint", "profile_inputs", "take_inputs"]
+           "fixed_batch_hint", "inference_mode_of", "moved", "profile_inputs", "resolve_split", "take_inputs"]
 
 
 def resolve_split(data_splits: Mapping[str, Any], split: str | None) -> str:

@@ -28,7 +28,8 @@ from torch.utils._python_dispatch import _disable_current_modes  # (torch's own 
 
 from deeplite_like.safety import checkpoint, protected, uninterruptible
 
-__all__ = ["ATTENTION_KERNELS", "AttentionKernel", "RNN_KERNELS", "RecurrentKernel", "eager_flex_attention", "unfused"]
+__all__ = ["ATTENTION_KERNELS", "AttentionKernel", "RNN_KERNELS", "RecurrentKernel", "eager_flex_attention",
+           "lstm_mkldnn", "unfused"]
 
 
 ATTENTION_KERNELS = ("cuda", "cpu", "math", None)

@@ -42,7 +42,7 @@ from deeplite_like.measurements import ParamStats
 from deeplite_like.reports import TableReport
 from deeplite_like.units import format_bytes, format_share
 
-__all__ = ["ParamStats", "module_param_counts", "parameter_stats"]
+__all__ = ["ParamStats", "layer_table", "layerwise_summary", "module_param_counts", "parameter_stats"]
 
 
 # state_dict entries that are quantization metadata or opaque extra state, not weights.

@@ -37,10 +37,11 @@ from deeplite_like.errors import BackwardError
 from deeplite_like.measurements import ActivationMemory
 from deeplite_like.opcount import Cost
 
-__all__ = ["LayerFacts", "MemoryStats", "any_nested", "batch_size_of", "component_shapes", "describe_args",
-           "describe_nested", "describe_tensor", "first_tensor_batch", "is_dtensor", "is_fully_sharded",
-           "layer_facts", "local_numel", "local_tensor", "loss_of", "meta_like", "price_per_component",
-           "required_batch_size", "shape_text", "tensor_span", "tensors_in"]
+__all__ = ["LayerFacts", "MemoryStats", "StorageLedger", "any_nested", "batch_size_of", "component_shapes",
+           "describe_args", "describe_nested", "describe_tensor", "first_tensor_batch", "input_shapes",
+           "is_dtensor", "is_fully_sharded", "layer_facts", "local_numel", "local_tensor", "loss_of",
+           "memory_stats", "meta_like", "price_per_component", "required_batch_size", "shape_text",
+           "spanned_bytes", "storage_key", "tensor_leaves", "tensor_span", "tensors_in"]
 
 
 def tensors_in(tree: Any) -> Iterator[torch.Tensor]:

@@ -35,7 +35,8 @@ from torch.utils.checkpoint import checkpoint
 from deeplite_like.backends.torch.counting.recorder import CountingMode
 from deeplite_like.backends.torch.tensors import StorageLedger, storage_key, tensor_leaves
 
-__all__ = ["AutocastPolicy", "StepRecord", "StepTracker", "checkpointed", "in_forward", "resolve_autocast_dtype"]
+__all__ = ["AutocastPolicy", "StepRecord", "StepTracker", "checkpointed", "in_forward",
+           "resolve_autocast_dtype", "tensor_storages"]
 
 
 @dataclass
