@@ -1,5 +1,10 @@
 """What the counting mode does under ``torch.distributed``: count each rank's local work, log collectives.
 
+The counting core does not import this module: importing it registers ``_Recording`` at the
+recorder's hook point (``counting.recorder.register_distributed``), and the backend's package root
+imports it. The mode asks it only about tensor subclasses and collective operators, so a count of
+plain tensors runs nothing of it.
+
 DTensor
     A ``TorchDispatchMode`` sees an operator on ``DTensor`` arguments first, as the *logical*
     op on global shapes (``aten.addmm`` of the whole layer). Counting that would give every

@@ -148,10 +148,12 @@ def estimate_training_memory(
     (``offloaded_bytes``, outside every device figure) and the optimizer step runs on the host
     (``optimizers.py``).
     """
-    settings = _checked_settings(model, inputs, kwargs, autocast, activation_checkpointing, world_size, sharding,
-                                 units, attention, rnn, meta, steady_state, batch_size, fused, set_to_none,
-                                 accumulation_steps, zero_grad_at, keep_output, mixed_precision,
-                                 reshard_after_forward, cpu_offload)
+    settings = _checked_settings(
+        model, inputs, kwargs, autocast=autocast, activation_checkpointing=activation_checkpointing,
+        world_size=world_size, sharding=sharding, units=units, attention=attention, rnn=rnn, meta=meta,
+        steady_state=steady_state, batch_size=batch_size, fused=fused, set_to_none=set_to_none,
+        accumulation_steps=accumulation_steps, zero_grad_at=zero_grad_at, keep_output=keep_output,
+        mixed_precision=mixed_precision, reshard_after_forward=reshard_after_forward, cpu_offload=cpu_offload)
     modes = functools.partial(_function_modes, settings)
     # (a training step: grad on, also under the caller's no_grad() or inference_mode())
     with preserved_model_state(model), checkpointed(model, settings.checkpoint_names, modes), unfused(), \
@@ -179,7 +181,7 @@ class _Settings:
     rnn: str | None
 
 
-def _checked_settings(model: nn.Module, inputs: tuple, kwargs: dict, autocast: Any, activation_checkpointing: Any,
+def _checked_settings(model: nn.Module, inputs: tuple, kwargs: dict, *, autocast: Any, activation_checkpointing: Any,
                       world_size: int, sharding: str | None, units: Any, attention: str | None, rnn: str | None,
                       meta: bool, steady_state: bool, batch_size: int | None, fused: bool, set_to_none: bool,
                       accumulation_steps: int, zero_grad_at: str, keep_output: bool, mixed_precision: Any,
