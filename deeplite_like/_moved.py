@@ -14,6 +14,10 @@ import sys
 import warnings
 
 MOVED: dict[str, tuple[str, bool]] = {
+    # framework-free
+    "deeplite_like.argument_checks": ("deeplite_like.errors", False),
+    "deeplite_like.byte_sizes": ("deeplite_like.units", False),
+    "deeplite_like.caller": ("deeplite_like.errors", False),
 }
 
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-from deeplite_like.caller import called_as
+from deeplite_like.errors import called_as
 from deeplite_like.profiler import Profiler, _emit, _print_level
 
 

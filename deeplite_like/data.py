@@ -36,7 +36,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, Union, runtime_checkable
 
-from deeplite_like.argument_checks import check_fits_in_memory
+from deeplite_like.errors import check_fits_in_memory
 from deeplite_like.units import format_bytes
 
 __all__ = [

@@ -10,7 +10,7 @@ from collections import namedtuple
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping
 
-from deeplite_like.caller import called_as
+from deeplite_like.errors import called_as
 from deeplite_like.functions import ProfilerFunction, bounded_keys, call_signature, positional_bindings
 from deeplite_like.loaders import getLogger
 from deeplite_like.observations import shared_observations

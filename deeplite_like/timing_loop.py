@@ -32,7 +32,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from deeplite_like.argument_checks import check_seconds
+from deeplite_like.errors import check_seconds
 from deeplite_like.measurements import TimingStats
 from deeplite_like.timing_noise import noise_note, spread_note
 

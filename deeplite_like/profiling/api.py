@@ -4,8 +4,7 @@ from __future__ import annotations
 import os
 from typing import Any, Iterable, Mapping, Sequence
 
-from deeplite_like.argument_checks import check_flag
-from deeplite_like.caller import called_as
+from deeplite_like.errors import called_as, check_flag
 from deeplite_like.profiling.arguments import check_input_shape, check_view_options
 from deeplite_like.profiling.backends import profile_module
 from deeplite_like.profiling.result import ModelProfile

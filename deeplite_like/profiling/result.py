@@ -15,7 +15,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Iterator
 
-from deeplite_like.argument_checks import check_flag
+from deeplite_like.errors import check_flag
 from deeplite_like.communication import CommStats
 from deeplite_like.opcount import OpStats
 from deeplite_like.profiling.arguments import check_view_options

@@ -6,7 +6,7 @@ import pytest
 
 import deeplite_like
 from deeplite_like import DataError, ForwardPass, Profiler
-from deeplite_like.caller import called_as, caller, inputs_hint
+from deeplite_like.errors import called_as, caller, inputs_hint
 from deeplite_like.data import as_forward_pass
 from deeplite_like.device import unavailable
 from deeplite_like.profiling.arguments import check_input_shape, check_view_options
