@@ -53,5 +53,7 @@ def _caller_level() -> int:
 
 
 def install() -> None:
+    # First in line: an old path gives the new module even where a stale copy of the old file is
+    # still findable (an editable install's finder, a wheel upgraded over an older one).
     if not any(isinstance(finder, _MovedFinder) for finder in sys.meta_path):
-        sys.meta_path.append(_MovedFinder())
+        sys.meta_path.insert(0, _MovedFinder())
