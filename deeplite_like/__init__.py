@@ -9,15 +9,14 @@ _moved.install()  # old import paths keep working (deeplite_like/_moved.py)
 
 from deeplite_like.backends import profiler_for
 from deeplite_like.compare import compare
-from deeplite_like.data import DataError, ForwardPass, Inputs
+from deeplite_like.data import DataError, ForwardPass, Inputs, ModelInputPattern
 from deeplite_like.device import Device
 from deeplite_like.errors import ForwardError
 from deeplite_like.eval_metric import ComputeEvalMetric
 from deeplite_like.lazy import lazy_exports
 from deeplite_like.functions import ExternalProfilerFunction, ProfilerFunction
-from deeplite_like.opcount import OpCount, OpStats
+from deeplite_like.results import OpCount, OpStats
 from deeplite_like.loaders import AverageAggregator, DataLoader, TensorInfo, TensorSampler, getLogger, setLogger, timer
-from deeplite_like.data import ModelInputPattern
 from deeplite_like.evaluation import EvaluationFunction
 from deeplite_like.metrics import (EvalMetric, ExecutionTime, Flops, InferenceTime, LayerwiseSummary, MemoryFootprint,
                                    ModelSize, TotalParams)

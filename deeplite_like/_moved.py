@@ -18,6 +18,13 @@ MOVED: dict[str, tuple[str, bool]] = {
     "deeplite_like.argument_checks": ("deeplite_like.errors", False),
     "deeplite_like.byte_sizes": ("deeplite_like.units", False),
     "deeplite_like.caller": ("deeplite_like.errors", False),
+    "deeplite_like.communication": ("deeplite_like.results", False),
+    "deeplite_like.measurements": ("deeplite_like.results", False),
+    "deeplite_like.opcount": ("deeplite_like.results", False),
+    "deeplite_like.threads": ("deeplite_like.timing", False),
+    "deeplite_like.timing_loop": ("deeplite_like.timing", False),
+    "deeplite_like.timing_noise": ("deeplite_like.timing", False),
+    "deeplite_like.timing_values": ("deeplite_like.timing", False),
 }
 
 

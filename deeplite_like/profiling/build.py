@@ -9,8 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Iterable
 
-from deeplite_like.communication import CommStats
-from deeplite_like.opcount import OpStats
+from deeplite_like.results import CommStats, OpStats
 from deeplite_like.profiling.result import PHASES, ModelProfile, ModuleNode, PhaseStats
 
 

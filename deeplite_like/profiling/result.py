@@ -16,8 +16,7 @@ from pathlib import Path
 from typing import Iterator
 
 from deeplite_like.errors import check_flag
-from deeplite_like.communication import CommStats
-from deeplite_like.opcount import OpStats
+from deeplite_like.results import CommStats, OpStats
 from deeplite_like.profiling.arguments import check_view_options
 from deeplite_like.reports.formatting import strict_json
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from deeplite_like.opcount import OpStats
+from deeplite_like.results import OpStats
 from deeplite_like.profiling import formatting as fmt
 
 if TYPE_CHECKING:
