@@ -2,8 +2,8 @@
 
 ``import deeplite_like`` imports no framework; a backend is imported when first used.
 """
-from deeplite_like._version import __version__  # (one version source: setup.py reads it too)
 from deeplite_like import _moved
+from deeplite_like._version import __version__  # (one version source: setup.py reads it too)
 
 _moved.install()  # old import paths keep working (deeplite_like/_moved.py)
 
@@ -13,15 +13,15 @@ from deeplite_like.data import DataError, ForwardPass, Inputs, ModelInputPattern
 from deeplite_like.device import Device
 from deeplite_like.errors import ForwardError
 from deeplite_like.eval_metric import ComputeEvalMetric
-from deeplite_like.lazy import lazy_exports
-from deeplite_like.functions import ExternalProfilerFunction, ProfilerFunction
-from deeplite_like.results import OpCount, OpStats
-from deeplite_like.loaders import AverageAggregator, DataLoader, TensorInfo, TensorSampler, getLogger, setLogger, timer
 from deeplite_like.evaluation import EvaluationFunction
+from deeplite_like.functions import ExternalProfilerFunction, ProfilerFunction
+from deeplite_like.lazy import lazy_exports
+from deeplite_like.loaders import AverageAggregator, DataLoader, TensorInfo, TensorSampler, getLogger, setLogger, timer
 from deeplite_like.metrics import (EvalMetric, ExecutionTime, Flops, InferenceTime, LayerwiseSummary, MemoryFootprint,
                                    ModelSize, TotalParams)
+from deeplite_like.metrics.status_keys import Comparative, Detailed, Metric, StatusKey
 from deeplite_like.profiler import Profiler
-from deeplite_like.status import Comparative, Detailed, Metric, StatusKey
+from deeplite_like.results import OpCount, OpStats
 
 __all__ = [
     "Comparative", "ComputeEvalMetric", "DataError", "Detailed", "Device", "ExternalProfilerFunction", "ForwardError",

@@ -8,7 +8,7 @@ from typing import Any, Callable, Mapping
 
 from deeplite_like.functions import ProfilerFunction
 from deeplite_like.metrics import EvalMetric, EvalMetricAlias, InferenceTime, make_eval_metric
-from deeplite_like.status import Comparative, Detailed, StatusKey
+from deeplite_like.metrics.status_keys import Comparative, Detailed, StatusKey
 
 
 class ComputeEvalMetric(ProfilerFunction):

@@ -15,14 +15,14 @@ import abc
 import inspect
 from typing import Any, Callable, Iterable
 
-from deeplite_like.status import StatusKey
+from deeplite_like.metrics.status_keys import StatusKey
 
 
 class ProfilerFunction(abc.ABC):
     """Computes the status keys named by :meth:`get_bounded_status_keys`.
 
     ``__call__`` returns the value of its single key, or a dict ``{NAME: value}`` when it
-    computes several; a value may be wrapped in :class:`~deeplite_like.status.Detailed`.
+    computes several; a value may be wrapped in :class:`~deeplite_like.metrics.status_keys.Detailed`.
     Its parameters are filled by name from ``compute_network_status(**kwargs)`` and from the
     profiler's context (``model``, ``data_splits`` and whatever the backend adds).
     """

@@ -13,9 +13,8 @@ from typing import Any, Iterable, Mapping
 from deeplite_like.errors import called_as
 from deeplite_like.functions import ProfilerFunction, bounded_keys, call_signature, positional_bindings
 from deeplite_like.loaders import getLogger
+from deeplite_like.metrics.status_keys import Detailed, StatusKey, measured_with
 from deeplite_like.observations import shared_observations
-from deeplite_like.options import measured_with
-from deeplite_like.status import Detailed, StatusKey
 
 logger = getLogger()  # (deeplite's holder: setLogger swaps the logger behind it)
 

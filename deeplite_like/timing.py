@@ -42,8 +42,8 @@ from typing import Any, Callable
 
 from deeplite_like.errors import check_seconds
 from deeplite_like.metrics import ExecutionTime, Throughput
+from deeplite_like.metrics.status_keys import Detailed
 from deeplite_like.results import TimingStats, percentile
-from deeplite_like.status import Detailed
 
 __all__ = ["AUTO", "BlockTimes", "DEFAULT_NUM_THREADS", "MAX_BLOCKS_PER_MIN", "MAX_THREADS_PER_CPU", "META_NOT_TIMED",
            "NoisyTimingWarning", "SPREAD_THRESHOLD", "available_cpus", "busy_note", "check_budget", "check_num_threads",

@@ -6,11 +6,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from deeplite_like.changes import NOT_MEASURED, is_number, noise_interval
+from deeplite_like.metrics.status_keys import Metric, StatusKey, common_options, describe_options, metric_comparative
 from deeplite_like.reports.base import Report
 from deeplite_like.reports.formatting import format_cell, format_details, jsonable
-from deeplite_like.options import common_options, describe_options
 from deeplite_like.reports.ordering import ordered_keys
-from deeplite_like.status import Metric, StatusKey, metric_comparative
 
 
 @dataclass(frozen=True)

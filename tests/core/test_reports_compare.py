@@ -9,7 +9,7 @@ import pytest
 
 from deeplite_like import metrics as M
 from deeplite_like.reports import CompareReport
-from deeplite_like.status import Comparative, Metric
+from deeplite_like.metrics.status_keys import Comparative, Metric
 
 MiB = 2**20
 Accuracy = M.EvalMetricDefault
