@@ -8,19 +8,16 @@ from deeplite_like._version import __version__  # (one version source: setup.py 
 _moved.install()  # old import paths keep working (deeplite_like/_moved.py)
 
 from deeplite_like.backends import profiler_for
-from deeplite_like.compare import compare
 from deeplite_like.data import DataError, ForwardPass, Inputs, ModelInputPattern
 from deeplite_like.device import Device
 from deeplite_like.errors import ForwardError
-from deeplite_like.eval_metric import ComputeEvalMetric
-from deeplite_like.evaluation import EvaluationFunction
-from deeplite_like.functions import ExternalProfilerFunction, ProfilerFunction
+from deeplite_like.functions import ComputeEvalMetric, EvaluationFunction, ExternalProfilerFunction, ProfilerFunction
 from deeplite_like.lazy import lazy_exports
 from deeplite_like.loaders import AverageAggregator, DataLoader, TensorInfo, TensorSampler, getLogger, setLogger, timer
 from deeplite_like.metrics import (EvalMetric, ExecutionTime, Flops, InferenceTime, LayerwiseSummary, MemoryFootprint,
                                    ModelSize, TotalParams)
 from deeplite_like.metrics.status_keys import Comparative, Detailed, Metric, StatusKey
-from deeplite_like.profiler import Profiler
+from deeplite_like.profiler import Profiler, compare
 from deeplite_like.results import OpCount, OpStats
 
 __all__ = [
