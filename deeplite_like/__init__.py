@@ -13,7 +13,7 @@ from deeplite_like.device import Device
 from deeplite_like.errors import ForwardError
 from deeplite_like.functions import ComputeEvalMetric, EvaluationFunction, ExternalProfilerFunction, ProfilerFunction
 from deeplite_like.lazy import lazy_exports
-from deeplite_like.loaders import AverageAggregator, DataLoader, TensorInfo, TensorSampler, getLogger, setLogger, timer
+from deeplite_like.data.loaders import AverageAggregator, DataLoader, TensorInfo, TensorSampler, getLogger, setLogger, timer
 from deeplite_like.metrics import (EvalMetric, ExecutionTime, Flops, InferenceTime, LayerwiseSummary, MemoryFootprint,
                                    ModelSize, TotalParams)
 from deeplite_like.metrics.status_keys import Comparative, Detailed, Metric, StatusKey

@@ -28,14 +28,18 @@ from typing import Any, Iterator, Mapping
 
 from deeplite_like.units import format_bytes
 
-__all__ = ["BackwardError", "CountingError", "FormulaError", "ForwardError", "MEMORY_SHARE", "PROFILER_FLAGS",
-           "UntrackedLayerWarning", "UntrackedOpWarning", "available_memory", "called_as", "caller",
+__all__ = ["BackwardError", "CountingError", "DataError", "FormulaError", "ForwardError", "MEMORY_SHARE",
+           "PROFILER_FLAGS", "UntrackedLayerWarning", "UntrackedOpWarning", "available_memory", "called_as", "caller",
            "check_batch_agrees", "check_batch_size", "check_fits_in_memory", "check_flag", "check_profiler_options",
            "check_seconds", "inputs_hint"]
 
 
 class CountingError(RuntimeError):
     """A counting pass could not finish; the message says where and what to do."""
+
+
+class DataError(ValueError):
+    """A split is missing, empty or unusable, or a batch does not fit the ``ForwardPass``."""
 
 
 class ForwardError(CountingError):
