@@ -9,11 +9,12 @@ _moved.install()  # old import paths keep working (deeplite_like/_moved.py)
 
 from deeplite_like.backends import profiler_for
 from deeplite_like.data import DataError, ForwardPass, Inputs, ModelInputPattern
+from deeplite_like.data.loaders import (AverageAggregator, DataLoader, TensorInfo, TensorSampler, getLogger, setLogger,
+                                        timer)
 from deeplite_like.device import Device
 from deeplite_like.errors import ForwardError
 from deeplite_like.functions import ComputeEvalMetric, EvaluationFunction, ExternalProfilerFunction, ProfilerFunction
 from deeplite_like.lazy import lazy_exports
-from deeplite_like.data.loaders import AverageAggregator, DataLoader, TensorInfo, TensorSampler, getLogger, setLogger, timer
 from deeplite_like.metrics import (EvalMetric, ExecutionTime, Flops, InferenceTime, LayerwiseSummary, MemoryFootprint,
                                    ModelSize, TotalParams)
 from deeplite_like.metrics.status_keys import Comparative, Detailed, Metric, StatusKey
@@ -33,7 +34,7 @@ __all__ = [
 # Profiles (deeplite_like.profiling): resolved on first use, so `import deeplite_like` stays light.
 _LAZY = {"get_model_profile": "deeplite_like.profiling", "FlopsProfiler": "deeplite_like.profiling",
          "ModelProfile": "deeplite_like.profiling",
-         "make_display_filter_function": "deeplite_like.reports.ordering"}
+         "make_display_filter_function": "deeplite_like.reports.status"}
 
 # deeplite-profiler names deliberately not provided, and what to use instead (docs/migration.rst).
 NOT_PROVIDED = {
@@ -42,8 +43,9 @@ NOT_PROVIDED = {
     "Aggregator": "the only aggregator deeplite used is AverageAggregator, which is provided",
     "NotComputedValue": "a key not computed reads None (status_get), and reports show it as not computed",
     "cast_tuple": "an internal helper of deeplite's; pass tuples",
-    "compare_status_values": "two metrics are compared in words by deeplite_like.changes.describe_change(reference, "
-                             "other), which compare() and CompareReport use",
+    "compare_status_values": "two metrics are compared in words by "
+                             "deeplite_like.reports.changes.describe_change(reference, other), which compare() "
+                             "and CompareReport use",
     **dict.fromkeys(("parse_metric", "make_one_model_summary_str", "make_two_models_summary_str"),
                     "reports are built from one result object: profiler.report() (a StatusReport), "
                     "profiler.display_status(), profiler.compare(other) (a CompareReport), each as text, dict, JSON, "

@@ -18,6 +18,7 @@ MOVED: dict[str, tuple[str, bool]] = {
     "deeplite_like.argument_checks": ("deeplite_like.errors", False),
     "deeplite_like.byte_sizes": ("deeplite_like.units", False),
     "deeplite_like.caller": ("deeplite_like.errors", False),
+    "deeplite_like.changes": ("deeplite_like.reports.changes", True),
     "deeplite_like.communication": ("deeplite_like.results", False),
     "deeplite_like.compare": ("deeplite_like.profiler", False),
     "deeplite_like.complexity_options": ("deeplite_like.functions", False),
@@ -36,11 +37,15 @@ MOVED: dict[str, tuple[str, bool]] = {
     "deeplite_like.profiling.formatting": ("deeplite_like.profiling.views", True),
     "deeplite_like.profiling.summary": ("deeplite_like.profiling.views", False),
     "deeplite_like.profiling.tree": ("deeplite_like.profiling.views", False),
+    "deeplite_like.reports.compare": ("deeplite_like.reports.comparison", False),
+    "deeplite_like.reports.ordering": ("deeplite_like.reports.status", False),
+    "deeplite_like.reports.tree_view": ("deeplite_like.reports.table", False),
     "deeplite_like.status": ("deeplite_like.metrics.status_keys", False),
     "deeplite_like.threads": ("deeplite_like.timing", False),
     "deeplite_like.timing_loop": ("deeplite_like.timing", False),
     "deeplite_like.timing_noise": ("deeplite_like.timing", False),
     "deeplite_like.timing_values": ("deeplite_like.timing", False),
+    "deeplite_like.zoo.data": ("deeplite_like.zoo.torch_data", True),
 }
 
 

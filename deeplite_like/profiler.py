@@ -12,10 +12,10 @@ from collections import namedtuple
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping, Sequence
 
+from deeplite_like.data.loaders import getLogger
 from deeplite_like.errors import called_as
 from deeplite_like.functions import (ProfilerFunction, bounded_keys, call_signature, positional_bindings,
                                      shared_observations)
-from deeplite_like.data.loaders import getLogger
 from deeplite_like.metrics.status_keys import Detailed, StatusKey, measured_with
 
 

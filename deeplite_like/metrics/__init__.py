@@ -205,8 +205,9 @@ __all__ = [
 NOT_PROVIDED = {
     "DynamicEvalMetric": "a secondary evaluation metric is made by ComputeEvalMetric.add_secondary_metric(key, ...) "
                          "or make_eval_metric",
-    "compare_status_values": "two metrics are compared in words by deeplite_like.changes.describe_change(reference, "
-                             "other), which compare() and CompareReport use",
+    "compare_status_values": "two metrics are compared in words by "
+                             "deeplite_like.reports.changes.describe_change(reference, other), which compare() "
+                             "and CompareReport use",
 }
 
 

@@ -11,7 +11,7 @@ import json
 import pytest
 
 from deeplite_like import Detailed, ProfilerFunction
-from deeplite_like.changes import WITHIN_NOISE, describe_change, noise_interval
+from deeplite_like.reports.changes import WITHIN_NOISE, describe_change, noise_interval
 from deeplite_like.metrics import ExecutionTime, Macs, Throughput
 from deeplite_like.reports import CompareReport, StatusReport
 from tests.core.toy import ToyModel, ToyProfiler
