@@ -14,7 +14,6 @@ from deeplite_like.data.loaders import (AverageAggregator, DataLoader, TensorInf
 from deeplite_like.device import Device
 from deeplite_like.errors import ForwardError
 from deeplite_like.functions import ComputeEvalMetric, EvaluationFunction, ExternalProfilerFunction, ProfilerFunction
-from deeplite_like.lazy import lazy_exports
 from deeplite_like.metrics import (EvalMetric, ExecutionTime, Flops, InferenceTime, LayerwiseSummary, MemoryFootprint,
                                    ModelSize, TotalParams)
 from deeplite_like.metrics.status_keys import Comparative, Detailed, Metric, StatusKey
@@ -54,4 +53,4 @@ NOT_PROVIDED = {
                                        "make_display_filter_function() builds that filter",
 }
 
-__getattr__, __dir__ = lazy_exports(__name__, _LAZY, globals(), NOT_PROVIDED)
+__getattr__, __dir__ = _moved.lazy_exports(__name__, _LAZY, globals(), NOT_PROVIDED)

@@ -29,9 +29,9 @@ from typing import Any, Iterator, Mapping
 from deeplite_like.units import format_bytes
 
 __all__ = ["BackwardError", "CountingError", "DataError", "FormulaError", "ForwardError", "MEMORY_SHARE",
-           "PROFILER_FLAGS", "UntrackedLayerWarning", "UntrackedOpWarning", "available_memory", "called_as", "caller",
-           "check_batch_agrees", "check_batch_size", "check_fits_in_memory", "check_flag", "check_profiler_options",
-           "check_seconds", "inputs_hint"]
+           "NotProvidedError", "PROFILER_FLAGS", "UntrackedLayerWarning", "UntrackedOpWarning", "available_memory",
+           "called_as", "caller", "check_batch_agrees", "check_batch_size", "check_fits_in_memory", "check_flag",
+           "check_profiler_options", "check_seconds", "inputs_hint"]
 
 
 class CountingError(RuntimeError):
@@ -40,6 +40,15 @@ class CountingError(RuntimeError):
 
 class DataError(ValueError):
     """A split is missing, empty or unusable, or a batch does not fit the ``ForwardPass``."""
+
+
+class NotProvidedError(ImportError):
+    """A name of a peer's API (deeplite-profiler, DeepSpeed) deliberately not provided here.
+
+    Raised by a module's ``__getattr__``, so ``from module import name`` shows the message (which
+    says what to use instead) rather than a bare "cannot import name". docs/migration.rst lists
+    every such name with the reason.
+    """
 
 
 class ForwardError(CountingError):

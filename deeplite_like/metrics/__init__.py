@@ -10,7 +10,7 @@ import keyword
 import re
 from typing import Iterable
 
-from deeplite_like.lazy import NotProvidedError
+from deeplite_like.errors import NotProvidedError
 from deeplite_like.metrics.status_keys import Comparative, Metric, StatusKey, as_comparative
 
 
