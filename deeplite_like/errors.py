@@ -2,7 +2,9 @@
 
 One class per kind of failure, whichever backend raised it: ``except ForwardError`` catches a
 model whose forward failed under the PyTorch or the Keras backend, from ``count_ops``,
-``compute_network_status`` or ``get_model_profile`` alike.
+``compute_network_status`` or ``get_model_profile`` alike. ``DataError`` says a split or a batch
+is unusable; ``NotProvidedError`` that a peer's name (deeplite-profiler, DeepSpeed) is absent on
+purpose, and what to use instead.
 
 Which public entry point the user called (``called_as``), so that deep errors name it: the
 errors of ``count_ops`` under ``compute_network_status`` say "check the inputs given to

@@ -11,20 +11,7 @@
   thread is also comparable between machines with different core counts. ``num_threads=None``
   keeps the thread count the framework has; ``num_threads="auto"`` lets the timing pick
   (PyTorch: all threads unless contention is seen, then 1).
-* **Noise**: when a measured latency is noise, a large spread or a machine visibly busy. Both are
-  reported the same way: a ``NoisyTimingWarning`` and a note that a status value keeps in its
-  details as ``spread_warning``, so reports can show it next to the time.
-
-  - *spread*: the interquartile range of the measurements is more than ``SPREAD_THRESHOLD``
-    (20 %) of their median. On a quiet machine a forward's IQR/median stays within a few percent
-    (1-thread ResNet-18 and LeNet-5: see docs/benchmarks.rst); one competing process took a
-    2-thread measurement to 65-116 %.
-  - *load*: the 1-minute load average (``os.getloadavg``, where the system has one) is above
-    the number of CPUs this process may use, read just before timing: other processes want more
-    cores than there are, so some of the timed forwards waited for a core.
-
-  The advice is the same for both: time with 1 thread (``num_threads=1``; said only when more
-  were used), a longer ``min_run_time``, or on a quieter machine.
+* **Noise** (``NoisyTimingWarning``): a large spread, or a machine visibly busy.
 * **Values** (``timing_values``): ``execution_time`` is the median of the timed measurements,
   with its spread in the details (``iqr``, quartiles ``q1`` and ``q3``, ``min``) so that every
   report can show it and a compare can tell a difference from noise; ``throughput`` carries the
@@ -98,7 +85,22 @@ ADVICE = "give it a longer min_run_time (--min-run-time), or time it on a quiete
 
 
 class NoisyTimingWarning(UserWarning):
-    """A measured latency is not trustworthy: its spread is large or the machine was busy."""
+    """A measured latency is not trustworthy: its spread is large or the machine was busy.
+
+    Both checks are reported the same way: this warning, and a note that a status value keeps in
+    its details as ``spread_warning``, so reports can show it next to the time.
+
+    * *spread*: the interquartile range of the measurements is more than ``SPREAD_THRESHOLD``
+      (20 %) of their median. On a quiet machine a forward's IQR/median stays within a few percent
+      (1-thread ResNet-18 and LeNet-5: see docs/benchmarks.rst); one competing process took a
+      2-thread measurement to 65-116 %.
+    * *load*: the 1-minute load average (``os.getloadavg``, where the system has one) is above
+      the number of CPUs this process may use, read just before timing: other processes want more
+      cores than there are, so some of the timed forwards waited for a core.
+
+    The advice is the same for both: time with 1 thread (``num_threads=1``; said only when more
+    were used), a longer ``min_run_time``, or on a quieter machine.
+    """
 
 
 def load_average() -> float | None:
