@@ -19,15 +19,14 @@ and a value that would change deeplite's output is warned about, saying what to 
 ready ones under deeplite's names (``get_accuracy``, ``get_missclass``, ``get_topk``,
 ``EvalLossFunction``). ``ComputeEvalMetric`` runs one on a data split and times it.
 
-``shared_observations`` / ``observed``: work shared by the profiler functions of one status computation (no framework imports).
-
-Several built-in functions read the same instrumented forward: MACs/FLOPs, peak memory and the
-per-layer table on PyTorch; MACs/FLOPs and the layer table on Keras, and peak memory too on
-Keras' torch backend. ``Profiler`` enters
-``shared_observations()`` around each ``compute_network_status``/``compare`` computation; inside
-it, ``observed(key, make)`` runs ``make()`` once per key (the model, its inputs and the options
-that change what the run sees) and hands every later caller the same result. Outside it,
-``make()`` runs each time. Nothing outlives the scope: the next status measures afresh.
+``shared_observations`` / ``observed``: work shared by the profiler functions of one status
+computation. Several built-in functions read the same instrumented forward: MACs/FLOPs, peak
+memory and the per-layer table on PyTorch; MACs/FLOPs and the layer table on Keras, and peak
+memory too on Keras' torch backend. ``Profiler`` enters ``shared_observations()`` around each
+``compute_network_status``/``compare`` computation; inside it, ``observed(key, make)`` runs
+``make()`` once per key (the model, its inputs and the options that change what the run sees)
+and hands every later caller the same result. Outside it, ``make()`` runs each time. Nothing
+outlives the scope: the next status measures afresh.
 """
 from __future__ import annotations
 

@@ -321,7 +321,7 @@ class Profiler:
 
     def measuring(self) -> contextlib.AbstractContextManager:
         """The scope of one computation of several keys, in which the functions share their observations
-        (``deeplite_like.functions.shared_observations``: one instrumented forward feeds MACs, memory and the layer table)."""
+        (``functions.shared_observations``: one instrumented forward feeds MACs, memory and the layer table)."""
         return shared_observations()
 
     def report(self, short_print: bool = True):

@@ -22,6 +22,7 @@ _MAX_DEPTH = 4
 # How many keys / fields an error message lists.
 _MAX_KEYS = 20
 
+
 @runtime_checkable
 class TensorAdapter(Protocol):
     """What the data binding needs to know about one framework's tensor type."""
@@ -133,13 +134,13 @@ def adapter_for(x: object) -> TensorAdapter | None:
     for adapter in _ADAPTERS:
         if adapter.is_tensor(x):
             return adapter
+    # A tensor whose adapter lives in a backend module: seeing it means its framework is already
+    # imported, so importing the adapter costs nothing more.
     names = _type_names(x)
     for backend in all_backends():
-        # Seeing such a tensor means its framework is already imported, so importing the adapter
-        # costs nothing more.
         if backend.name not in _ADAPTERS_LOADED and names.intersection(backend.tensor_types):
-            _ADAPTERS_LOADED.add(backend.name)
             backend.load_adapter()  # registers its adapter
+            _ADAPTERS_LOADED.add(backend.name)
             return adapter_for(x)
     return None
 
@@ -202,7 +203,6 @@ def _where(split: str | None) -> str:
     return f"split {split!r}: " if split is not None else ""
 
 
-
 # ---------------------------------------------------------------------------------------------
 # Nested structures of inputs
 
@@ -228,5 +228,3 @@ def _leaves(x: Any) -> list[Any]:
     found: list[Any] = []
     _map_leaves(found.append, x)
     return found
-
-

@@ -20,6 +20,7 @@ from deeplite_like.data.splits import first_batch
 from deeplite_like.errors import DataError, check_fits_in_memory
 from deeplite_like.units import format_bytes
 
+
 @dataclass(frozen=True)
 class Inputs:
     """Model inputs: positional ``args`` and keyword ``kwargs``; unpacks as ``args, kwargs``."""

@@ -133,5 +133,3 @@ def first_batch(data_splits: Mapping[str, Any], split: str) -> Any:
         close = getattr(batches, "close", None)  # end a generator now, not at garbage collection
         if callable(close):
             close()
-
-

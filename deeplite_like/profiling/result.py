@@ -31,6 +31,7 @@ from deeplite_like.results import CommStats, OpStats
 #: Phases a profile may hold, in the order they are shown.
 PHASES = ("forward", "backward", "optimizer", "other")
 
+
 @dataclass
 class PhaseStats:
     """One phase's totals: MACs, FLOPs, operator calls, and its wall time in seconds (or None)."""
