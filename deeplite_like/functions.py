@@ -40,6 +40,7 @@ import weakref
 from numbers import Real
 from typing import Any, Callable, Hashable, Iterable, Iterator, Mapping, TypeVar
 
+from deeplite_like.data.splits import split_loader
 from deeplite_like.metrics import EvalMetric, EvalMetricAlias, InferenceTime, make_eval_metric
 from deeplite_like.metrics.status_keys import Comparative, Detailed, StatusKey
 
@@ -331,8 +332,6 @@ class ComputeEvalMetric(ProfilerFunction):
 
     def __call__(self, model: Any, data_splits: Mapping[str, Any], split: str | None = None) -> dict:
         split = split or self.default_split
-        from deeplite_like.data import split_loader
-
         loader = split_loader(data_splits, split)
         start = time.perf_counter()
         result = self.func(model, loader)

@@ -12,6 +12,7 @@ from collections import namedtuple
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping, Sequence
 
+from deeplite_like.data.forward_pass import ForwardPassSplits
 from deeplite_like.data.loaders import getLogger
 from deeplite_like.errors import called_as
 from deeplite_like.functions import (ProfilerFunction, bounded_keys, call_signature, positional_bindings,
@@ -108,8 +109,6 @@ class Profiler:
         element of an ``(x, y)`` batch), or deeplite's dict split -> ``ForwardPass`` / ``None``
         naming one forward pass.
         """
-        from deeplite_like.data import ForwardPassSplits
-
         return ForwardPassSplits(data_splits, forward_pass)
 
     # ------------------------------------------------------------------ context
