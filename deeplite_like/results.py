@@ -348,7 +348,7 @@ class TimingStats:
     ``forwards`` is every forward the measurement ran, ``warmup_forwards`` of them not kept as
     measurements (the warm-up, and with ``num_threads='auto'`` a measurement it discarded).
     ``threads_reason`` says why ``num_threads`` was used when it was picked (``num_threads='auto'``);
-    ``spread_warning`` is ``''``, or why the figure may be noise and what to do (``timing_noise``).
+    ``spread_warning`` is ``''``, or why the figure may be noise and what to do (``timing.noise_note``).
     """
 
     median_s: float

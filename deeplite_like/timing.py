@@ -250,7 +250,7 @@ def summarise(blocks: BlockTimes, *, batch_size: int, num_threads: int, device: 
               threads_reason: str = "", busy: str = "") -> TimingStats:
     """The statistics of ``blocks`` (seconds per batch of ``batch_size``), with the noise note if any.
 
-    ``busy`` is ``timing_noise.busy_note()`` read before timing; the spread is checked here.
+    ``busy`` is ``busy_note()`` read before timing; the spread is checked here.
     """
     times = list(blocks.times)
     median, q1, q3 = percentile(times, 50), percentile(times, 25), percentile(times, 75)
