@@ -23,7 +23,7 @@ import time
 from abc import ABC, abstractmethod
 from typing import Any, Callable
 
-from deeplite_like.data import ForwardPass
+from deeplite_like.data.forward_pass import ForwardPass
 from deeplite_like.device import Device
 
 __all__ = ["AverageAggregator", "DataLoader", "TensorInfo", "TensorSampler", "carried_forward_pass", "getLogger",

@@ -25,7 +25,7 @@ import numbers
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from deeplite_like.status import Comparative, Metric, metric_comparative
+from deeplite_like.metrics.status_keys import Comparative, Metric, metric_comparative
 from deeplite_like.units import format_number, pick_scale
 
 Verdict = Literal["better", "worse", "same", "n/a"]

@@ -10,15 +10,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from deeplite_like.changes import (NOT_COMPUTED, NOT_MEASURED, WITHIN_NOISE, Change, conversion_factor,
-                                   describe_change, is_number)
-from deeplite_like.options import common_options, describe_options
+from deeplite_like.metrics.status_keys import Metric, StatusKey, common_options, describe_options
 from deeplite_like.reports.base import Report, unique_names
+from deeplite_like.reports.changes import (NOT_COMPUTED, NOT_MEASURED, WITHIN_NOISE, Change, conversion_factor,
+                                   describe_change, is_number)
 from deeplite_like.reports.formatting import format_cell, format_in_scale, jsonable, scaled_value
+from deeplite_like.reports.status import ordered_keys
 from deeplite_like.reports.status import (at_least, comparative_text, labelled_name, not_measured, spread_text,
                                           untracked_ops)
-from deeplite_like.reports.ordering import ordered_keys
-from deeplite_like.status import Metric, StatusKey
 from deeplite_like.units import Scale, pick_scale
 
 
@@ -126,6 +125,8 @@ class CompareReport(Report):
             Repeated names are disambiguated (``model``, ``model (2)``).
         short_print: when False, a note per metric gives its direction and description.
     """
+
+    KIND = "compare"
 
     def __init__(self, entries: Sequence[tuple[str, str, Mapping[str, StatusKey]]], short_print: bool = True) -> None:
         entries = list(entries)

@@ -10,12 +10,9 @@ Everything is drawn from a ``torch.Generator`` seeded explicitly; the global RNG
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import torch
 
-if TYPE_CHECKING:
-    from deeplite_like.zoo import ZooEntry
+from deeplite_like.zoo import ZooEntry, get
 
 Batch = tuple[torch.Tensor, torch.Tensor]
 
@@ -23,8 +20,6 @@ _SPLITS = ("train", "test")
 
 
 def _entry(name_or_entry: "str | ZooEntry") -> "ZooEntry":
-    from deeplite_like.zoo import ZooEntry, get
-
     return name_or_entry if isinstance(name_or_entry, ZooEntry) else get(name_or_entry)
 
 
