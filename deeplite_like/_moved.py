@@ -14,6 +14,31 @@ import sys
 import warnings
 
 MOVED: dict[str, tuple[str, bool]] = {
+    # keras (the Keras and ONNX backends)
+    "deeplite_like.backends.keras.counting.errors": ("deeplite_like.errors", False),
+    "deeplite_like.backends.keras.counting.graph": ("deeplite_like.backends.keras.counting.tf_graph", False),
+    "deeplite_like.backends.keras.counting.inputs": ("deeplite_like.backends.keras.tensors", False),
+    "deeplite_like.backends.keras.counting.own_ops": ("deeplite_like.backends.keras.counting.engine", False),
+    "deeplite_like.backends.keras.counting.pricing": ("deeplite_like.backends.keras.counting.engine", False),
+    "deeplite_like.backends.keras.counting.specs": ("deeplite_like.backends.keras.counting.recorder", False),
+    "deeplite_like.backends.keras.data": ("deeplite_like.backends.keras.tensors", False),
+    "deeplite_like.backends.keras.deeplite_eval": ("deeplite_like.backends.keras.compute", False),
+    "deeplite_like.backends.keras.evaluate": ("deeplite_like.backends.keras.compute", False),
+    "deeplite_like.backends.keras.functions": ("deeplite_like.backends.keras.compute", False),
+    "deeplite_like.backends.keras.layers": ("deeplite_like.backends.keras.params", False),
+    "deeplite_like.backends.keras.measured_backends": ("deeplite_like.backends.keras.latency", False),
+    "deeplite_like.backends.keras.messages": ("deeplite_like.backends.keras._tf", False),
+    "deeplite_like.backends.keras.profile": ("deeplite_like.backends.keras.model_profile", False),
+    "deeplite_like.backends.keras.profiler": ("deeplite_like.backends.keras.compute", False),
+    "deeplite_like.backends.keras.profiling": ("deeplite_like.backends.keras", False),
+    "deeplite_like.backends.keras.profiling.assemble": ("deeplite_like.backends.keras.model_profile", False),
+    "deeplite_like.backends.keras.profiling.counters": ("deeplite_like.backends.keras.profile_session", False),
+    "deeplite_like.backends.keras.profiling.flops_profiler": ("deeplite_like.backends.keras.model_profile", False),
+    "deeplite_like.backends.keras.profiling.model_profile": ("deeplite_like.backends.keras.model_profile", False),
+    "deeplite_like.backends.keras.profiling.phases": ("deeplite_like.backends.keras.profile_session", False),
+    "deeplite_like.backends.keras.profiling.session": ("deeplite_like.backends.keras.profile_session", False),
+    "deeplite_like.backends.keras.profiling.shared": ("deeplite_like.backends.keras.profile_session", False),
+    "deeplite_like.backends.keras.timing": ("deeplite_like.backends.keras.latency", False),
 }
 
 
