@@ -39,6 +39,7 @@ MOVED: dict[str, tuple[str, bool]] = {
     "deeplite_like.backends.keras.profiling.session": ("deeplite_like.backends.keras.profile_session", False),
     "deeplite_like.backends.keras.profiling.shared": ("deeplite_like.backends.keras.profile_session", False),
     "deeplite_like.backends.keras.timing": ("deeplite_like.backends.keras.latency", False),
+    "deeplite_like.backends.onnx.profiler": ("deeplite_like.backends.onnx.compute", False),
 }
 
 
