@@ -5,22 +5,8 @@ Each function takes the model input from a data split through the profiler's ``F
 (see ``inputs.py`` for how ``(args, kwargs)`` become Keras' one input structure) and leaves
 the model as it found it. Runs use ``training=False`` by default (``mode='train'`` for
 training-mode behaviour; moving statistics updated by it are restored), so batch-norm
-statistics are never changed by profiling.
-
-Evaluation: batches are turned into the model input and targets by a forward-pass object
-(``ForwardPass``: ``forward_pass(batch) -> (args, kwargs)`` and ``forward_pass.targets(batch)``);
-without one, batches are ``(inputs, targets)`` pairs, as Keras' ``fit`` takes them. Outputs
-are class scores with the class on the **last** axis (``(N, C)`` or ``(N, ..., C)``, the Keras
-convention of ``sparse_categorical_accuracy``); targets are class indices shaped like the
-scores without that axis (a trailing axis of size 1, ``(N, 1)``, is accepted too), or one-hot /
-probability rows (their argmax is the class, as in Keras' ``categorical_accuracy``). A batch
-that is one sample without its batch axis (an ``(8, 8, 3)`` image for a model of input
-``(None, 8, 8, 3)``) gets one, as deeplite-profiler's TensorFlow helpers did; so do its
-targets. The model runs with ``training=False``; scores and targets are compared in NumPy;
-accuracies are percentages (0-100). deeplite-profiler's ``get_accuracy``, ``get_missclass``,
-``get_topk`` and ``EvalLossFunction`` accept its ``device`` (it must name a device Keras can
-see: TensorFlow places the computation itself) and ``transform(x, y) -> (x, y)``, applied to
-each ``(inputs, targets)`` batch first.
+statistics are never changed by profiling. Accuracies are percentages (0-100) of class scores
+read from the model's output (``evaluate`` says how).
 """
 from __future__ import annotations
 
@@ -71,7 +57,7 @@ class KerasProfiler(Profiler):
         data_splits: split name -> batches: a batched ``tf.data.Dataset``, a
             ``keras.utils.PyDataset``, a list of ``(x, y)`` batches, a generator function, or
             whole arrays as a tuple ``(x, y)`` / a single array (served in batches of
-            ``array_batch_size``; see ``deeplite_like.backends.keras.tensors``).
+            ``array_batch_size``; see ``tensors.normalise_splits``).
         name: shown in reports.
         forward_pass: which parts of a batch are the model's inputs (default: the one carried by
             splits from ``enable_forward_pass_data_splits``, else ``x`` of ``(x, y)``).
@@ -377,7 +363,20 @@ def correct_counts(scores: np.ndarray, targets: np.ndarray, ks: set[int]) -> tup
 
 def evaluate(model: keras.layers.Layer, data_loader: Iterable[Any], metrics: Iterable[str] = ("top1", "top5"),
              forward_pass: Any = None) -> dict[str, float]:
-    """Top-k accuracies of ``model`` over ``data_loader`` in one pass, in percent (0-100)."""
+    """Top-k accuracies of ``model`` over ``data_loader`` in one pass, in percent (0-100).
+
+    Batches are turned into the model input and targets by a forward-pass object
+    (``ForwardPass``: ``forward_pass(batch) -> (args, kwargs)`` and
+    ``forward_pass.targets(batch)``); without one, batches are ``(inputs, targets)`` pairs, as
+    Keras' ``fit`` takes them. Outputs are class scores with the class on the **last** axis
+    (``(N, C)`` or ``(N, ..., C)``, the Keras convention of ``sparse_categorical_accuracy``);
+    targets are class indices shaped like the scores without that axis (a trailing axis of size
+    1, ``(N, 1)``, is accepted too), or one-hot / probability rows (their argmax is the class,
+    as in Keras' ``categorical_accuracy``). A batch that is one sample without its batch axis
+    (an ``(8, 8, 3)`` image for a model of input ``(None, 8, 8, 3)``) gets one, as
+    deeplite-profiler's TensorFlow helpers did; so do its targets. The model runs with
+    ``training=False``; scores and targets are compared in NumPy.
+    """
     if not isinstance(model, keras.layers.Layer):
         raise TypeError(f"evaluate expects a Keras model, got {type(model).__name__}")
     wanted = parse_topk_names(metrics)
@@ -416,7 +415,13 @@ def accuracy(model: keras.layers.Layer, data_loader: Iterable[Any], forward_pass
 
 # -- deeplite-profiler's evaluation functions ----------------------------------------------------
 class KerasEvaluationFunction(EvaluationFunction):
-    """Base of the Keras evaluation functions: parses ``device`` and applies ``transform``."""
+    """Base of deeplite-profiler's Keras evaluation functions: parses ``device`` and applies ``transform``.
+
+    ``get_accuracy``, ``get_missclass``, ``get_topk`` and ``EvalLossFunction`` are built on
+    ``evaluate``. ``device`` is accepted for deeplite's signature and must name a device Keras
+    can see (TensorFlow places the computation itself); ``transform(x, y) -> (x, y)`` is applied
+    to each ``(inputs, targets)`` batch first.
+    """
 
     def __call__(self, model: Any, data_loader: Iterable[Any], device: Any = None,
                  transform: Callable | None = None) -> Any:

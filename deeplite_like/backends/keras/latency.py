@@ -36,6 +36,7 @@ from deeplite_like.backends.keras._tf import import_keras, import_tensorflow
 from deeplite_like.backends.keras.inputs import naming_failures, require_batch_size
 from deeplite_like.backends.keras.state import preserved_model_state
 from deeplite_like.backends.keras.tensors import to_backend
+from deeplite_like.device import Device, unavailable
 from deeplite_like.measurements import TimingStats
 from deeplite_like.threads import AUTO, available_cpus, check_num_threads
 from deeplite_like.timing_loop import percentile as _percentile
@@ -68,8 +69,6 @@ def _tf_threads(num_threads: int | str | None) -> tuple[int, str]:
 
 def tensorflow_device(device: Any, argument: str = "device") -> Any:
     """``device`` parsed (a ``deeplite_like.Device``) and present for TensorFlow; else ``ValueError`` saying what is."""
-    from deeplite_like.device import Device, unavailable
-
     tf = import_tensorflow()
     try:
         parsed = Device.parse(device)

@@ -4,32 +4,10 @@ side) and a training step (``KerasFlopsProfiler``, the core ``FlopsProfiler`` ar
 ``deeplite_like.profiling`` imports this module for a Keras model and uses
 ``build_model_profile`` and ``FLOPS_PROFILER``; the per-TensorFlow-op costs a profile prices
 operators with (``TF_COSTS``, ``TF_FREE``, ``tf_op_cost``: ``counting/formulas/tf_ops.py``) are
-importable from here too. What is attached while a profile runs, and what it touches outside
-the model, is ``profile_session.py``.
-
-``build_model_profile``: one counted call (a profiling ``Session``: the layers recorded and
-priced as ``count_ops`` prices them; with ``backward=True`` the operator counter prices the
-gradient computation), then untimed warm-up calls, one timed call, a timed backward, and one
-call timing each layer.
-
-``KerasFlopsProfiler``: between ``start_profile()`` and ``stop_profile()``, in the thread that
-called them, every layer call of the model is recorded (the counting engine's
-``LayerRecorder``, set on the model's layers only) and priced per layer as ``count_ops`` prices
-it: the forward; the operators that run outside the layers are counted one by one per phase
-(backward inside ``GradientTape.gradient`` or an autograd node, optimizer inside
-``Optimizer.apply``, other: the loss, metrics) by the backend's operator counter. What this
-touches outside the model, and how it is put back: the phase hooks on two classes and, on
-TensorFlow, ``tf.config.run_functions_eagerly(True)`` - both shared by the running profiles and
-undone when the last one stops, the user's previous eager setting restored. Stop the profile
-also when the step raises (``with FlopsProfiler(model):`` does). The profile's notes say that
-latencies were taken while counting (and, on TensorFlow, with ``tf.function``s run eagerly).
-
-Assembly (``profile_of``): the forward is priced from the session's layer records by the
-counting engine's ``price`` - the same figures as ``count_ops`` - and each layer of the tree
-(``counting.recorder.named_layers`` paths) gets its MACs, FLOPs, calls, parameters, operators
-and latency. The operator counter's totals (backward, optimizer, other) become phases and
-operator rows that are not attributed to layers. The core's ``build_profile`` assembles and
-applies exclusions.
+importable from here too. Both profiles record and price the layers as ``count_ops`` does and
+count what runs outside them per operator and phase; what is attached while they run, and
+what they touch outside the model, is ``profile_session.py``. ``profile_of`` assembles what a
+session recorded into the core's ``ModelProfile``.
 """
 from __future__ import annotations
 
@@ -115,7 +93,14 @@ def profile_of(session: Session, *, module_latency: bool, ignore: Iterable[Any],
                forward_latency: float | None, latencies: Mapping[str, float | None], duration: float | None,
                layer_seconds: Mapping[str, float] | None, step: int | None, mp: int,
                notes: list[str]) -> ModelProfile:
-    """The ``ModelProfile`` of what ``session`` recorded: the forward per layer, the rest per operator and phase."""
+    """The ``ModelProfile`` of what ``session`` recorded: the forward per layer, the rest per operator and phase.
+
+    The forward is priced from the session's layer records by the counting engine's ``price`` -
+    the same figures as ``count_ops`` - and each layer of the tree (``counting.recorder.
+    named_layers`` paths) gets its MACs, FLOPs, calls, parameters, operators and latency. The
+    operator counter's totals (backward, optimizer, other) become phases and operator rows that
+    are not attributed to layers. The core's ``build_profile`` assembles and applies exclusions.
+    """
     recorder = session.recorder
     counted = price(recorder.records, CountOptions(training=recorder.training), session.own_ops)
     phases = {"forward": PhaseStats(counted.macs, counted.flops, sum(s.calls for s in counted.by_operator.values()),
@@ -312,9 +297,24 @@ def build_model_profile(model: Any, *, input_shape: Sequence[int] | None = None,
 class KerasFlopsProfiler(FlopsProfiler):
     """``FlopsProfiler`` of a Keras model: around ``train_on_batch`` or a custom ``GradientTape`` step.
 
-    See the module docstring for what is counted how. ``process_group`` is a ``torch.distributed``
-    notion: give ``model_parallel_size`` instead. ``start_profile()`` and ``stop_profile()`` run
-    in the thread that trains; only that thread and this model are profiled.
+    Between ``start_profile()`` and ``stop_profile()``, in the thread that called them:
+
+    * every layer call of the model is recorded (the counting engine's ``LayerRecorder``, set on
+      the model's layers only) and priced per layer as ``count_ops`` prices it: the forward;
+    * the operators that run outside the layers are counted one by one per phase (backward inside
+      ``GradientTape.gradient`` or an autograd node, optimizer inside ``Optimizer.apply``, other:
+      the loss, metrics) by the backend's operator counter (``profile_session.py``).
+
+    What this touches outside the model, and how it is put back: the phase hooks on two classes
+    and, on TensorFlow, ``tf.config.run_functions_eagerly(True)`` - both shared by the running
+    profiles and undone when the last one stops, the user's previous eager setting restored (see
+    ``profile_session.py``). Stop the profile also when the step raises (``with
+    FlopsProfiler(model):`` does). The profile's notes say that latencies were taken while
+    counting (and, on TensorFlow, with ``tf.function``s run eagerly).
+
+    ``process_group`` is a ``torch.distributed`` notion: give ``model_parallel_size`` instead.
+    ``start_profile()`` and ``stop_profile()`` run in the thread that trains; only that thread and
+    this model are profiled.
     """
 
     def __init__(self, model: Any, ds_engine: Any = None, recompute_fwd_factor: float = 0.0, *,

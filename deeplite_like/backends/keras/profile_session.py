@@ -3,49 +3,17 @@
 * ``TimedRecorder``: the counting engine's ``LayerRecorder`` (instance-level, this model and
   this thread only) that also times layer calls, keeps the layer depth for the phases, and
   reads the batch size and ``training`` flag of the model's outermost call;
-* an operator counter for what runs outside the layers, and the phase hooks it needs - only
-  when operators are counted.
+* an operator counter for what runs outside the layers (``TFOpCounter``, ``TorchOpCounter``:
+  the backward, the optimizer step and the rest - the loss, metrics - priced operator by
+  operator, per phase; the forward is priced per layer from the recorder's records), and the
+  phase hooks it needs (``Phases``, ``PhaseHooks``) - only when operators are counted.
 
 A session is started and stopped in one thread (the op callback and dispatch mode it uses
-are per thread); ``stop`` raises, changing nothing, when called from another.
-
-Phases: which phase of a training step is running (backward, optimizer step, forward: a layer
-call, other). ``Phases`` is one profile's view, in the thread that profiles: how deep it is
-inside a gradient computation, an optimizer step and a layer call of the model, and how long
-the outermost gradient computations and optimizer steps took (seconds, with the device
-synchronised around them on a GPU). Keras has no hook for "a gradient is being computed" or
-"the optimizer applies an update", so two methods are wrapped on their classes:
-``Optimizer.apply`` (on the base class that defines it; ``apply_gradients`` calls it) and, on
-TensorFlow, ``tf.GradientTape.gradient``. A class attribute is process-wide, so the wrappers
-are a ``SharedChange`` (installed when the first profile in the process starts, removed when
-the last one stops, whatever the order), and a wrapper looks up the profiles running *in the
-calling thread* (thread-local) and does nothing else: other threads' gradients and optimizer
-steps run untouched and uncounted. Layer depth is kept by the profile's layer recorder, which
-records only its own thread and its own model.
-
-Operator counters: the forward is priced per layer (the counting engine's records). The
-backward, the optimizer step and the rest (the loss, metrics) are priced operator by operator,
-per phase, by the counter of the Keras backend in use:
-
-TensorFlow: ``TFOpCounter``
-    An op callback (``tensorflow.python.framework.op_callbacks``, what
-    ``tf.debugging.enable_check_numerics`` uses; thread-local: only the profiling thread's ops
-    are seen) prices every eager op with ``counting.formulas.tf_ops.tf_op_cost``.
-
-    **Global setting, unavoidable:** a ``tf.function`` that was traced already (a compiled
-    ``train_on_batch``, a ``@tf.function`` step) runs its graph as one op, and the callback
-    would see nothing of it. So while a profile runs, ``tf.function``s run eagerly
-    (``tf.config.run_functions_eagerly(True)``), which is process-wide: other threads'
-    ``tf.function``s run eagerly too (slower, same results). It is a ``SharedChange``: set
-    when the first profile starts, and the user's previous setting (whatever it was) put back
-    when the last one stops - also when the step raised, at ``stop_profile()``. Latencies
-    measured then are eager ones; the profile's notes say so.
-
-torch: ``TorchOpCounter``
-    The torch backend's counting dispatch mode (``PhaseCountingMode``, thread-local) prices
-    the torch operators Keras runs (``loss.backward()``, the ``_foreach_*`` optimizer ops).
-
-JAX has no operator hook: only the forward is counted (the profile's notes say so).
+are per thread); ``stop`` raises, changing nothing, when called from another. What must be
+changed process-wide (two class methods wrapped, and on TensorFlow
+``tf.config.run_functions_eagerly(True)``) is a ``SharedChange``: made by the first profile
+that starts, undone by the last that stops, the user's previous setting put back. JAX has no
+operator hook: only the forward is counted (the profile's notes say so).
 """
 from __future__ import annotations
 
@@ -114,7 +82,22 @@ class SharedChange:
 
 # -- the phases of a training step ---------------------------------------------------------------
 class Phases:
-    """Where the profiled thread is: inside a gradient computation, an optimizer step, a layer call."""
+    """Where the profiled thread is: inside a gradient computation, an optimizer step, a layer call.
+
+    One profile's view, in the thread that profiles: how deep it is inside a gradient
+    computation, an optimizer step and a layer call of the model, and how long the outermost
+    gradient computations and optimizer steps took (seconds, with the device synchronised
+    around them on a GPU). Keras has no hook for "a gradient is being computed" or "the
+    optimizer applies an update", so two methods are wrapped on their classes (``PhaseHooks``):
+    ``Optimizer.apply`` (on the base class that defines it; ``apply_gradients`` calls it) and,
+    on TensorFlow, ``tf.GradientTape.gradient``. A class attribute is process-wide, so the
+    wrappers are a ``SharedChange`` (installed when the first profile in the process starts,
+    removed when the last one stops, whatever the order), and a wrapper looks up the profiles
+    running *in the calling thread* (thread-local) and does nothing else: other threads'
+    gradients and optimizer steps run untouched and uncounted. Layer depth is kept by the
+    profile's layer recorder (``TimedRecorder``), which records only its own thread and its own
+    model.
+    """
 
     def __init__(self, sync: Callable[[], None]) -> None:
         self.gradient = 0
@@ -280,7 +263,21 @@ _EAGER_FUNCTIONS = SharedChange("tf.config.run_functions_eagerly(True)", _run_fu
 
 
 class TFOpCounter:
-    """TensorFlow op callback: prices every eager op outside the forward (see the module docstring)."""
+    """TensorFlow op callback: prices every eager op outside the forward.
+
+    An op callback (``tensorflow.python.framework.op_callbacks``, what
+    ``tf.debugging.enable_check_numerics`` uses; thread-local: only the profiling thread's ops
+    are seen) prices every eager op with ``counting.formulas.tf_ops.tf_op_cost``.
+
+    **Global setting, unavoidable:** a ``tf.function`` that was traced already (a compiled
+    ``train_on_batch``, a ``@tf.function`` step) runs its graph as one op, and the callback
+    would see nothing of it. So while a profile runs, ``tf.function``s run eagerly
+    (``tf.config.run_functions_eagerly(True)``), which is process-wide: other threads'
+    ``tf.function``s run eagerly too (slower, same results). It is a ``SharedChange``: set
+    when the first profile starts, and the user's previous setting (whatever it was) put back
+    when the last one stops - also when the step raised, at ``stop_profile()``. Latencies
+    measured then are eager ones; the profile's notes say so.
+    """
 
     def __init__(self, phases: Phases) -> None:
         self.ops = OpTotals()
@@ -334,7 +331,11 @@ class TFOpCounter:
 
 
 class TorchOpCounter:
-    """Keras on torch: the torch dispatch mode counts what the layers do not (backward, optimizer, rest)."""
+    """Keras on torch: the torch dispatch mode counts what the layers do not (backward, optimizer, rest).
+
+    The torch backend's counting dispatch mode (``PhaseCountingMode``, thread-local) prices the
+    torch operators Keras runs (``loss.backward()``, the ``_foreach_*`` optimizer ops).
+    """
 
     def __init__(self, phases: Phases) -> None:
         from deeplite_like.backends.torch.counting.registry import op_name

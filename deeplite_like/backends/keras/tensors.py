@@ -3,33 +3,12 @@ tensors made from shapes.
 
 Facts about nested structures (leaves, shapes, batch size, bytes per dtype) are answered here
 once, for the counting engine, the layer-wise summary, memory, timing and the profiles. Nested
-structures are walked with ``keras.tree`` (tuples, lists, dicts, namedtuples).
-
-Data splits. What a Keras profiler accepts as a data split (``{"test": split}``):
-
-* a batched ``tf.data.Dataset`` (``ds.batch(n)``): re-iterable, each element is one batch.
-  An unbatched dataset yields single samples: batch it first;
-* a ``keras.utils.PyDataset``: ``ds[i]`` is batch ``i`` (it is iterated through Keras' own
-  ``__iter__``, over ``num_batches``);
-* a list of batches, e.g. ``[(x, y), ...]`` of NumPy arrays or backend tensors;
-* a zero-argument function returning a fresh iterable (a generator function);
-* **whole arrays**, as Keras' ``fit(x, y)`` and ``validation_data=(x, y)`` take them: a
-  *tuple* ``(x, y)`` of arrays with one leading dimension, or a single array ``x``. The
-  profiler wraps them in an ``ArraySplit`` that yields ``(x[i:i+b], y[i:i+b])`` batches of
-  ``array_batch_size`` samples (Keras' default 32); the last batch may be smaller. A *list*
-  is always a list of batches, never ``[x, y]`` arrays.
-
-Batches of TensorFlow tensors are resized (``ForwardPass.inputs_for(batch_size=...)``) by
+structures are walked with ``keras.tree`` (tuples, lists, dicts, namedtuples). Batches of
+TensorFlow tensors are resized (``ForwardPass.inputs_for(batch_size=...)``) by
 ``TensorFlowAdapter``, registered with the core when this module is imported; NumPy arrays by
 the core's ``NumpyAdapter``; torch tensors (Keras on its torch backend) by the torch backend's
-adapter.
-
-Tensors from shapes (``count_ops``' ``inputs_or_shape``). Accepted: a tensor or array; a
-list/tuple/dict of them; a shape (a tuple or list of ints, the batch first; ``None`` for the
-batch takes ``batch_size``, default 1); a list/tuple/dict of shapes. Inputs made from shapes
-are deterministic: floating inputs are standard-normal draws from a fixed seed, integer and
-boolean inputs are zeros (valid indices for ``Embedding``), in the dtype of the model's
-matching ``Input`` when it has one, else ``keras.config.floatx()``.
+adapter. Whole arrays given as a split are served in batches (``normalise_splits``), and
+``count_ops``' shapes become tensors (``prepare_inputs``).
 
 Importing this module imports no framework (the core imports it to handle a TensorFlow tensor,
 and the counting package imports it): Keras is imported on first use, and TensorFlow only to
@@ -222,7 +201,21 @@ def _is_whole_arrays(split: Any) -> bool:
 
 def normalise_splits(data_splits: Mapping[str, Any] | None,
                      array_batch_size: int = _DEFAULT_ARRAY_BATCH) -> Mapping[str, Any] | None:
-    """``data_splits`` with whole-array splits wrapped in ``ArraySplit`` (see the module docstring).
+    """``data_splits`` with whole-array splits wrapped in ``ArraySplit``.
+
+    What a Keras profiler accepts as a data split (``{"test": split}``):
+
+    * a batched ``tf.data.Dataset`` (``ds.batch(n)``): re-iterable, each element is one batch.
+      An unbatched dataset yields single samples: batch it first;
+    * a ``keras.utils.PyDataset``: ``ds[i]`` is batch ``i`` (it is iterated through Keras' own
+      ``__iter__``, over ``num_batches``);
+    * a list of batches, e.g. ``[(x, y), ...]`` of NumPy arrays or backend tensors;
+    * a zero-argument function returning a fresh iterable (a generator function);
+    * **whole arrays**, as Keras' ``fit(x, y)`` and ``validation_data=(x, y)`` take them: a
+      *tuple* ``(x, y)`` of arrays with one leading dimension, or a single array ``x``. They are
+      wrapped in an ``ArraySplit`` that yields ``(x[i:i+b], y[i:i+b])`` batches of
+      ``array_batch_size`` samples (Keras' default 32); the last batch may be smaller. A *list*
+      is always a list of batches, never ``[x, y]`` arrays.
 
     Other splits are kept as they are (the same objects); a mapping without array splits is
     returned unchanged.
@@ -304,7 +297,15 @@ def _make(shape: tuple[int, ...], dtype: str, keras: Any, rng: np.random.Generat
 
 
 def prepare_inputs(model: Any, inputs_or_shape: Any, batch_size: int | None, keras: Any) -> tuple[Any, int | None]:
-    """``(inputs for model(...), batch size)`` from a tensor, shape, or container of either."""
+    """``(inputs for model(...), batch size)`` from a tensor, shape, or container of either.
+
+    Accepted (``count_ops``' ``inputs_or_shape``): a tensor or array; a list/tuple/dict of them;
+    a shape (a tuple or list of ints, the batch first; ``None`` for the batch takes
+    ``batch_size``, default 1); a list/tuple/dict of shapes. Inputs made from shapes are
+    deterministic: floating inputs are standard-normal draws from a fixed seed, integer and
+    boolean inputs are zeros (valid indices for ``Embedding``), in the dtype of the model's
+    matching ``Input`` when it has one, else ``keras.config.floatx()``.
+    """
     positional, by_name = model_input_dtypes(model, keras)
     floatx = keras.config.floatx()
     rng = np.random.default_rng(0)
