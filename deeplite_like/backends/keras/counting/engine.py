@@ -246,8 +246,8 @@ def price(records: list[CallRecord], options: CountOptions, own_ops: OpTap | Non
       call stack: ``by_module`` is nested, a shared layer counts under whichever parent called it,
       once per call), to ``by_operator`` under the layer's class name (``ops.<Name>`` for graph
       operations) and to ``module_ops[path]``; parts it reports as unpriceable go to ``untracked``;
-    * no formula (or marked ``OP_LEVEL``), with the operators tapped (``own_ops``): the ops it ran itself (outside the
-      layers it called, which are priced on their own) are priced one by one, by op name
+    * no formula (or marked ``OP_LEVEL``), with the operators tapped (``own_ops``): the ops it ran
+      itself (outside the layers it called, which are priced on their own) are priced one by one, by op name
       (``tf.BatchMatMulV2``); ops with no cost known go to ``untracked`` by op name;
     * ``OP_LEVEL`` with no operators tapped (JAX): untracked, by class name (``INFERENCE_IDENTITY``:
       free at inference);
