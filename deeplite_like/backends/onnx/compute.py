@@ -13,6 +13,7 @@ shapes and the inputs' dtypes (zeros for integer inputs: valid token ids) when o
 """
 from __future__ import annotations
 
+import warnings
 from typing import Any, Mapping
 
 from deeplite_like.argument_checks import check_profiler_options
@@ -81,8 +82,6 @@ class ComputeComplexity(ProfilerFunction):
     def __call__(self, onnx_model: Any, data_splits: Mapping[str, Any], inputs: Any = None,
                  dims: Mapping[str, int] | None = None, split: str | None = None,
                  batch_size: int | None = None) -> dict:
-        import warnings
-
         info, _ = _graph(onnx_model, inputs, dims, data_splits, split, batch_size)
         counted = count_graph(info)
         if counted.untracked:

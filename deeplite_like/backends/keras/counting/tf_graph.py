@@ -34,10 +34,10 @@ from __future__ import annotations
 import warnings
 from typing import Any
 
+from deeplite_like.errors import CountingError, UntrackedLayerWarning
 from deeplite_like.opcount import OpCount, OpStats
 
 from .._tf import import_keras, import_tensorflow, native_output_silenced
-from .errors import CountingError, UntrackedLayerWarning
 from .formulas.tf_ops import FREE_TF_OPS
 
 #: TF op types whose float ops are 2 per multiply-accumulate.

@@ -1,4 +1,5 @@
-"""Wall-clock execution time of a Keras model's forward pass, on a compiled call.
+"""Wall-clock execution time of a Keras model's forward pass, on a compiled call, and the Keras
+backends it is measured on.
 
 **TensorFlow backend:** the forward is compiled once with ``tf.function`` (graph mode, as
 ``model.predict`` runs it). ``model.predict_on_batch`` is not used because it would cache a
@@ -18,6 +19,12 @@ configured ``tf.config.threading`` value, or the number of CPUs this process may
 is 0, TensorFlow's default) and a different request is an error saying how to set it;
 ``"auto"`` and ``None`` accept it as it is. A large spread or a busy machine is warned about
 (``NoisyTimingWarning``) and noted in ``spread_warning``, as on PyTorch.
+
+Measured backends: execution time (a ``tf.function`` on TensorFlow, ``torch.utils.benchmark``-
+style blocks on torch) and peak activation memory (``memory.py``: a traced-graph simulation on
+TensorFlow, a tensor-lifetime tracker on torch) need the framework under Keras. On another
+backend (JAX) they are reported as *not measured*, with the reason ``unmeasured_reason`` gives,
+instead of failing the whole status; counts, parameters and sizes are measured on every backend.
 """
 from __future__ import annotations
 
@@ -29,6 +36,7 @@ from deeplite_like.backends.keras._tf import import_keras, import_tensorflow
 from deeplite_like.backends.keras.inputs import naming_failures, require_batch_size
 from deeplite_like.backends.keras.state import preserved_model_state
 from deeplite_like.backends.keras.tensors import to_backend
+from deeplite_like.device import Device, unavailable
 from deeplite_like.measurements import TimingStats
 from deeplite_like.threads import AUTO, available_cpus, check_num_threads
 from deeplite_like.timing_loop import percentile as _percentile
@@ -37,7 +45,9 @@ from deeplite_like.timing_noise import busy_note, warn_noisy
 
 keras = import_keras()
 
-__all__ = ["TimingStats", "measure_execution_time"]
+__all__ = ["MEASURED_BACKENDS", "TimingStats", "measure_execution_time", "unmeasured_reason"]
+
+MEASURED_BACKENDS = ("tensorflow", "torch")
 
 
 def _tf_threads(num_threads: int | str | None) -> tuple[int, str]:
@@ -59,8 +69,6 @@ def _tf_threads(num_threads: int | str | None) -> tuple[int, str]:
 
 def tensorflow_device(device: Any, argument: str = "device") -> Any:
     """``device`` parsed (a ``deeplite_like.Device``) and present for TensorFlow; else ``ValueError`` saying what is."""
-    from deeplite_like.device import Device, unavailable
-
     tf = import_tensorflow()
     try:
         parsed = Device.parse(device)
@@ -161,3 +169,11 @@ def _torch_timing(model: keras.layers.Layer, inputs: Any, device: Any, warmup: i
         stats = torch_timing(model, (inputs,), {"training": training}, device=device, warmup=warmup,
                              min_run_time=min_run_time, num_threads=num_threads, batch_size=batch_size)
     return dataclasses.replace(stats, compiled="torch.no_grad eager")
+
+
+def unmeasured_reason(what: str, backend: str) -> str | None:
+    """Why ``what`` (``'memory'``, ``'execution time'``) is not measured on Keras' ``backend``; ``None`` if it is."""
+    if backend in MEASURED_BACKENDS:
+        return None
+    return (f"{what} is not available on Keras' {backend!r} backend (measured on "
+            f"{' and '.join(MEASURED_BACKENDS)}): run Keras with KERAS_BACKEND=tensorflow or torch to measure it")
