@@ -8,11 +8,10 @@ measure (``deeplite_like.backends.torch.profile``, ``deeplite_like.backends.kera
 * ``FlopsProfiler(model)`` profiles what runs between ``start_profile()`` and ``stop_profile()``
   in a training loop: forward, backward and optimizer step, each measured.
 """
-from deeplite_like.profiling.aggregate import aggregate, aggregated_report
 from deeplite_like.profiling.api import get_model_profile
-from deeplite_like.profiling.build import ModuleRecord, build_profile
 from deeplite_like.profiling.flops_profiler import FlopsProfiler, not_provided
-from deeplite_like.profiling.result import PHASES, ModelProfile, ModuleNode, PhaseStats
+from deeplite_like.profiling.result import PHASES, ModelProfile, ModuleNode, ModuleRecord, PhaseStats, build_profile
+from deeplite_like.profiling.views import aggregate, aggregated_report
 
 __all__ = [
     "PHASES", "FlopsProfiler", "ModelProfile", "ModuleNode", "ModuleRecord", "PhaseStats", "aggregate",

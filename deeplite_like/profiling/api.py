@@ -1,14 +1,21 @@
-"""``get_model_profile``: the detailed profile of one call of a model, DeepSpeed-style, any backend."""
+"""``get_model_profile``: the detailed profile of one call of a model, DeepSpeed-style, any backend.
+
+Its arguments are checked before anything runs: each check names the argument, the value given
+and what is accepted, so that a wrong ``module_depth="2"`` fails at once instead of after a
+profile, or not at all. The backend's profile module is found from its ``Backend`` record
+(``deeplite_like.backends``) and imported only then.
+"""
 from __future__ import annotations
 
+import numbers
 import os
-from typing import Any, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
 
-from deeplite_like.argument_checks import check_flag
-from deeplite_like.caller import called_as
-from deeplite_like.profiling.arguments import check_input_shape, check_view_options
-from deeplite_like.profiling.backends import profile_module
-from deeplite_like.profiling.result import ModelProfile
+from deeplite_like.backends import backend_for
+from deeplite_like.errors import called_as, check_flag
+
+if TYPE_CHECKING:  # (the result module imports this one for its argument checks)
+    from deeplite_like.profiling.result import ModelProfile
 
 
 def get_model_profile(model: Any, input_shape: Sequence[int] | None = None, args: Sequence[Any] | None = None,
@@ -82,3 +89,59 @@ def get_model_profile(model: Any, input_shape: Sequence[int] | None = None, args
     elif print_profile:
         print(profile.to_text(module_depth, top_modules, detailed, as_string))
     return profile
+
+
+_EXAMPLE_SHAPE = "input_shape=(8, 3, 224, 224)"
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+
+
+def _as_written(value: Any, fallback: int) -> int:
+    """The int a str such as ``"2"`` spells, for the 'e.g.' of a message; else ``fallback``."""
+    text = value.strip() if isinstance(value, str) else ""
+    return int(text) if text.lstrip("-").isdigit() else fallback
+
+
+def check_view_options(module_depth: Any, top_modules: Any) -> None:
+    """``module_depth``: an int >= -1 (-1 or ``None``: every depth); ``top_modules``: an int >= 1."""
+    depth_rule = "module_depth must be an int >= -1 (the deepest module depth shown; -1 shows all)"
+    if module_depth is not None and not _is_int(module_depth):
+        raise TypeError(f"{depth_rule}, got {type(module_depth).__name__} {module_depth!r}; e.g. "
+                        f"module_depth={_as_written(module_depth, 2)}")
+    if module_depth is not None and module_depth < -1:
+        raise ValueError(f"{depth_rule}, got {module_depth}")
+    top_rule = "top_modules must be an int >= 1 (how many module types per depth are ranked)"
+    if not _is_int(top_modules):
+        raise TypeError(f"{top_rule}, got {type(top_modules).__name__} {top_modules!r}; e.g. "
+                        f"top_modules={_as_written(top_modules, 3)}")
+    if top_modules < 1:
+        raise ValueError(f"{top_rule}, got {top_modules}")
+
+
+def check_input_shape(input_shape: Any) -> tuple[int, ...] | None:
+    """``input_shape`` as a tuple of ints >= 1 (batch dimension included), or ``None`` when not given."""
+    if input_shape is None:
+        return None
+    if isinstance(input_shape, (str, bytes)) or not hasattr(input_shape, "__iter__"):
+        raise TypeError(f"input_shape must be a sequence of ints, batch dimension included ({_EXAMPLE_SHAPE}), got "
+                        f"{type(input_shape).__name__} {input_shape!r}")
+    shape = tuple(input_shape)
+    if not shape:
+        raise ValueError(f"input_shape=() has no dimension; give the batch dimension first ({_EXAMPLE_SHAPE})")
+    for position, dim in enumerate(shape):
+        if dim is None or (_is_int(dim) and dim == -1):
+            fixed = tuple(1 if d is None or (_is_int(d) and d == -1) else d for d in shape)
+            raise ValueError(f"input_shape={shape!r}: dimension {position} is {dim!r}, but a profile runs one real call "
+                             f"on a tensor of exactly that shape: give every size, the batch too, e.g. "
+                             f"input_shape={fixed!r}")
+        if not _is_int(dim) or dim < 1:
+            raise ValueError(f"input_shape={shape!r}: dimension {position} is {dim!r}; every dimension must be an "
+                             f"int >= 1, batch dimension included ({_EXAMPLE_SHAPE})")
+    return tuple(int(d) for d in shape)
+
+
+def profile_module(model: Any) -> Any:
+    """The profile module of the backend that handles ``model`` (a Keras model is checked first)."""
+    return backend_for(model).load_profile()

@@ -20,10 +20,9 @@ from __future__ import annotations
 import os
 from typing import Any, Iterable
 
-from deeplite_like.lazy import NotProvidedError
-from deeplite_like.profiling import formatting as fmt
-from deeplite_like.profiling.arguments import check_view_options
-from deeplite_like.profiling.backends import profile_module
+from deeplite_like.errors import NotProvidedError
+from deeplite_like.profiling import views
+from deeplite_like.profiling.api import check_view_options, profile_module
 from deeplite_like.profiling.result import PHASES, ModelProfile
 
 _IDLE, _RUNNING, _STOPPED = "idle", "running", "stopped"
@@ -181,22 +180,22 @@ class FlopsProfiler:
     def get_total_flops(self, as_string: bool = False, phase: str | None = None) -> int | str:
         """FLOPs per device of every phase (or of ``phase``: ``forward``, ``backward``, ``optimizer``, ``other``)."""
         value = self._total(phase, "flops", "flops")
-        return fmt.count(value, "FLOPs") if as_string else value
+        return views.count(value, "FLOPs") if as_string else value
 
     def get_total_macs(self, as_string: bool = False, phase: str | None = None) -> int | str:
         """MACs per device of every phase (or of ``phase``)."""
         value = self._total(phase, "macs", "macs")
-        return fmt.count(value, "MACs") if as_string else value
+        return views.count(value, "MACs") if as_string else value
 
     def get_total_params(self, as_string: bool = False) -> int | str:
         """Parameters per device (elements; each shared tensor once)."""
         value = self.get_profile().params
-        return fmt.count(value) if as_string else value
+        return views.count(value) if as_string else value
 
     def get_total_duration(self, as_string: bool = False, phase: str | None = None) -> float | str | None:
         """Seconds between start and stop (or the latency of ``phase``); None when not timed."""
         value = self._total(phase, "duration_s", "latency_s")
-        return fmt.seconds(value) if as_string else value
+        return views.seconds(value) if as_string else value
 
     def print_model_profile(self, profile_step: int | None = 1, module_depth: int = -1, top_modules: int = 1,
                             detailed: bool = True, output_file: str | os.PathLike | None = None,
@@ -251,13 +250,13 @@ def _engine_lines(engine: Any, forward_flops: int, recompute_fwd_factor: float) 
         if seconds is not None:
             fwd, bwd, step = seconds
             factor = 2 + recompute_fwd_factor
-            rows += [line("fwd latency (engine timer):", fmt.seconds(fwd)),
-                     line("bwd latency (engine timer):", fmt.seconds(bwd)),
+            rows += [line("fwd latency (engine timer):", views.seconds(fwd)),
+                     line("bwd latency (engine timer):", views.seconds(bwd)),
                      line(f"bwd FLOPS per GPU = {factor:g} * fwd flops per GPU / bwd latency:",
-                          fmt.count(factor * forward_flops / bwd, "FLOPS") if bwd else "-"),
-                     line("step latency (engine timer):", fmt.seconds(step)),
+                          views.count(factor * forward_flops / bwd, "FLOPS") if bwd else "-"),
+                     line("step latency (engine timer):", views.seconds(step)),
                      line(f"FLOPS per GPU = {factor + 1:g} * fwd flops per GPU / iter latency:",
-                          fmt.count((factor + 1) * forward_flops / (fwd + bwd + step), "FLOPS")
+                          views.count((factor + 1) * forward_flops / (fwd + bwd + step), "FLOPS")
                           if fwd + bwd + step else "-")]
     return "\n".join(["DeepSpeed engine:", *rows]) + "\n\n"
 

@@ -1,5 +1,5 @@
-"""Seed ``001``'s older DeepSpeed profiler API: ``get_model_profile`` returning ``(macs, params)`` and
-``add_profile_methods(model)``.
+"""DeepSpeed's older profiler API (``deepspeed.profiler.pytorch_profiler``, the design's seed ``001``):
+``get_model_profile`` returning ``(macs, params)`` and ``add_profile_methods(model)``.
 
 Both run on today's engine (``deeplite_like.profiling``), so the figures are ours: MACs of
 contractions only, FLOPs = 2 x MACs + the rest, each shared parameter once. What differs from
@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Iterable, Sequence
 
-from deeplite_like.profiling import formatting as fmt
+from deeplite_like.profiling import views
 from deeplite_like.profiling.api import get_model_profile as _get_model_profile
 from deeplite_like.profiling.flops_profiler import FlopsProfiler
 
@@ -29,22 +29,22 @@ __all__ = ["add_profile_methods", "duration_to_string", "flops_to_string", "get_
 
 def flops_to_string(flops: int | float) -> str:
     """``'22.36 GFLOPs'``."""
-    return fmt.count(flops, "FLOPs")
+    return views.count(flops, "FLOPs")
 
 
 def macs_to_string(macs: int | float) -> str:
     """``'429.25 kMACs'``."""
-    return fmt.count(macs, "MACs")
+    return views.count(macs, "MACs")
 
 
 def params_to_string(params: int | float) -> str:
     """``'61.71 k'``."""
-    return fmt.count(params)
+    return views.count(params)
 
 
 def duration_to_string(seconds: float | None) -> str:
     """``'1.2 ms'`` from seconds."""
-    return fmt.seconds(seconds)
+    return views.seconds(seconds)
 
 
 def get_model_profile(model: Any, input_res: Sequence[int], input_constructor: Callable[[Any], Any] | None = None,

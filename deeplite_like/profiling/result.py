@@ -1,35 +1,35 @@
 """``ModelProfile``: what one profile measured - totals, phases and the module tree (no framework).
 
 Raw values in base units: counts as ints (params, MACs, FLOPs, calls), durations in seconds
-(floats), rates in FLOP/s. Renderings (``to_text``, ``to_dict``, ``save``) live in the sibling
-modules and are reached through the methods here.
+(floats), rates in FLOP/s. Renderings (``to_text``, ``to_dict``, ``save``) are drawn by
+``profiling.views`` and reached through the methods here.
 
 Figures of a ``ModuleNode`` include its children's (as ``print(model)`` nests them); the
 operators listed on a node (``ops``) are those that ran directly inside it, not inside a child,
 so ``node.gap`` (the node minus the sum of its children) is visible and explained.
+
+``build_profile`` turns a backend's per-module records (``ModuleRecord``) into a profile. A
+backend measures; this only arranges: it links the records into a tree, removes the cost of
+excluded modules (``ignore_modules``) from their ancestors, the phase totals and the operator
+totals, and lists them as excluded - their cost is never moved to a parent.
 """
 from __future__ import annotations
 
+import html
 import os
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Iterator
+from typing import Iterable, Iterator
 
-from deeplite_like.argument_checks import check_flag
-from deeplite_like.communication import CommStats
-from deeplite_like.opcount import OpStats
-from deeplite_like.profiling.arguments import check_view_options
+from deeplite_like.errors import check_flag
+from deeplite_like.profiling import views
+from deeplite_like.profiling.api import check_view_options
 from deeplite_like.reports.formatting import strict_json
+from deeplite_like.results import CommStats, OpStats
+
 
 #: Phases a profile may hold, in the order they are shown.
 PHASES = ("forward", "backward", "optimizer", "other")
-
-PHASE_DESCRIPTIONS = {
-    "forward": "operators run inside a call of the model or one of its modules",
-    "backward": "operators run by autograd (loss.backward(), torch.autograd.grad, tape.gradient)",
-    "optimizer": "operators run inside optimizer.step() (or apply_gradients)",
-    "other": "everything else between start and stop: the loss function, gradient clipping, ...",
-}
 
 
 @dataclass
@@ -196,9 +196,7 @@ class ModelProfile:
     def _triple(self) -> tuple:
         if not self.strings:
             return (self.flops, self.macs, self.params)
-        from deeplite_like.profiling import formatting as fmt
-
-        return fmt.count(self.flops, "FLOPs"), fmt.count(self.macs, "MACs"), fmt.count(self.params)
+        return views.count(self.flops, "FLOPs"), views.count(self.macs, "MACs"), views.count(self.params)
 
     def __len__(self) -> int:
         return 3
@@ -276,26 +274,22 @@ class ModelProfile:
 
     # -- views ----------------------------------------------------------------------------
     def aggregated(self, module_depth: int = -1, top_modules: int = 3) -> list[dict]:
-        """Top-k module types per depth, as data (see ``profiling.aggregate.aggregate``)."""
-        from deeplite_like.profiling.aggregate import aggregate
+        """Top-k module types per depth, as data (see ``profiling.views.aggregate``)."""
         check_view_options(module_depth, top_modules)
-        return aggregate(self, module_depth, top_modules)
+        return views.aggregate(self, module_depth, top_modules)
 
     def aggregated_table(self, module_depth: int = -1, top_modules: int = 3, as_string: bool = True):
         """The aggregated view as a ``TableReport`` (text, dict, CSV, Markdown, HTML)."""
-        from deeplite_like.profiling.aggregate import aggregated_report
         check_view_options(module_depth, top_modules)
-        return aggregated_report(self, module_depth, top_modules, as_string)
+        return views.aggregated_report(self, module_depth, top_modules, as_string)
 
     def tree_text(self, module_depth: int = -1, as_string: bool = True) -> str:
         """The detailed view: the module tree with each module's figures and direct operators."""
-        from deeplite_like.profiling.tree import render_tree
-        return render_tree(self, module_depth, as_string)
+        return views.render_tree(self, module_depth, as_string)
 
     def summary_text(self, as_string: bool = True) -> str:
         """Totals, phases, latency and achieved FLOP/s, per device and for the whole model."""
-        from deeplite_like.profiling.summary import render_summary
-        return render_summary(self, as_string)
+        return views.render_summary(self, as_string)
 
     def to_text(self, module_depth: int = -1, top_modules: int = 3, detailed: bool = True,
                 as_string: bool = True) -> str:
@@ -303,11 +297,10 @@ class ModelProfile:
 
         Arguments are checked first (``to_text('2', 3)`` is a ``TypeError`` naming ``module_depth``).
         """
-        from deeplite_like.profiling.summary import render_report
         check_view_options(module_depth, top_modules)
         check_flag(detailed, "detailed", "to_text")
         check_flag(as_string, "as_string", "to_text")
-        return render_report(self, module_depth, top_modules, detailed, as_string)
+        return views.render_report(self, module_depth, top_modules, detailed, as_string)
 
     def __str__(self) -> str:
         return self.to_text()
@@ -340,7 +333,6 @@ class ModelProfile:
         return strict_json(self.to_dict(**view), indent=indent)
 
     def _repr_html_(self) -> str:
-        import html
         return (f'<div class="deeplite-like-profile"><pre>{html.escape(self.summary_text())}</pre>'
                 f"{self.aggregated_table()._repr_html_()}"
                 f"<details><summary>module tree</summary><pre>{html.escape(self.tree_text())}</pre></details></div>")
@@ -359,3 +351,154 @@ class ModelProfile:
         with open(path, "w", encoding="utf-8") as handle:
             handle.write(text if text.endswith("\n") else text + "\n")
         return path
+
+
+@dataclass
+class ModuleRecord:
+    """What a backend measured for one module (figures include its children's).
+
+    ``parent`` is the qualified name of the enclosing module (``None`` for the root); records
+    come in registration order, parents before children.
+    """
+
+    name: str
+    type: str
+    parent: str | None
+    extra_repr: str = ""
+    params: int = 0
+    calls: int = 0
+    phases: dict[str, OpStats] = field(default_factory=dict)
+    ops: dict[str, OpStats] = field(default_factory=dict)
+    latency_s: float | None = None
+
+
+def _copy(stats: OpStats) -> OpStats:
+    return OpStats(stats.macs, stats.flops, stats.calls)
+
+
+def _subtract(table: dict[str, OpStats], key: str, stats: OpStats) -> None:
+    current = table.get(key)
+    if current is None:
+        return
+    current.add(-stats.macs, -stats.flops, -stats.calls)
+
+
+def link_tree(records: list[ModuleRecord]) -> ModuleNode:
+    """The tree of ``ModuleNode``s from records (parents first); returns the root."""
+    if not records or records[0].parent is not None:
+        raise ValueError("the first module record must be the root (parent=None)")
+    nodes: dict[str, ModuleNode] = {}
+    root = None
+    for record in records:
+        node = ModuleNode(name=record.name, type=record.type, extra_repr=record.extra_repr,
+                          params=record.params, calls=record.calls,
+                          phases={k: _copy(v) for k, v in record.phases.items()},
+                          ops={k: _copy(v) for k, v in record.ops.items()}, latency_s=record.latency_s)
+        if record.parent is None:
+            if root is not None:
+                raise ValueError(f"two roots in the module records: {root.name!r} and {record.name!r}")
+            root = node
+        else:
+            parent = nodes.get(record.parent)
+            if parent is None:
+                raise ValueError(f"module {record.name!r} names the parent {record.parent!r}, which has no "
+                                 "record before it; records must list parents before children")
+            node.depth = parent.depth + 1
+            parent.children.append(node)
+        nodes[record.name] = node
+    return root
+
+
+def _roll_up_containers(root: ModuleNode) -> None:
+    """A module never called itself (``nn.ModuleList``, a holder of layers) gets its children's figures.
+
+    It ran no operator of its own, so without this it would show zeros and its parent a false,
+    negative gap. Phases and latency are the sums of its children's (latency only when every
+    timed child has one); ``calls`` stays 0.
+    """
+    for node in reversed(list(root.walk())):  # children before their parents
+        if node.calls or node.phases or not node.children:
+            continue
+        phases: dict[str, OpStats] = {}
+        for child in node.children:
+            for phase, stats in child.phases.items():
+                phases.setdefault(phase, OpStats()).add(stats.macs, stats.flops, stats.calls)
+        if not phases:
+            continue  # nothing below it ran either
+        node.phases = phases
+        node.container = True
+        latencies = [c.latency_s for c in node.children if c.latency_s is not None]
+        if latencies:
+            node.latency_s = sum(latencies)
+
+
+def _exclude(root: ModuleNode, excluded_names: set[str]) -> list[ModuleNode]:
+    """Mark excluded subtrees; return the outermost excluded nodes (each with its own figures)."""
+    outermost: list[ModuleNode] = []
+
+    def visit(node: ModuleNode, ancestors: list[ModuleNode], inside: bool) -> None:
+        if not inside and node.name in excluded_names:
+            outermost.append(node)
+            for anc in ancestors:
+                for phase, stats in node.phases.items():
+                    _subtract(anc.phases, phase, stats)
+            inside = True
+        node.excluded = inside
+        for child in node.children:
+            visit(child, ancestors + [node], inside)
+
+    visit(root, [], False)
+    return outermost
+
+
+def _totals(node: ModuleNode) -> None:
+    for each in node.walk():
+        each.macs = sum(s.macs for s in each.phases.values())
+        each.flops = sum(s.flops for s in each.phases.values())
+
+
+def build_profile(model: str, backend: str, records: list[ModuleRecord], *,
+                  phases: dict[str, PhaseStats], by_operator: dict[str, OpStats],
+                  outside: dict[str, OpStats] | None = None, excluded_names: Iterable[str] = (),
+                  params: int = 0, trainable_params: int = 0, duration_s: float | None = None,
+                  batch_size: int | None = None, untracked: dict[str, int] | None = None,
+                  module_latency: bool = False, device: str | None = None, model_parallel_size: int = 1,
+                  world_size: int | None = None, step: int | None = None,
+                  notes: Iterable[str] = (), communication: Iterable[CommStats] = ()) -> ModelProfile:
+    """Assemble a ``ModelProfile``; the cost of modules named in ``excluded_names`` is removed.
+
+    ``phases`` and ``by_operator`` are the backend's totals before exclusion; they are copied,
+    never changed in place.
+    """
+    root = link_tree(records)
+    _roll_up_containers(root)
+    excluded = _exclude(root, set(excluded_names))
+    phases = {k: PhaseStats(v.macs, v.flops, v.calls, v.latency_s) for k, v in phases.items()}
+    operators = {k: _copy(v) for k, v in by_operator.items()}
+    for node in excluded:
+        for phase, stats in node.phases.items():
+            if phase in phases:
+                phases[phase].macs -= stats.macs
+                phases[phase].flops -= stats.flops
+                phases[phase].calls -= stats.calls
+        for inner in node.walk():
+            for op, stats in inner.ops.items():
+                _subtract(operators, op, stats)
+    operators = {k: v for k, v in operators.items() if v.calls > 0 or v.flops or v.macs}
+    _totals(root)
+    ordered = {k: phases[k] for k in PHASES if k in phases}
+    ordered.update({k: v for k, v in phases.items() if k not in ordered})
+    notes = list(notes)
+    if excluded:
+        kinds = sorted({node.type for node in excluded})
+        notes.append(f"Excluded (ignore_modules): {len(excluded)} module(s) of type {', '.join(kinds)}; their "
+                     "MACs and FLOPs are removed from their parents and from the totals (parameters and "
+                     "measured latency still include them).")
+    return ModelProfile(
+        model=model, backend=backend, root=root, params=params, trainable_params=trainable_params,
+        macs=sum(p.macs for p in ordered.values()), flops=sum(p.flops for p in ordered.values()),
+        phases=ordered, duration_s=duration_s, batch_size=batch_size, by_operator=operators,
+        outside={k: _copy(v) for k, v in (outside or {}).items()}, excluded=excluded,
+        untracked=dict(untracked or {}), module_latency=module_latency, device=device,
+        model_parallel_size=model_parallel_size, world_size=world_size, step=step, notes=notes,
+        communication=list(communication))

@@ -5,7 +5,7 @@ reference, ``TableReport`` any table of raw rows (per-layer summaries). They tak
 (names, backends, status mappings), never a profiler.
 """
 from deeplite_like.reports.base import Report
-from deeplite_like.reports.compare import CompareReport
+from deeplite_like.reports.comparison import CompareReport
 from deeplite_like.reports.status import StatusReport
 from deeplite_like.reports.table import TableReport
 

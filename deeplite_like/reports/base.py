@@ -16,10 +16,11 @@ import re
 import stat
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from prettytable import PrettyTable, TableStyle
 
+from deeplite_like.reports import html
 from deeplite_like.reports.formatting import csv_cell, strict_json
 
 _MARKDOWN_SPECIAL = re.compile(r"([\\|*`<>\[\]])")
@@ -78,6 +79,9 @@ def write_atomically(path: str, text: str) -> None:
 
 class Report(abc.ABC):
     """Base of every report; subclasses provide the facts, this class renders them."""
+
+    #: Which layout renderers give the report (``html``, ``fit``): ``"status"``, ``"compare"``, ``"table"``.
+    KIND: ClassVar[str] = "report"
 
     #: File extension -> method name used by :meth:`save`.
     FORMATS = {".json": "to_json", ".csv": "to_csv", ".md": "to_markdown", ".markdown": "to_markdown",
@@ -174,18 +178,14 @@ class Report(abc.ABC):
 
         Drawn by ``deeplite_like.reports.html.fragment``.
         """
-        from deeplite_like.reports.html import fragment
-
-        return fragment(self)
+        return html.fragment(self)
 
     def to_html(self, title: str | None = None) -> str:
         """One self-contained HTML page: the table, its charts and notes (no network needed).
 
         Drawn by ``deeplite_like.reports.html.to_html``, which also puts several reports on one page.
         """
-        from deeplite_like.reports.html import to_html
-
-        return to_html(self, title=title)
+        return html.to_html(self, title=title)
 
     def save(self, path: str | os.PathLike) -> Path:
         """Write the report in the format named by the extension (.json .csv .md .txt .html), whole or not at

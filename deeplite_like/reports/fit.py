@@ -199,9 +199,7 @@ def _shorten_compare_headers(report: Report, header: list[str], widths, limit: i
 
     Columns are found by their headers (a model's name, ``NAME vs REFERENCE``), not by position.
     """
-    from deeplite_like.reports.compare import CompareReport
-
-    if not isinstance(report, CompareReport) or _table_width(widths()) <= limit:
+    if report.KIND != "compare" or _table_width(widths()) <= limit:
         return ""
     number = {name: index for index, name in enumerate(report.names, start=1)}
     suffix = f" vs {report.reference}"

@@ -23,8 +23,8 @@ import numbers
 from collections.abc import Mapping
 from typing import Any
 
-from deeplite_like.changes import NOT_COMPUTED, is_number
-from deeplite_like.status import Metric
+from deeplite_like.metrics.status_keys import Metric
+from deeplite_like.reports.changes import NOT_COMPUTED, is_number
 from deeplite_like.units import Scale, format_number, scaled, scaled_value
 
 

@@ -17,13 +17,17 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
-from deeplite_like.changes import is_number
-from deeplite_like.reports.base import Report
+from deeplite_like._version import __version__
+from deeplite_like.reports.changes import is_number
 from deeplite_like.reports.charts import Bar, RatioBar, _e, bar_chart, ratio_chart
-from deeplite_like.reports.compare import CompareReport
-from deeplite_like.reports.table import TableReport
 from deeplite_like.units import format_bytes, format_number, scaled
+
+if TYPE_CHECKING:  # (reports call these renderings; the layout is chosen by ``report.KIND``)
+    from deeplite_like.reports.base import Report
+    from deeplite_like.reports.comparison import CompareReport
+    from deeplite_like.reports.table import TableReport
 
 __all__ = ["document", "fragment", "is_layer_table", "layer_charts", "module_depth", "notes_html", "report_section",
            "to_html"]
@@ -147,7 +151,7 @@ def qualified_names(rows: Sequence[dict]) -> list[str]:
 
 def is_layer_table(report: Report) -> bool:
     """A per-layer summary: a ``TableReport`` whose rows are keyed by qualified module name."""
-    return isinstance(report, TableReport) and "module" in report.columns and "macs" in report.columns
+    return report.KIND == "table" and "module" in report.columns and "macs" in report.columns
 
 
 NUM = ' class="num"'
@@ -157,7 +161,7 @@ def _table(report: Report, sortable: bool, caption: bool = True) -> str:
     header = report._header()
     rows = report._display_rows()
     right = report._right_aligned()
-    table = report if isinstance(report, TableReport) else None  # its raw values sort the rows
+    table = report if report.KIND == "table" else None  # its raw values sort the rows
     names = qualified_names(table.rows) if table is not None and "module" in table.columns else None
     verdicts = _compare_verdicts(report)
     parts = [f'<table class="{"sortable" if sortable else "static"}">',
@@ -188,7 +192,7 @@ def _table(report: Report, sortable: bool, caption: bool = True) -> str:
 
 def _compare_verdicts(report: Report) -> dict[tuple[int, int], str]:
     """``(row, column) -> 'better' | 'worse'`` for the change cells of a compare table."""
-    if not isinstance(report, CompareReport):
+    if report.KIND != "compare":
         return {}
     marks = {}
     for r, row in enumerate(report.rows):
@@ -306,7 +310,7 @@ def report_section(report: Report, anchor: str = "", heading: bool = True, colla
     if heading:
         parts.append(f"<h2>{_e(report.title)}</h2>")
     parts.append(_preamble(report))
-    if isinstance(report, CompareReport):
+    if report.KIND == "compare":
         parts += [f'<div class="scroll">{_table(report, sortable=False, caption=not heading)}</div>',
                   _charts_block([compare_chart(report)])]
     elif is_layer_table(report):
@@ -315,7 +319,7 @@ def report_section(report: Report, anchor: str = "", heading: bool = True, colla
             table = f"<details><summary>per-layer table ({len(report.rows)} rows, sortable)</summary>{table}</details>"
         parts += [_charts_block(layer_charts(report)), table]
     else:
-        parts.append(f'<div class="wide">{_table(report, sortable=isinstance(report, TableReport), caption=not heading)}'
+        parts.append(f'<div class="wide">{_table(report, sortable=report.KIND == "table", caption=not heading)}'
                      "</div>")
     parts.append(notes_html(report._notes()))
     parts.append("</section>")
@@ -324,8 +328,6 @@ def report_section(report: Report, anchor: str = "", heading: bool = True, colla
 
 def document(title: str, sections: Sequence[str], subtitle: str = "", nav: Sequence[tuple[str, str]] = ()) -> str:
     """A complete, self-contained HTML page around ``sections`` (HTML strings)."""
-    from deeplite_like._version import __version__
-
     links = " ".join(f'<a href="#{_e(anchor)}">{_e(label)}</a>' for anchor, label in nav)
     return "\n".join([
         "<!DOCTYPE html>", '<html lang="en">', "<head>", '<meta charset="utf-8">',
@@ -344,7 +346,7 @@ def to_html(*reports: Report, title: str | None = None, subtitle: str = "") -> s
     if not reports:
         raise ValueError("to_html needs at least one report")
     for report in reports:
-        if not isinstance(report, Report):
+        if not isinstance(getattr(type(report), "KIND", None), str):
             raise TypeError(f"to_html renders Report objects, got {type(report).__name__}")
     anchors = [f"section-{index + 1}" for index in range(len(reports))]
     sections = [report_section(report, anchor) for report, anchor in zip(reports, anchors)]

@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from deeplite_like.reports.charts import PALETTE, TITLE_SPACE, Bar, _e, _nice_ticks, _svg, bar_chart
+from deeplite_like.reports.html import document
 from deeplite_like.units import format_bytes, pick_scale
 
 __all__ = ["timeline_chart", "training_memory_page", "MAX_POINTS"]
@@ -73,8 +74,6 @@ def timeline_chart(timeline: Sequence[tuple[str, int]], title: str = "Live memor
 
 def training_memory_page(report: Mapping[str, Any], title: str) -> str:
     """A self-contained HTML page for the JSON form of a ``TrainingMemory`` (``commands/memory.py``)."""
-    from deeplite_like.reports.html import document
-
     rows = [("parameters", "params_bytes"), ("gradients", "grads_bytes"), ("optimizer states", "optimizer_bytes"),
             ("activations (end of forward)", "activations_bytes"), ("peak", "peak_bytes")]
     bars = [Bar(label, report[key], f"{format_bytes(report[key])}", tone="worse" if key == "peak_bytes" else "neutral")

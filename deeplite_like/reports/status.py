@@ -1,16 +1,20 @@
-"""``StatusReport``: one model's computed metrics, one row each (value scaled, unit)."""
+"""``StatusReport``: one model's computed metrics, one row each (value scaled, unit).
+
+Rows come in a fixed order (``ordered_keys``): built-in keys in ``metrics.BUILTIN_KEYS`` order,
+then user keys in the order they were first seen; ``make_display_filter_function`` is
+deeplite-profiler's helper choosing which keys a profiler displays.
+"""
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from deeplite_like.changes import NOT_MEASURED, is_number, noise_interval
+from deeplite_like.metrics import BUILTIN_KEYS
+from deeplite_like.metrics.status_keys import Metric, StatusKey, common_options, describe_options, metric_comparative
 from deeplite_like.reports.base import Report
+from deeplite_like.reports.changes import NOT_MEASURED, is_number, noise_interval
 from deeplite_like.reports.formatting import format_cell, format_details, jsonable
-from deeplite_like.options import common_options, describe_options
-from deeplite_like.reports.ordering import ordered_keys
-from deeplite_like.status import Metric, StatusKey, metric_comparative
 
 
 @dataclass(frozen=True)
@@ -110,6 +114,8 @@ class StatusReport(Report, Mapping):
         values: the raw values the mapping holds (default: those of ``statuses``).
     """
 
+    KIND = "status"
+
     def __init__(self, name: str, backend: str, statuses: Mapping[str, StatusKey], short_print: bool = True,
                  values: Mapping[str, Any] | None = None) -> None:
         self._values = dict(values) if values is not None else {k: s.value for k, s in statuses.items()}
@@ -208,3 +214,36 @@ class StatusReport(Report, Mapping):
             record["details"] = record["details"] or None
             record["options"] = record["options"] or None
         return self.CSV_COLUMNS, records
+
+
+def ordered_keys(*key_sequences: Iterable[str]) -> list[str]:
+    """Union of the keys, built-in ones first (their fixed order), then the others by first sight."""
+    seen: dict[str, None] = {}
+    for keys in key_sequences:
+        for key in keys:
+            seen.setdefault(key, None)
+    builtin = [key for key in BUILTIN_KEYS if key in seen]
+    return builtin + [key for key in seen if key not in BUILTIN_KEYS]
+
+
+def make_display_filter_function(order: Iterable[str] | None = None, include_leftovers: bool = True,
+                                 exclude: Iterable[str] | str | None = None):
+    """A display filter for ``Profiler.display_status_filter_func`` (deeplite-profiler's helper).
+
+    The filter takes ``{NAME: StatusKey}`` and returns the keys to show: those in ``order``
+    (default: every built-in key) and, with ``include_leftovers``, every other key; keys in
+    ``exclude`` (a name or names) are never shown. Reports still draw the rows in their fixed
+    order (built-in keys first). Filtering changes what reports display, never what is
+    computed or returned as values.
+    """
+    excluded = {exclude} if isinstance(exclude, str) else set(exclude or ())
+    first = list(BUILTIN_KEYS) if order is None else list(order)
+
+    def display_filter(statuses: dict) -> dict:
+        chosen = {key: statuses[key] for key in first if key in statuses and key not in excluded}
+        if include_leftovers:
+            chosen.update({key: value for key, value in statuses.items()
+                           if key not in chosen and key not in excluded})
+        return chosen
+
+    return display_filter

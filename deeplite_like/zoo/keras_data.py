@@ -1,6 +1,6 @@
 """Tiny deterministic synthetic data for the zoo's Keras models (NumPy arrays, channels-last).
 
-The same contract as ``zoo.data`` (the PyTorch side): a split is a list of ``(x, y)`` batches,
+The same contract as ``zoo.torch_data`` (the PyTorch side): a split is a list of ``(x, y)`` batches,
 inputs follow the entry's spec, labels are uniform random class ids, nothing carries signal.
 Arrays are NumPy so that they feed Keras on any backend; everything is drawn from a
 ``numpy.random.Generator`` seeded explicitly, never from a global RNG.
@@ -50,5 +50,5 @@ def synthetic_split(entry: "ZooEntry", batch_size: int = 8, batches: int = 4,
 
 def synthetic_splits(entry: "ZooEntry", batch_size: int = 8, batches: int = 4,
                      seed: int = 0) -> dict[str, list[tuple[np.ndarray, np.ndarray]]]:
-    """``{"train": [...], "test": [...]}``, split ``i`` drawn with seed ``2 * seed + i`` (as ``zoo.data``)."""
+    """``{"train": [...], "test": [...]}``, split ``i`` drawn with seed ``2 * seed + i`` (as ``zoo.torch_data``)."""
     return {split: synthetic_split(entry, batch_size, batches, seed=2 * seed + i) for i, split in enumerate(_SPLITS)}

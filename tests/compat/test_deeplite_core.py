@@ -8,10 +8,10 @@ import pytest
 
 from deeplite_like import (Comparative, ComputeEvalMetric, ExternalProfilerFunction, Metric, Profiler,
                            ProfilerFunction, StatusKey)
-from deeplite_like.changes import describe_change
 from deeplite_like.metrics import TotalParams
 from deeplite_like.reports import CompareReport, StatusReport
-from deeplite_like.reports.ordering import make_display_filter_function
+from deeplite_like.reports.changes import describe_change
+from deeplite_like.reports.status import make_display_filter_function
 from tests.core.toy import ToyModel, ToyProfiler
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from deeplite_like.lazy import NotProvidedError
+from deeplite_like.errors import NotProvidedError
 from deeplite_like.profiling import FlopsProfiler
 
 DOC = (Path(__file__).resolve().parents[2] / "docs" / "migration.rst").read_text(encoding="utf-8")

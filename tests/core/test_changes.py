@@ -9,9 +9,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from deeplite_like import metrics as M
-from deeplite_like.changes import Change, conversion_factor, describe_change
-from deeplite_like.metrics.eval import make_eval_metric
-from deeplite_like.status import Comparative, Metric, StatusKey
+from deeplite_like.metrics import make_eval_metric
+from deeplite_like.metrics.status_keys import Comparative, Metric, StatusKey
+from deeplite_like.reports.changes import Change, conversion_factor, describe_change
 
 MiB = 2**20
 

@@ -11,9 +11,9 @@ import json
 import pytest
 
 from deeplite_like import Detailed, ProfilerFunction
-from deeplite_like.changes import WITHIN_NOISE, describe_change, noise_interval
 from deeplite_like.metrics import ExecutionTime, Macs, Throughput
 from deeplite_like.reports import CompareReport, StatusReport
+from deeplite_like.reports.changes import WITHIN_NOISE, describe_change, noise_interval
 from tests.core.toy import ToyModel, ToyProfiler
 
 

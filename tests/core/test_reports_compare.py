@@ -8,8 +8,8 @@ import json
 import pytest
 
 from deeplite_like import metrics as M
+from deeplite_like.metrics.status_keys import Comparative, Metric
 from deeplite_like.reports import CompareReport
-from deeplite_like.status import Comparative, Metric
 
 MiB = 2**20
 Accuracy = M.EvalMetricDefault

@@ -9,8 +9,8 @@ import re
 import pytest
 
 from deeplite_like import metrics as M
+from deeplite_like.metrics.status_keys import Comparative, Metric
 from deeplite_like.reports import StatusReport
-from deeplite_like.status import Comparative, Metric
 
 MiB = 2**20
 

@@ -5,8 +5,8 @@ import types
 
 import pytest
 
-import deeplite_like.timing_loop as loop
-from deeplite_like.timing_loop import MAX_BLOCKS_PER_MIN, BlockTimes, summarise, time_blocks
+import deeplite_like.timing as loop
+from deeplite_like.timing import MAX_BLOCKS_PER_MIN, BlockTimes, summarise, time_blocks
 
 
 class FakeClock:

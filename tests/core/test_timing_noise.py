@@ -6,8 +6,8 @@ import warnings
 
 import pytest
 
-import deeplite_like.timing_noise as noise
-from deeplite_like.timing_noise import (SPREAD_THRESHOLD, NoisyTimingWarning, busy_note, noise_note, spread_note,
+import deeplite_like.timing as noise
+from deeplite_like.timing import (SPREAD_THRESHOLD, NoisyTimingWarning, busy_note, noise_note, spread_note,
                                         warn_noisy)
 
 

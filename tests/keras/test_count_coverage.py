@@ -12,7 +12,7 @@ import pytest
 keras = pytest.importorskip("keras")
 
 from deeplite_like.backends.keras.counting import unregister_layer_formula  # noqa: E402
-from deeplite_like.backends.keras.counting.pricing import price  # noqa: E402
+from deeplite_like.backends.keras.counting.engine import price  # noqa: E402
 from deeplite_like.backends.keras.counting.registry import (  # noqa: E402
     FREE,
     INFERENCE_IDENTITY,

@@ -8,8 +8,8 @@ import pytest
 
 keras = pytest.importorskip("keras")
 
-from deeplite_like.backends.keras.data import ArraySplit, TensorFlowAdapter, normalise_splits  # noqa: E402
 from deeplite_like.backends.keras.inputs import as_model_input, model_inputs  # noqa: E402
+from deeplite_like.backends.keras.tensors import ArraySplit, TensorFlowAdapter, normalise_splits  # noqa: E402
 from deeplite_like.data import DataError, ForwardPass, adapter_for, first_batch  # noqa: E402
 
 X = np.arange(10 * 3, dtype="float32").reshape(10, 3)  # sample i is [3i, 3i+1, 3i+2]
@@ -145,7 +145,7 @@ def test_input_structure_rules():
 
 
 def test_importing_the_backend_and_its_data_module_imports_no_framework():
-    code = ("import sys, deeplite_like, deeplite_like.backends.keras, deeplite_like.backends.keras.data; "
+    code = ("import sys, deeplite_like, deeplite_like.backends.keras, deeplite_like.backends.keras.tensors; "
             "print(sorted(m for m in ('keras', 'tensorflow', 'torch') if m in sys.modules))")
     result = subprocess.run([sys.executable, "-c", code], cwd=Path(__file__).resolve().parents[2],
                             capture_output=True, text=True, timeout=60)

@@ -39,8 +39,8 @@ def test_keras_compute_network_status_bad_numbers_are_refused(options, error):
 
 
 def test_keras_peak_memory_and_timing_batch_size_that_disagrees_is_refused():
+    from deeplite_like.backends.keras.latency import measure_execution_time
     from deeplite_like.backends.keras.memory import peak_activation_memory
-    from deeplite_like.backends.keras.timing import measure_execution_time
 
     x = np.ones((4, 4), "float32")  # 4 rows
     with pytest.raises(ValueError, match=r"peak_activation_memory\(batch_size=64\) disagrees with the inputs \(4x4\)"):

@@ -8,7 +8,7 @@ import pytest
 keras = pytest.importorskip("keras")
 
 from deeplite_like.backends.keras import KerasProfiler  # noqa: E402
-from deeplite_like.backends.keras.measured_backends import unmeasured_reason  # noqa: E402
+from deeplite_like.backends.keras.latency import unmeasured_reason  # noqa: E402
 
 L = keras.layers
 NOT_MEASURED = ("peak_activation_memory", "memory_footprint", "execution_time", "throughput")

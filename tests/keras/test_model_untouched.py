@@ -11,9 +11,9 @@ keras = pytest.importorskip("keras")
 
 from deeplite_like import ComputeEvalMetric  # noqa: E402
 from deeplite_like.backends.keras import KerasProfiler, accuracy, count_ops  # noqa: E402
-from deeplite_like.backends.keras.evaluate import evaluate  # noqa: E402
+from deeplite_like.backends.keras.compute import evaluate  # noqa: E402
+from deeplite_like.backends.keras.latency import measure_execution_time  # noqa: E402
 from deeplite_like.backends.keras.memory import peak_activation_memory  # noqa: E402
-from deeplite_like.backends.keras.timing import measure_execution_time  # noqa: E402
 
 
 class CallCounter(keras.layers.Layer):

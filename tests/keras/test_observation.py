@@ -7,8 +7,8 @@ import pytest
 keras = pytest.importorskip("keras")
 
 from deeplite_like.backends.keras import KerasProfiler  # noqa: E402
-from deeplite_like.backends.keras.functions import ComputeComplexity, ComputeLayerwiseSummary  # noqa: E402
-from deeplite_like.backends.keras.layers import layerwise_summary  # noqa: E402
+from deeplite_like.backends.keras.compute import ComputeComplexity, ComputeLayerwiseSummary  # noqa: E402
+from deeplite_like.backends.keras.params import layerwise_summary  # noqa: E402
 
 
 class CountedDense(keras.layers.Layer):

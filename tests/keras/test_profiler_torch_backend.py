@@ -79,7 +79,7 @@ import json
 import numpy as np
 import keras
 from deeplite_like.backends.keras import KerasProfiler
-from deeplite_like.backends.keras.functions import ComputeComplexity, ComputeLayerwiseSummary, ComputeMemory
+from deeplite_like.backends.keras.compute import ComputeComplexity, ComputeLayerwiseSummary, ComputeMemory
 
 
 class CountedDense(keras.layers.Dense):

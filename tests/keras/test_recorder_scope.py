@@ -14,9 +14,8 @@ keras = pytest.importorskip("keras")
 import deeplite_like  # noqa: E402
 from deeplite_like.backends.keras.counting import count_ops  # noqa: E402
 from deeplite_like.backends.keras.counting.engine import run_recorded  # noqa: E402
-from deeplite_like.backends.keras.counting.recorder import LayerRecorder, named_layers  # noqa: E402
-from deeplite_like.backends.keras.counting.specs import SpecMaker  # noqa: E402
-from deeplite_like.backends.keras.layers import layerwise_summary  # noqa: E402
+from deeplite_like.backends.keras.counting.recorder import LayerRecorder, SpecMaker, named_layers  # noqa: E402
+from deeplite_like.backends.keras.params import layerwise_summary  # noqa: E402
 
 L = keras.layers
 ORIGINAL_CALL = keras.layers.Layer.__dict__["__call__"]

@@ -6,7 +6,7 @@ keras = pytest.importorskip("keras")
 if keras.config.backend() != "tensorflow":
     pytest.skip("these timing tests drive the tf.function path", allow_module_level=True)
 
-from deeplite_like.backends.keras.timing import _percentile, measure_execution_time  # noqa: E402
+from deeplite_like.backends.keras.latency import _percentile, measure_execution_time  # noqa: E402
 
 
 @pytest.fixture()

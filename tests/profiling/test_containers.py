@@ -24,8 +24,8 @@ from torch import nn
 import deeplite_like
 from deeplite_like.backends.torch import count_ops
 from deeplite_like.backends.torch.layers import layerwise_summary
-from deeplite_like.opcount import OpStats, parent_names, roll_up_containers
-from deeplite_like.profiling.tree import render_tree
+from deeplite_like.profiling.views import render_tree
+from deeplite_like.results import OpStats, parent_names, roll_up_containers
 
 
 class Stacked(nn.Module):

@@ -7,9 +7,9 @@ import sys
 
 import pytest
 
-from deeplite_like.opcount import OpStats
 from deeplite_like.profiling import ModuleRecord, PhaseStats, build_profile
-from deeplite_like.profiling import formatting as fmt
+from deeplite_like.profiling import views as fmt
+from deeplite_like.results import OpStats
 
 
 def record(name, type_, parent, params, fwd, bwd=(0, 0), ops=None, latency=None):

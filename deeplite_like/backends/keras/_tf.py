@@ -1,4 +1,5 @@
-"""Lazy, quiet imports of Keras and TensorFlow, and silencing of TensorFlow's native output.
+"""Talking to Keras and TensorFlow: lazy, quiet imports, silencing of TensorFlow's native output,
+and Keras' exception text made fit for one line of our own messages.
 
 Nothing here runs at import time: Keras (and with it TensorFlow, on Keras' TensorFlow
 backend) is imported the first time a Keras model is profiled, and only if the user has not
@@ -26,12 +27,19 @@ under a second), native output from other threads of the process is captured too
 descriptors are process-wide, so silenced blocks are serialised by a lock (re-entrant: a
 block may nest in the same thread): two threads cannot save and restore them in the wrong
 order and leave the process's output redirected.
+
+Keras' exception text
+    Keras 3 wraps a layer's failure as ``"Exception encountered when calling Dense.call().\\n\\n
+    \\x1b[1m<what went wrong>\\x1b[0m\\n\\nArguments received by Dense.call():\\n  • inputs=..."``:
+    terminal escape codes (bold) around the one useful sentence, and a listing of the arguments.
+    ``keras_message`` keeps the sentence and the layer call it happened in, without escape codes.
 """
 from __future__ import annotations
 
 import contextlib
 import importlib
 import os
+import re
 import sys
 import tempfile
 import threading
@@ -132,3 +140,23 @@ def import_tensorflow(quiet: bool | None = None) -> ModuleType:
 def keras_backend() -> str:
     """The backend Keras runs on (``keras.config.backend()``: 'tensorflow', 'torch', 'jax', ...)."""
     return import_keras().config.backend()
+
+
+# -- Keras' exception text ----------------------------------------------------------------------
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
+_WRAPPED = re.compile(r"Exception encountered when calling (?P<where>[^\n]*?)\.?\n\s*\n(?P<what>.*?)"
+                      r"(?:\n\s*\nArguments received by .*)?$", re.S)
+
+
+def strip_ansi(text: str) -> str:
+    """``text`` without terminal escape sequences (colours, bold)."""
+    return _ANSI.sub("", text)
+
+
+def keras_message(exc: BaseException) -> str:
+    """``'TypeName: sentence (in Dense.call())'`` from a Keras exception, on one line, without escape codes."""
+    text = strip_ansi(str(exc)).strip()
+    match = _WRAPPED.search(text)
+    if match is not None:
+        text = f"{match.group('what').strip()} (in {match.group('where').strip()})"
+    return f"{type(exc).__name__}: {' '.join(text.split())}"

@@ -25,10 +25,10 @@ import numpy as np
 
 from deeplite_like.argument_checks import check_batch_agrees, check_batch_size
 from deeplite_like.backends.keras._tf import import_keras
-from deeplite_like.backends.keras.counting.inputs import model_input_tensors
-from deeplite_like.backends.keras.counting.recorder import CallRecord, LayerRecorder, named_layers
-from deeplite_like.backends.keras.counting.specs import SpecMaker, shapes_text
-from deeplite_like.backends.keras.tensors import batch_size_of, format_shapes, shape_of, tensor_leaves, to_backend
+from deeplite_like.backends.keras.counting.recorder import (CallRecord, LayerRecorder, SpecMaker, named_layers,
+                                                            shapes_text)
+from deeplite_like.backends.keras.tensors import (batch_size_of, format_shapes, model_input_tensors, shape_of,
+                                                  tensor_leaves, to_backend)
 from deeplite_like.data import DataError, ForwardPass, Inputs
 from deeplite_like.device import Device
 from deeplite_like.loaders import DataLoader as LoaderBase, TensorInfo, TensorSampler

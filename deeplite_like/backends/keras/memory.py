@@ -28,32 +28,28 @@ space and allocator rounding are invisible. Ops that run a nested function (``Wh
 ``opaque_ops``.
 
 **torch backend of Keras: the PyTorch backend's storage ledger** (``deeplite_like.backends.torch.
-memory.StorageLedger``) in the counting engine's recorded forward (``TorchForwardMemory``): every
-ATen allocation of the eager ``no_grad`` forward is seen by the operator tap that prices the
-layers' own operators, and the layer running at the peak is the recorder's (``peak_module``). A
-status reads MACs, the layer table and memory from that one forward.
+memory.StorageLedger``) in the counting engine's recorded forward (``counting.engine.
+TorchForwardMemory``): every ATen allocation of the eager ``no_grad`` forward is seen by the
+operator tap that prices the layers' own operators, and the layer running at the peak is the
+recorder's (``peak_module``). A status reads MACs, the layer table and memory from that one forward.
 """
 from __future__ import annotations
 
-import dataclasses
 import math
-from dataclasses import dataclass, field
 from typing import Any
 
 from deeplite_like.backends.keras._tf import import_keras, import_tensorflow
-from deeplite_like.backends.keras.counting.recorder import CallRecord, LayerRecorder, named_layers
-from deeplite_like.backends.keras.counting.specs import SpecMaker
+from deeplite_like.backends.keras.counting.engine import MemoryStats, observe
+from deeplite_like.backends.keras.counting.recorder import CallRecord, LayerRecorder, SpecMaker, named_layers
 from deeplite_like.backends.keras.inputs import add_failure_note, naming_failures, require_batch_size
 from deeplite_like.backends.keras.state import preserved_model_state
 from deeplite_like.backends.keras.tensors import to_backend
-from deeplite_like.measurements import ActivationMemory
 
 keras = import_keras()
 
 __all__ = ["GRAPH_SIMULATION", "MemoryStats", "peak_activation_memory", "simulate_graph"]
 
 GRAPH_SIMULATION = "tf.function graph, tensor-lifetime simulation"
-TORCH_TRACKING = "eager torch forward, allocation tracking"
 
 # Ops whose outputs share their input's buffer (output i aliases input i for IdentityN).
 _ALIAS_OPS = frozenset({"Identity", "IdentityN", "Reshape", "Squeeze", "ExpandDims", "StopGradient",
@@ -64,22 +60,6 @@ _CONSTANT_OPS = frozenset({"Const", "HostConst"})
 # Ops that run a nested function: their internal tensors are not seen.
 _FUNCTION_OPS = frozenset({"While", "StatelessWhile", "If", "StatelessIf", "Case", "StatelessCase",
                            "PartitionedCall", "StatefulPartitionedCall"})
-
-
-@dataclass(frozen=True)
-class MemoryStats(ActivationMemory):
-    """Activation memory of one forward pass, in bytes (the fields: ``measurements.ActivationMemory``).
-
-    ``method`` says how it was measured (``GRAPH_SIMULATION`` on TensorFlow). ``constant_bytes``:
-    graph constants (excluded). ``opaque_ops``: ops running nested functions, whose internals are
-    not seen. ``unsized``: ops whose output shape was not static (counted 0).
-    """
-
-    method: str
-    constant_bytes: int = 0
-    opaque_ops: tuple[str, ...] = ()
-    unsized: tuple[str, ...] = ()
-    timeline: tuple[tuple[str, int], ...] = field(default=(), repr=False)
 
 
 def _tensor_bytes(tensor: Any) -> int | None:
@@ -222,50 +202,7 @@ def _owners(records: list[CallRecord], count: int) -> list[str]:
     return owners
 
 
-class TorchForwardMemory:
-    """Peak memory of one recorded forward on Keras' torch backend (``counting.engine.run_recorded``).
-
-    ``ledger``: the PyTorch backend's ``StorageLedger``, told of every operator by the recorder's
-    operator tap; the inputs are live from the start, the model's variables are not activations;
-    the innermost recorded layer call names the peak. Entered around the forward: ``torch.no_grad()``.
-    """
-
-    def __init__(self, model: keras.layers.Layer, inputs: Any, recorder: LayerRecorder) -> None:
-        import torch
-
-        from deeplite_like.backends.torch.memory import StorageLedger, spanned_bytes, storage_key, tensor_leaves
-
-        leaves = tensor_leaves(inputs)
-        weights = [variable.value for variable in model.variables]
-        external = {key for tensor in (*leaves, *tensor_leaves(weights)) if (key := storage_key(tensor)) is not None}
-
-        def where() -> str:
-            index = recorder.current
-            return recorder.records[index].path if index >= 0 else ""
-
-        self.ledger = StorageLedger(spanned_bytes(leaves), external, where)
-        self._no_grad = torch.no_grad()
-
-    def __enter__(self) -> TorchForwardMemory:
-        self._no_grad.__enter__()
-        return self
-
-    def __exit__(self, *exc_info: Any) -> None:
-        self.ledger.detach_all()
-        self._no_grad.__exit__(*exc_info)
-
-    def stats(self, output: Any, batch_size: int) -> MemoryStats:
-        """The ``MemoryStats`` of the forward that just returned ``output`` (still alive)."""
-        from deeplite_like.backends.torch.memory import memory_stats
-
-        measured = memory_stats(self.ledger, output, meta=False, grad=False, batch_size=batch_size)
-        shared = {f.name: getattr(measured, f.name) for f in dataclasses.fields(ActivationMemory)}
-        return MemoryStats(**shared, method=TORCH_TRACKING)
-
-
 def _torch_peak(model: keras.layers.Layer, inputs: Any, training: bool, batch_size: int) -> MemoryStats:
-    from deeplite_like.backends.keras.counting.engine import observe
-
     return observe(model, inputs, batch_size, training=training, memory=True,
                    on_failure=lambda exc, recorder: add_failure_note(model, inputs, exc, recorder)).memory
 

@@ -14,14 +14,14 @@ _EXPORTS = {
     "FORMULAS": "deeplite_like.backends.onnx.formulas",
     "FREE": "deeplite_like.backends.onnx.formulas",
     "formula": "deeplite_like.backends.onnx.formulas",
-    "OnnxProfiler": "deeplite_like.backends.onnx.profiler",
-    "ComputeComplexity": "deeplite_like.backends.onnx.profiler",
-    "ComputeFlops": "deeplite_like.backends.onnx.profiler",
-    "ComputeParams": "deeplite_like.backends.onnx.profiler",
-    "ComputeSize": "deeplite_like.backends.onnx.profiler",
-    "ComputeMemory": "deeplite_like.backends.onnx.profiler",
+    "OnnxProfiler": "deeplite_like.backends.onnx.compute",
+    "ComputeComplexity": "deeplite_like.backends.onnx.compute",
+    "ComputeFlops": "deeplite_like.backends.onnx.compute",
+    "ComputeParams": "deeplite_like.backends.onnx.compute",
+    "ComputeSize": "deeplite_like.backends.onnx.compute",
+    "ComputeMemory": "deeplite_like.backends.onnx.compute",
     "tensor_lifetimes": "deeplite_like.backends.onnx.memory",
-    "ComputeExecutionTime": "deeplite_like.backends.onnx.profiler",
+    "ComputeExecutionTime": "deeplite_like.backends.onnx.compute",
 }
 
 __all__ = sorted(_EXPORTS)

@@ -15,11 +15,15 @@ Everything the counting pass and the profiler need to know about the file is rea
 """
 from __future__ import annotations
 
+import contextlib
+import io
 import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
+
+import numpy as np
 
 __all__ = ["GraphInfo", "Initializers", "NodeView", "bind_inputs", "check_external_data", "import_onnx",
            "batch_dims", "infer", "inference_session", "initializer_stats", "load_model", "prepare", "session_inputs",
@@ -364,8 +368,6 @@ def session_inputs(input_shapes: Mapping[str, tuple[int, ...]], dtypes: Mapping[
                    seed: int = 0) -> dict[str, Any]:
     """Input name -> array for ONNX Runtime: the arrays given, else seeded arrays of the bound shapes
     (standard normal for floating-point inputs, zeros for integer ones: valid token ids and indices)."""
-    import numpy as np
-
     names = list(input_shapes)
     if isinstance(given, Mapping):
         arrays = {k: v for k, v in given.items() if hasattr(v, "shape") and hasattr(v, "dtype")}
@@ -398,9 +400,6 @@ def inference_session(model: Any, options: Any) -> Any:
     standard output is captured while the session is made (restored after, also when it raises); the error
     itself propagates to the caller, which names it.
     """
-    import contextlib
-    import io
-
     import onnxruntime as ort
 
     with contextlib.redirect_stdout(io.StringIO()):

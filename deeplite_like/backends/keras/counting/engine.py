@@ -1,33 +1,46 @@
 """``count_ops``: MACs and FLOPs of one forward pass of a Keras 3 model, per layer.
 
 The model runs once, for real, on the inputs given (or made from a shape), with every layer's
-``call`` recorded (``recorder.py``); the records are then priced by the layer formulas
-(``pricing.py``, ``formulas/``). ``method='graph'`` instead asks TensorFlow's profiler
-(``graph.py``). The model is left as found (see ``count_ops``).
+``call`` recorded (``recorder.py``); the records are then priced here (``price``) by the layer
+formulas (``registry.py``, ``formulas/``). ``method='graph'`` instead asks TensorFlow's
+profiler (``tf_graph.py``). The model is left as found (see ``count_ops``).
+
+A layer with a formula is priced by it. A layer without one - a custom layer, a ``Lambda``, a
+subclassed ``Model.call`` doing ``ops.matmul`` next to its sublayers, ``ConvLSTM2D`` - is
+priced by the framework operators it runs *itself*, outside the layers it calls (those are
+priced by their own formulas), as the torch engine prices aten ops (``own_ops``). Each op goes
+to the innermost recorded call running when it ran (``LayerRecorder.current``); ops with no
+cost known and not known free are kept by name (``OpTap.unknown``), to be listed in
+``OpCount.untracked`` when their call is priced op by op: never dropped silently.
+
+On Keras' torch backend the same recorded forward can also measure peak memory
+(``TorchForwardMemory``): a status reads MACs, the layer table and memory from one forward.
 """
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import warnings
-from dataclasses import dataclass
-from typing import Any, Callable
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterator
 
 from deeplite_like.argument_checks import check_batch_size, check_flag
 from deeplite_like.caller import inputs_hint
-from deeplite_like.opcount import OpCount, parent_names, roll_up_containers
+from deeplite_like.errors import FormulaError, ForwardError, UntrackedLayerWarning
+from deeplite_like.measurements import ActivationMemory
+from deeplite_like.opcount import OpCount, OpStats, parent_names, roll_up_containers
 
-from .._tf import import_keras
-from ..messages import keras_message
+from .._tf import import_keras, keras_message
 from ..state import preserved_model_state
-from ..tensors import to_backend
+from ..tensors import expected_inputs_text, prepare_inputs, to_backend
 from . import formulas as _formulas  # noqa: F401  (importing the package fills the formula table)
-from .errors import ForwardError, UntrackedLayerWarning
-from .inputs import expected_inputs_text, prepare_inputs
-from .own_ops import own_ops
-from .pricing import price
-from .recorder import LayerRecorder, named_layers
-from .registry import CountOptions
-from .specs import SpecMaker, describe_call
+from .recorder import CallRecord, LayerRecorder, SpecMaker, describe, describe_call, named_layers
+from .formulas.tf_ops import tf_op_cost
+from .registry import FREE, INFERENCE_IDENTITY, OP_MARKS, CountOptions, Entry, LayerCall, is_keras_layer, lookup
+from .tf_graph import count_graph
+
+__all__ = ["TORCH_TRACKING", "MemoryStats", "Observation", "OpTap", "TorchForwardMemory", "count_ops", "observe",
+           "own_ops", "price", "run_recorded", "warn_if_untracked"]
 
 METHODS = ("analytic", "graph")
 
@@ -40,7 +53,7 @@ def count_ops(model: Any, inputs_or_shape: Any, *, batch_size: int | None = None
     every layer call is recorded and priced by its layer formula (``register_layer_formula``),
     with the same conventions and numbers as the torch backend. A layer with no formula (a
     custom layer, ``Lambda``, a subclassed model's ``call``) is priced by the framework
-    operators it runs itself, outside its sublayers (``own_ops.py``: TensorFlow and torch
+    operators it runs itself, outside its sublayers (``own_ops``: TensorFlow and torch
     backends; by_operator names them ``tf.MatMul``, ``aten.bmm``). ``OpCount.by_module`` is keyed
     by dotted layer paths (``"block1.conv"``; the model is ``""``) and nested: a parent
     includes its children, a shared layer is counted once per call. ``by_operator`` is keyed by
@@ -51,10 +64,10 @@ def count_ops(model: Any, inputs_or_shape: Any, *, batch_size: int | None = None
     warned about once (``UntrackedLayerWarning``) unless ``warn_untracked=False``.
 
     ``method='graph'`` (TensorFlow backend only): TensorFlow's profiler counts the float ops of
-    the model's traced graph at this batch size (``graph.count_graph``): totals and
+    the model's traced graph at this batch size (``tf_graph.count_graph``): totals and
     ``by_operator`` by TF op type; MACs are half the FLOPs of contraction ops. It is a
     cross-check, complete only where TensorFlow has a FLOP statistic for every op (see
-    ``graph.py``).
+    ``tf_graph.py``).
 
     The model is left as found: its weights and non-trainable state (batch-norm moving
     statistics, seed generators, RNN states) are restored if the pass changed them, every
@@ -91,8 +104,6 @@ def count_ops(model: Any, inputs_or_shape: Any, *, batch_size: int | None = None
         check_flag(value, name, "count_ops")
     inputs, batch = prepare_inputs(model, inputs_or_shape, batch_size, keras)
     if method == "graph":
-        from .graph import count_graph
-
         return count_graph(model, inputs, training=training, batch_size=batch, warn_untracked=warn_untracked)
 
     result = observe(model, inputs, batch, training=training, causal_half=causal_half).counts
@@ -107,7 +118,7 @@ class Observation:
 
     recorder: LayerRecorder
     counts: OpCount
-    memory: Any = None  # on Keras' torch backend when asked: the forward's ``memory.MemoryStats``
+    memory: Any = None  # on Keras' torch backend when asked: the forward's ``MemoryStats``
 
 
 def observe(model: Any, inputs: Any, batch: int | None, *, training: bool, causal_half: bool = False,
@@ -147,10 +158,10 @@ def run_recorded(model: Any, inputs: Any, *, training: bool, on_failure: Failure
     """One real forward ``model(inputs, training=training)`` with every layer call recorded.
 
     ``tap_ops=True`` also prices the framework operators each call runs itself
-    (``own_ops.py``): ``recorder.own_ops`` is then an ``OpTap`` (``None`` on a backend with no
+    (``own_ops``): ``recorder.own_ops`` is then an ``OpTap`` (``None`` on a backend with no
     operator hook, JAX). ``memory_batch`` (with ``tap_ops``, Keras' torch backend): the same
     forward, run under ``torch.no_grad()`` as inference, also measures its peak memory for a batch
-    of that size (``memory.TorchForwardMemory``): ``recorder.memory``.
+    of that size (``TorchForwardMemory``): ``recorder.memory``.
 
     A model not built yet is built by a first call whose layer calls are not kept (shape
     inference is not a real call, and building may create layers). The model is left as found
@@ -170,8 +181,6 @@ def run_recorded(model: Any, inputs: Any, *, training: bool, on_failure: Failure
         with LayerRecorder(layers, specs.tree, specs.is_symbolic) as recorder:
             tracked = None
             if tap_ops and memory_batch is not None and keras.config.backend() == "torch":
-                from ..memory import TorchForwardMemory
-
                 inputs = to_backend(inputs)
                 tracked = TorchForwardMemory(model, inputs, recorder)
             with own_ops(recorder, keras.config.backend(), tracked and tracked.ledger) if tap_ops \
@@ -215,3 +224,239 @@ def untracked_message(untracked: dict[str, int]) -> str:
     return (f"{len(untracked)} layer(s) or part(s) ran with no FLOP formula and were counted as 0: {listing}. "
             "Register a formula with deeplite_like.backends.keras.counting.register_layer_formula, or mark the "
             "layer as free of arithmetic with register_free_layer.")
+
+
+# -- pricing the recorded calls --------------------------------------------------------------
+def operator_name(obj: Any, entry: Entry | None) -> str:
+    """``Conv2D`` for a layer, ``ops.Add`` for a functional-graph operation."""
+    if entry is not None and entry.name and entry is not FREE:
+        return entry.name
+    name = type(obj).__name__
+    return name if is_keras_layer(obj) else f"ops.{name}"
+
+
+def price(records: list[CallRecord], options: CountOptions, own_ops: OpTap | None = None) -> OpCount:
+    """An ``OpCount`` from the records of one forward pass. For each record, in call order:
+
+    * a call that did not finish (it raised; a profile may have caught it) and the calls inside
+      it: skipped;
+    * inside an opaque formula's call (``MultiHeadAttention``'s projections, ``LSTM``'s cell):
+      skipped, the enclosing formula priced it;
+    * a formula: its ``Cost`` goes to the layer's path and every enclosing call's path (the real
+      call stack: ``by_module`` is nested, a shared layer counts under whichever parent called it,
+      once per call), to ``by_operator`` under the layer's class name (``ops.<Name>`` for graph
+      operations) and to ``module_ops[path]``; parts it reports as unpriceable go to ``untracked``;
+    * no formula (or marked ``OP_LEVEL``), with the operators tapped (``own_ops``): the ops it ran
+      itself (outside the layers it called, which are priced on their own) are priced one by one, by op name
+      (``tf.BatchMatMulV2``); ops with no cost known go to ``untracked`` by op name;
+    * ``OP_LEVEL`` with no operators tapped (JAX): untracked, by class name (``INFERENCE_IDENTITY``:
+      free at inference);
+    * no formula, no operators tapped, but calls were recorded inside it: a container, its
+      cost is its children's;
+    * no formula, nothing inside, known free: 0;
+    * otherwise: untracked (counted as 0, listed by class name).
+
+    ``own_ops``: the operators each call ran itself (``run_recorded(..., tap_ops=True)``).
+    """
+    result = OpCount()
+    by_module, untracked = result.by_module, result.untracked
+    by_module.setdefault("", OpStats())
+    cache: dict[type, Entry | None] = {}
+    chains: list[tuple[str, ...] | None] = [None] * len(records)  # None: skipped (unfinished, or inside opaque)
+    opaque = [False] * len(records)
+    total = OpStats()
+
+    for record in records:
+        i, parent = record.index, record.parent
+        if not record.finished or (parent >= 0 and (chains[parent] is None or opaque[parent])):
+            continue
+        enclosing = chains[parent] if parent >= 0 else (() if record.path == "" else ("",))
+        chain = enclosing if record.path in enclosing else enclosing + (record.path,)
+        chains[i] = chain
+        by_module.setdefault(record.path, OpStats()).calls += 1
+
+        entry = lookup(type(record.layer), cache)
+        if entry is FREE:
+            continue
+        if entry is None or entry in OP_MARKS:
+            if own_ops is not None:
+                for name, calls in own_ops.unknown.get(i, {}).items():
+                    untracked[name] = untracked.get(name, 0) + calls
+                for name, op in own_ops.costs.get(i, {}).items():
+                    _add(result, chain, record.path, name, op.macs, op.flops, op.calls)
+                    total.add(op.macs, op.flops, op.calls)
+            elif entry is INFERENCE_IDENTITY and not options.training:
+                continue  # the identity at inference: free
+            elif record.children == 0 or entry is not None:
+                name = operator_name(record.layer, None)
+                untracked[name] = untracked.get(name, 0) + 1
+            continue
+        opaque[i] = entry.opaque
+        call = LayerCall(record.layer, record.path, record.args, record.kwargs, record.outputs, options)
+        macs, flops = _apply(entry, call, record)
+        for part in call.untracked_parts:
+            untracked[part] = untracked.get(part, 0) + 1
+        _add(result, chain, record.path, operator_name(record.layer, entry), macs, flops, 1)
+        total.add(macs, flops, 1)
+
+    result.macs, result.flops = total.macs, total.flops
+    return result
+
+
+def _add(result: OpCount, chain: tuple[str, ...], path: str, name: str, macs: int, flops: int, calls: int) -> None:
+    """Attribute a cost to every enclosing call's path, and to ``name`` overall and under ``path``."""
+    for enclosing in chain:
+        result.by_module[enclosing].add(macs, flops, 0)
+    for table in (result.by_operator, result.module_ops.setdefault(path, {})):
+        table.setdefault(name, OpStats()).add(macs, flops, calls)
+
+
+def _apply(entry: Entry, call: LayerCall, record: CallRecord) -> tuple[int, int]:
+    try:
+        cost = entry.formula(call)
+        macs, flops = int(cost[0]), int(cost[1])
+    except Exception as exc:
+        where = f"layer {record.path!r}" if record.path else "the model"
+        raise FormulaError(
+            f"the formula {getattr(entry.formula, '__qualname__', entry.formula)!r} for {where} "
+            f"({type(record.layer).__name__}) failed on {describe_call(record)} -> {describe(record.outputs)}: "
+            f"{type(exc).__name__}: {exc}. It must return a Cost(macs, flops); fix it, or replace it with "
+            "register_layer_formula(..., override=True).") from exc
+    return macs, flops
+
+
+# -- the operators a layer call runs itself --------------------------------------------------
+class OpTap:
+    """Per recorded call (by index): ``costs[i][op name]`` and ``unknown[i][op name] -> calls``."""
+
+    def __init__(self, recorder: LayerRecorder) -> None:
+        self.costs: dict[int, dict[str, OpStats]] = {}
+        self.unknown: dict[int, dict[str, int]] = {}
+        self._recorder = recorder
+
+    def add(self, name: str, cost: tuple[int, int] | None) -> None:
+        """One op run by the current call: its ``(macs, flops)``, or ``None`` when its cost is unknown."""
+        index = self._recorder.current
+        if index < 0:
+            return  # outside every layer call (input conversion before the model's call)
+        if cost is None:
+            table = self.unknown.setdefault(index, {})
+            table[name] = table.get(name, 0) + 1
+            return
+        self.costs.setdefault(index, {}).setdefault(name, OpStats()).add(int(cost[0]), int(cost[1]), 1)
+
+
+@contextlib.contextmanager
+def own_ops(recorder: LayerRecorder, backend: str, ledger: Any = None) -> Iterator[OpTap | None]:
+    """Tap the ops run while the block runs, in this thread, for Keras' ``backend`` (None: no hook).
+
+    TensorFlow
+        An op callback (``tensorflow.python.framework.op_callbacks``, thread-local) sees every eager
+        op, priced by ``formulas.tf_ops.tf_op_cost`` (``tf.MatMul``, ``tf.Softmax``...).
+    torch
+        A ``TorchDispatchMode`` (thread-local) sees every aten op, priced by the torch backend's
+        formula table (``aten.bmm``...).
+    JAX
+        No operator hook: ``own_ops`` returns ``None`` and a layer without a formula is priced as
+        before (a container's cost is its children's; a leaf is untracked).
+
+    ``ledger`` (torch only): a storage ledger told of every op's outputs (``TorchForwardMemory``).
+    """
+    if backend == "tensorflow":
+        with _tf_tap(OpTap(recorder)) as tap:
+            yield tap
+    elif backend == "torch":
+        with _torch_tap(OpTap(recorder), ledger) as tap:
+            yield tap
+    else:
+        yield None
+
+
+@contextlib.contextmanager
+def _tf_tap(tap: OpTap) -> Iterator[OpTap]:
+    from tensorflow.python.framework import op_callbacks
+
+    def on_op(op_type: Any, inputs: Any, attrs: Any, outputs: Any, op_name: Any = None, graph: Any = None) -> None:
+        if graph is not None:  # an op added to a graph being traced, not run
+            return None
+        name = op_type.decode() if isinstance(op_type, bytes) else str(op_type)
+        tap.add(f"tf.{name}", tf_op_cost(name, tuple(inputs or ()), attrs, tuple(outputs or ())))
+        return None
+
+    op_callbacks.add_op_callback(on_op)
+    try:
+        yield tap
+    finally:
+        with contextlib.suppress(KeyError, ValueError):  # removed already (op_callbacks.clear_op_callbacks())
+            op_callbacks.remove_op_callback(on_op)
+
+
+@contextlib.contextmanager
+def _torch_tap(tap: OpTap, ledger: Any) -> Iterator[OpTap]:
+    from deeplite_like.backends.torch.dispatch_mode import make
+
+    from .torch_ops import OpPricingMode
+
+    with make(OpPricingMode, tap.add, ledger):
+        yield tap
+
+
+# -- activation memory: its record, and the recorded forward's on Keras' torch backend -------
+TORCH_TRACKING = "eager torch forward, allocation tracking"
+
+
+@dataclass(frozen=True)
+class MemoryStats(ActivationMemory):
+    """Activation memory of one forward pass, in bytes (the fields: ``measurements.ActivationMemory``).
+
+    ``method`` says how it was measured (``GRAPH_SIMULATION`` on TensorFlow). ``constant_bytes``:
+    graph constants (excluded). ``opaque_ops``: ops running nested functions, whose internals are
+    not seen. ``unsized``: ops whose output shape was not static (counted 0).
+    """
+
+    method: str
+    constant_bytes: int = 0
+    opaque_ops: tuple[str, ...] = ()
+    unsized: tuple[str, ...] = ()
+    timeline: tuple[tuple[str, int], ...] = field(default=(), repr=False)
+
+
+class TorchForwardMemory:
+    """Peak memory of one recorded forward on Keras' torch backend (``run_recorded``).
+
+    ``ledger``: the PyTorch backend's ``StorageLedger``, told of every operator by the recorder's
+    operator tap; the inputs are live from the start, the model's variables are not activations;
+    the innermost recorded layer call names the peak. Entered around the forward: ``torch.no_grad()``.
+    """
+
+    def __init__(self, model: keras.layers.Layer, inputs: Any, recorder: LayerRecorder) -> None:
+        import torch
+
+        from deeplite_like.backends.torch.memory import StorageLedger, spanned_bytes, storage_key, tensor_leaves
+
+        leaves = tensor_leaves(inputs)
+        weights = [variable.value for variable in model.variables]
+        external = {key for tensor in (*leaves, *tensor_leaves(weights)) if (key := storage_key(tensor)) is not None}
+
+        def where() -> str:
+            index = recorder.current
+            return recorder.records[index].path if index >= 0 else ""
+
+        self.ledger = StorageLedger(spanned_bytes(leaves), external, where)
+        self._no_grad = torch.no_grad()
+
+    def __enter__(self) -> TorchForwardMemory:
+        self._no_grad.__enter__()
+        return self
+
+    def __exit__(self, *exc_info: Any) -> None:
+        self.ledger.detach_all()
+        self._no_grad.__exit__(*exc_info)
+
+    def stats(self, output: Any, batch_size: int) -> MemoryStats:
+        """The ``MemoryStats`` of the forward that just returned ``output`` (still alive)."""
+        from deeplite_like.backends.torch.memory import memory_stats
+
+        measured = memory_stats(self.ledger, output, meta=False, grad=False, batch_size=batch_size)
+        shared = {f.name: getattr(measured, f.name) for f in dataclasses.fields(ActivationMemory)}
+        return MemoryStats(**shared, method=TORCH_TRACKING)

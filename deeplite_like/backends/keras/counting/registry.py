@@ -162,7 +162,7 @@ class Entry:
 
 
 FREE = Entry(formula=lambda call: Cost(), opaque=False, name="<free>")
-#: Priced by the framework operators the layer runs itself (``own_ops.py``), by design: layers
+#: Priced by the framework operators the layer runs itself (``engine.own_ops``), by design: layers
 #: whose work depends on their mode and data (preprocessing and augmentation: identity at
 #: inference, image transforms in training), foreign-model wrappers, spectrograms. Where no
 #: operator hook exists (JAX) such a layer is untracked, by class name.

@@ -23,7 +23,7 @@ family's conventions, which are the torch backend's (``conventions.py``):
 
 Beside the layer table, ``tf_ops.py`` prices single *TensorFlow operations* with the same
 conventions (``MatMul``, ``ReluGrad``, ``AssignSubVariableOp``...): the training-step
-profiles use it for what runs outside the layers (backward, optimizer), and ``graph.py``
+profiles use it for what runs outside the layers (backward, optimizer), and ``tf_graph.py``
 shares its list of free TF ops. It registers nothing and is not imported here.
 """
 from __future__ import annotations

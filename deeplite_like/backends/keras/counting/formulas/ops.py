@@ -13,7 +13,7 @@ Costs follow the torch backend's elementwise, activation, matmul and reduction f
 
 Eager code in a subclassed model's or custom layer's ``call`` runs these functions directly
 (no operation object is created): it is priced op by op from the framework's own operators
-(``own_ops.py``, ``formulas/tf_ops.py`` on TensorFlow, the torch formula table on torch).
+(``engine.own_ops``, ``formulas/tf_ops.py`` on TensorFlow, the torch formula table on torch).
 """
 from __future__ import annotations
 

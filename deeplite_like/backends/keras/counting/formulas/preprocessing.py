@@ -2,7 +2,7 @@
 
 Their work depends on the mode and the data (identity at inference, image transforms in
 training; a lookup, or a tf-idf weighting), or is foreign code, so no shape formula fits; they
-are marked ``OP_LEVEL`` and priced op by op (``own_ops.py``), exactly what they run::
+are marked ``OP_LEVEL`` and priced op by op (``engine.own_ops``), exactly what they run::
 
     identity at inference           AugMix, CutMix, MixUp, RandAugment, Random* augmentation (not
     (INFERENCE_IDENTITY)            RandomCrop): 0 at inference, their ops in training; where no

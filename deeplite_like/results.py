@@ -1,0 +1,395 @@
+"""The records every backend returns (no framework imports): counts, communication, measurements.
+
+Backends fill these; ``Compute*`` functions turn them into status values. Keeping one
+definition means a field means the same thing whichever framework measured it.
+
+``OpCount`` is the result of a counting pass. Counts are per the batch that ran. ``by_module``
+is nested: a parent's figures include its children's; ``""`` is the root module.
+``module_ops`` holds, per module, the operators that ran directly inside it (not inside a
+child), which is what a detailed view shows as the gap between a parent and the sum of its
+children.
+
+``CommStats`` records which collectives ran, how often, how many bytes (``OpCount.communication``).
+Bytes follow the NCCL-tests convention (``docs/distributed.rst``):
+
+* ``payload_bytes``: the size ``S`` of the operation's buffer on one rank, as NCCL-tests calls
+  it: the tensor reduced (``all_reduce``), the *gathered* output (``all_gather``: ``n`` x the
+  rank's input), the *input* that is scattered (``reduce_scatter``: ``n`` x the rank's
+  output), the tensor sent (``broadcast``, ``send``/``recv``), the input (``all_to_all``).
+* ``bus_bytes``: what a ring algorithm moves through each rank's link, ``S x factor``:
+  ``2(n-1)/n`` for ``all_reduce``; ``(n-1)/n`` for ``all_gather``, ``reduce_scatter``,
+  ``all_to_all``, ``gather``, ``scatter``; ``1`` for ``broadcast``, ``reduce`` and point-to-point.
+  Rounded down to whole bytes (exact whenever ``S`` is a multiple of ``n``).
+
+Collectives cost 0 FLOPs: the reduction arithmetic of ``all_reduce`` is not counted.
+
+``ParamStats``, ``ActivationMemory`` and ``TimingStats`` are the measurements of parameters,
+memory and time; ``percentile`` is the interpolation their quartiles use (NumPy's default).
+"""
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable, NamedTuple
+
+
+# op kind -> (numerator, denominator) of the bus-bytes factor as functions of the group size n
+_FACTORS = {
+    "all_reduce": lambda n: (2 * (n - 1), n),
+    "all_gather": lambda n: (n - 1, n),
+    "reduce_scatter": lambda n: (n - 1, n),
+    "all_to_all": lambda n: (n - 1, n),
+    "gather": lambda n: (n - 1, n),
+    "scatter": lambda n: (n - 1, n),
+    "broadcast": lambda n: (1, 1),
+    "reduce": lambda n: (1, 1),
+    "p2p": lambda n: (1, 1),
+    "barrier": lambda n: (0, 1),
+}
+
+
+def bus_factor(kind: str, group_size: int) -> tuple[int, int]:
+    """``(numerator, denominator)`` of the bus-bytes factor of a collective ``kind`` on ``group_size`` ranks."""
+    try:
+        factor = _FACTORS[kind]
+    except KeyError:
+        raise ValueError(f"unknown collective kind {kind!r}; expected one of {sorted(_FACTORS)}") from None
+    if group_size < 1:
+        raise ValueError(f"group_size must be >= 1, got {group_size}")
+    return factor(group_size)
+
+
+def bus_bytes(kind: str, payload_bytes: int, group_size: int) -> int:
+    """Bus bytes (ints, rounded down) of ``payload_bytes`` moved by a ``kind`` collective on ``group_size`` ranks."""
+    num, den = bus_factor(kind, group_size)
+    return payload_bytes * num // den
+
+
+@dataclass
+class CommStats:
+    """The calls of one collective operator from one module in one phase on one process group.
+
+    Attributes:
+        op: operator name (``_c10d_functional.all_reduce``, ``c10d.allreduce_``).
+        kind: ``all_reduce``, ``all_gather``, ``reduce_scatter``, ``broadcast``, ``all_to_all``,
+            ``reduce``, ``gather``, ``scatter``, ``p2p`` or ``barrier``.
+        group: the process group, ``name:description`` (``0:default_pg``; a ``DeviceMesh``
+            dimension's reads ``mesh_<dim name>``, e.g. ``1:mesh_tp``); ``""`` when unknown.
+        group_size: ranks in that group.
+        module: qualified name of the module that issued it (``""``: the root).
+        phase: ``forward``, ``loss`` or ``backward``.
+        calls: how many times it ran.
+        payload_bytes: sum of the payload sizes ``S`` of those calls, per rank, in bytes.
+        bus_bytes: sum of their bus bytes, per rank, in bytes.
+    """
+
+    op: str
+    kind: str
+    group: str
+    group_size: int
+    module: str
+    phase: str
+    calls: int = 0
+    payload_bytes: int = 0
+    bus_bytes: int = 0
+
+    def as_dict(self) -> dict:
+        return {"op": self.op, "kind": self.kind, "group": self.group, "group_size": self.group_size,
+                "module": self.module, "phase": self.phase, "calls": self.calls,
+                "payload_bytes": self.payload_bytes, "bus_bytes": self.bus_bytes}
+
+
+class Cost(NamedTuple):
+    """What one op or layer call costs: MACs of contractions, and total FLOPs (2 x MACs + the rest).
+
+    Shared by every backend's formula table, so a formula means the same thing everywhere.
+    """
+
+    macs: int = 0
+    flops: int = 0
+
+    @classmethod
+    def contraction(cls, macs: int, extra_flops: int = 0) -> "Cost":
+        """A contraction of ``macs`` multiply-accumulates, plus ``extra_flops`` (e.g. a bias add)."""
+        return cls(int(macs), 2 * int(macs) + int(extra_flops))
+
+    @classmethod
+    def elementwise(cls, flops: int) -> "Cost":
+        """Arithmetic that is not a contraction: FLOPs only."""
+        return cls(0, int(flops))
+
+    def __add__(self, other: "Cost") -> "Cost":  # type: ignore[override]
+        return Cost(self.macs + other.macs, self.flops + other.flops)
+
+
+@dataclass
+class OpStats:
+    """MACs, FLOPs and calls accumulated under one name (a module or an operator)."""
+
+    macs: int = 0
+    flops: int = 0
+    calls: int = 0
+
+    def add(self, macs: int, flops: int, calls: int = 1) -> None:
+        self.macs += int(macs)
+        self.flops += int(flops)
+        self.calls += int(calls)
+
+    def as_dict(self) -> dict:
+        return {"macs": self.macs, "flops": self.flops, "calls": self.calls}
+
+
+@dataclass
+class OpCount:
+    """Totals and breakdowns of one counting pass.
+
+    Attributes:
+        macs, flops: totals (ints) for the batch that ran.
+        by_module: qualified module name -> ``OpStats``, nested (parents include children).
+        by_operator: operator name (``aten.mm``, ``Conv2D``) -> ``OpStats``.
+        untracked: operator name -> calls, for ops that ran with no formula and are not known
+            to be free (counted as 0).
+        module_ops: module name -> operator name -> ``OpStats`` of ops run directly inside it.
+        phases: phase (``forward``, ``backward``) -> ``OpStats`` when several were counted.
+        batch_size: the batch size that ran, when known (per-sample figures divide by it).
+        communication: the collectives that ran (``torch.distributed``), one ``CommStats`` per
+            operator, process group, module and phase; they cost 0 FLOPs (``docs/distributed.rst``).
+        logical_macs, logical_flops: under tensor parallel, this rank's share of what the unsharded
+            model computes (``None`` when no sharded op ran: then they are ``macs``/``flops``).
+    """
+
+    macs: int = 0
+    flops: int = 0
+    by_module: dict[str, OpStats] = field(default_factory=dict)
+    by_operator: dict[str, OpStats] = field(default_factory=dict)
+    untracked: dict[str, int] = field(default_factory=dict)
+    module_ops: dict[str, dict[str, OpStats]] = field(default_factory=dict)
+    phases: dict[str, OpStats] = field(default_factory=dict)
+    batch_size: int | None = None
+    communication: list[CommStats] = field(default_factory=list)
+    logical_macs: int | None = None
+    logical_flops: int | None = None
+
+    @property
+    def comm_payload_bytes(self) -> int:
+        """Payload bytes (``S``, per rank) of every collective that ran."""
+        return sum(c.payload_bytes for c in self.communication)
+
+    @property
+    def comm_bus_bytes(self) -> int:
+        """Ring-algorithm bus bytes (per rank) of every collective that ran."""
+        return sum(c.bus_bytes for c in self.communication)
+
+    def per_sample(self, what: str = "flops") -> float:
+        """``macs`` or ``flops`` divided by the batch size (raises if it is unknown)."""
+        if not self.batch_size:
+            raise ValueError("this OpCount does not know its batch size; divide the totals yourself")
+        return getattr(self, what) / self.batch_size
+
+    def as_dict(self) -> dict:
+        return {
+            "macs": self.macs,
+            "flops": self.flops,
+            "batch_size": self.batch_size,
+            "by_module": {k: v.as_dict() for k, v in self.by_module.items()},
+            "by_operator": {k: v.as_dict() for k, v in self.by_operator.items()},
+            "untracked": dict(self.untracked),
+            "module_ops": {m: {k: v.as_dict() for k, v in ops.items()} for m, ops in self.module_ops.items()},
+            "phases": {k: v.as_dict() for k, v in self.phases.items()},
+            "communication": [c.as_dict() for c in self.communication],
+            **({"logical_macs": self.logical_macs, "logical_flops": self.logical_flops}
+               if self.logical_macs is not None else {}),
+        }
+
+    def to_json(self, indent: int | None = 2) -> str:
+        return json.dumps(self.as_dict(), indent=indent)
+
+    def __repr__(self) -> str:
+        extra = f", untracked={self.untracked}" if self.untracked else ""
+        return f"OpCount(macs={self.macs:,}, flops={self.flops:,}{extra})"
+
+
+def parent_names(names: Iterable[str], sep: str = ".") -> dict[str, str | None]:
+    """Qualified name -> the nearest enclosing name that is also listed (``None`` for the root ``""``)."""
+    known = list(names)
+    present = set(known)
+    parents: dict[str, str | None] = {}
+    for name in known:
+        if name == "":
+            parents[name] = None
+            continue
+        parent = name.rpartition(sep)[0]
+        while parent and parent not in present:
+            parent = parent.rpartition(sep)[0]
+        parents[name] = parent
+    return parents
+
+
+def roll_up_containers(by_module: dict[str, OpStats], parents: dict[str, str | None]) -> list[str]:
+    """Give each container that never ran itself the sum of its children's figures; return their names.
+
+    A module that is never called (``nn.ModuleList``, ``nn.ModuleDict``, a plain holder of
+    layers) runs no operator of its own, so a counting pass has no row for it, and its parent's
+    figures minus its children's would show a false gap. Its figures are by definition those
+    of its children: this adds that row (``calls`` 0: it was not called), innermost containers
+    first, so nested containers add up too. ``parents`` maps every module's qualified name to
+    its parent's (``parent_names``).
+    """
+    return roll_up(by_module, parents,
+                   lambda kids: OpStats(sum(k.macs for k in kids), sum(k.flops for k in kids), 0))
+
+
+def roll_up(values: dict[str, Any], parents: dict[str, str | None], total: Callable[[list[Any]], Any]) -> list[str]:
+    """Give each name of ``parents`` missing from ``values`` ``total`` of its children's values, innermost first.
+
+    Names none of whose descendants has a value stay missing. ``values`` keeps the order of
+    ``parents`` (registration order). Returns the names added.
+    """
+    children: dict[str, list[str]] = {}
+    for name, parent in parents.items():
+        if parent is not None:
+            children.setdefault(parent, []).append(name)
+    depth: dict[str, int] = {}
+
+    def depth_of(name: str) -> int:
+        if name not in depth:
+            parent = parents.get(name)
+            depth[name] = 0 if parent is None else depth_of(parent) + 1
+        return depth[name]
+
+    added: list[str] = []
+    for name in sorted(children, key=depth_of, reverse=True):  # innermost containers first
+        if name in values:
+            continue
+        kids = [values[k] for k in children[name] if k in values]
+        if not kids:
+            continue  # nothing below it ran either
+        values[name] = total(kids)
+        added.append(name)
+    if added:  # keep the modules' registration order
+        ordered = {name: values[name] for name in parents if name in values}
+        ordered.update((name, value) for name, value in values.items() if name not in ordered)
+        values.clear()
+        values.update(ordered)
+    return added
+
+
+@dataclass(frozen=True)
+class ParamStats:
+    """Counts in elements, sizes in bytes.
+
+    ``by_dtype`` maps a dtype name (``'float32'``, ``'qint8'``) to the bytes of *parameters*
+    of that dtype (its values sum to ``param_bytes``); ``buffer_by_dtype`` does the same for
+    buffers (PyTorch buffers; Keras state weights such as batch-norm moving statistics).
+    ``buffer_count`` is the number of buffer *elements* (BatchNorm2d(16): 16 + 16 + 1).
+    """
+
+    total_params: int
+    trainable_params: int
+    non_trainable_params: int
+    param_bytes: int
+    buffer_count: int
+    buffer_bytes: int
+    by_dtype: dict[str, int] = field(default_factory=dict)
+    buffer_by_dtype: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def total_bytes(self) -> int:
+        """Parameter plus buffer bytes: what loading the model's state costs."""
+        return self.param_bytes + self.buffer_bytes
+
+
+@dataclass(frozen=True)
+class ActivationMemory:
+    """Activation memory of one forward pass, in bytes; each backend's ``MemoryStats`` adds how it measured.
+
+    ``peak_bytes``: largest live total (inputs + activations + outputs) at any operator.
+    ``input_bytes``: bytes the inputs cover (a view of a larger batch counts its own samples
+    only). ``output_bytes``: what the outputs keep alive. ``end_bytes``: live total when the
+    forward returned. ``allocated_bytes``: sum of every allocation made during the forward.
+    ``per_sample_peak_bytes`` = ``peak_bytes / batch_size``. ``peak_op`` / ``peak_module``: the
+    operator that reached the peak and the qualified name of the innermost module (layer)
+    running it (``''`` is the model itself).
+    """
+
+    peak_bytes: int
+    input_bytes: int
+    output_bytes: int
+    end_bytes: int
+    allocated_bytes: int
+    batch_size: int
+    per_sample_peak_bytes: float
+    peak_op: str
+    peak_module: str
+
+    @property
+    def peak_at(self) -> str:
+        """Where the peak happened, e.g. ``"aten.relu.default in '1'"``."""
+        return f"{self.peak_op} in '{self.peak_module}'"
+
+    @property
+    def activation_peak_bytes(self) -> int:
+        """Peak bytes beyond the inputs: what the forward itself added at its worst."""
+        return self.peak_bytes - self.input_bytes
+
+
+@dataclass(frozen=True)
+class TimingStats:
+    """Forward-pass time of one batch, in seconds.
+
+    ``median_s``, ``iqr_s`` (75th - 25th percentile), ``mean_s``, ``min_s`` are statistics over
+    ``times`` measurements; each measurement is the mean time of ``number_per_run``
+    back-to-back forwards. ``per_sample_s`` = ``median_s / batch_size``; ``throughput`` =
+    ``batch_size / median_s`` in samples per second. ``compiled`` says how the forward ran
+    (``''`` for a plain eager call).
+
+    ``q1_s`` and ``q3_s`` are the 25th and 75th percentiles (``iqr_s = q3_s - q1_s``);
+    ``forwards`` is every forward the measurement ran, ``warmup_forwards`` of them not kept as
+    measurements (the warm-up, and with ``num_threads='auto'`` a measurement it discarded).
+    ``threads_reason`` says why ``num_threads`` was used when it was picked (``num_threads='auto'``);
+    ``spread_warning`` is ``''``, or why the figure may be noise and what to do (``timing.noise_note``).
+    """
+
+    median_s: float
+    iqr_s: float
+    mean_s: float
+    min_s: float
+    times: int
+    number_per_run: int
+    batch_size: int
+    per_sample_s: float
+    throughput: float
+    num_threads: int
+    device: str
+    raw_s: tuple[float, ...]
+    compiled: str = ""
+    q1_s: float = 0.0
+    q3_s: float = 0.0
+    forwards: int = 0
+    warmup_forwards: int = 0
+    threads_reason: str = ""
+    spread_warning: str = ""
+
+    @property
+    def quartiles_s(self) -> tuple[float, float]:
+        """``(q1, q3)``: the 25th and 75th percentiles of the measurements (linear interpolation,
+        as NumPy's default), in seconds; ``(median, median)`` without raw measurements."""
+        if self.q1_s or self.q3_s:  # measured by the timing loop
+            return (self.q1_s, self.q3_s)
+        if not self.raw_s:
+            return (self.median_s, self.median_s)
+        return (percentile(self.raw_s, 25), percentile(self.raw_s, 75))
+
+    def throughput_interval(self) -> tuple[float, float]:
+        """Samples per second at the third and first quartile times: the throughput's spread."""
+        q1, q3 = self.quartiles_s
+        return (self.batch_size / q3 if q3 else float("inf"), self.batch_size / q1 if q1 else float("inf"))
+
+
+def percentile(values: list[float] | tuple[float, ...], q: float) -> float:
+    """Linear-interpolated percentile (NumPy's default method), ``q`` in [0, 100]."""
+    ordered = sorted(values)
+    position = (len(ordered) - 1) * q / 100
+    low, high = math.floor(position), math.ceil(position)
+    return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
