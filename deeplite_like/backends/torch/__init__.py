@@ -11,7 +11,7 @@ point), so that a count meets a DTensor prepared whichever module the caller imp
     memory.py           peak activation memory
     latency.py          forward time, per-module time, the timed phases of profiles
     training/           training-step memory, the largest batch that fits
-    model_profile.py    ``get_model_profile``'s torch side; ``training_profile.py``: ``FlopsProfiler``'s
+    model_profile.py    ``get_model_profile``'s and ``FlopsProfiler``'s torch side
     distributed/        per-rank counting, collectives, whole-job reports
     inputs.py           the inputs of a run, the tensor adapter; ``tensors.py``: facts about tensors
     kernels.py          which kernels a measured run takes; ``state.py``: the model left as found

@@ -24,10 +24,6 @@ a short last batch weighed as much as a full one), and the model is left as foun
 it to the device and left it in eval mode). ``device`` must be where the model already is: move
 the model yourself. ``transform(x, y) -> (x, y)`` is applied to each ``(inputs, targets)`` batch
 first.
-
-The framework-free ``deeplite_like.profiling`` finds the torch side of ``get_model_profile`` and
-``FlopsProfiler`` here too: ``build_model_profile`` and ``FLOPS_PROFILER`` (from
-``model_profile.py`` and ``training_profile.py``).
 """
 from __future__ import annotations
 
@@ -43,14 +39,10 @@ from deeplite_like.argument_checks import check_profiler_options
 from deeplite_like.backends.torch.counting.engine import count_ops, observe, warn_if_untracked
 from deeplite_like.backends.torch.counting.registry import CountOptions
 from deeplite_like.backends.torch.inputs import checked_device, explained_failures, inference_mode_of, take_inputs
-from deeplite_like.backends.torch.latency import (PhaseCountingMode,  # noqa: F401  (profiling reads it)
-                                                measure_execution_time)
-from deeplite_like.backends.torch.model_profile import build_model_profile  # noqa: F401  (profiling reads it)
+from deeplite_like.backends.torch.latency import measure_execution_time
 from deeplite_like.backends.torch.params import SCRIPT_NO_LAYERS, layer_table, parameter_stats
 from deeplite_like.backends.torch.state import model_device, preserved_model_state
 from deeplite_like.backends.torch.tensors import batch_size_of
-from deeplite_like.backends.torch.training_profile import (FLOPS_PROFILER,  # noqa: F401  (profiling reads them)
-                                                         TorchFlopsProfiler)
 from deeplite_like.caller import caller
 from deeplite_like.complexity_options import ComplexityOptions
 from deeplite_like.data import ForwardPass, as_forward_pass
