@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from deeplite_like.communication import bus_bytes, bus_factor
+from deeplite_like.results import bus_bytes, bus_factor
 
 
 @pytest.mark.parametrize("kind, n, payload, expected", [

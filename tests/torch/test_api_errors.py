@@ -12,7 +12,7 @@ from deeplite_like import ForwardError, ForwardPass
 from deeplite_like.backends.torch import TorchProfiler, count_ops
 from deeplite_like.backends.torch.inputs import available_devices, checked_device
 from deeplite_like.backends.torch.latency import measure_execution_time
-from deeplite_like.threads import max_threads
+from deeplite_like.timing import max_threads
 
 no_cuda = pytest.mark.skipif(torch.cuda.is_available(), reason="needs a machine without CUDA")
 FAST = {"min_run_time": 0.01}

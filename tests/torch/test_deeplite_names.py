@@ -8,7 +8,7 @@ import torch
 from torch import nn
 
 from deeplite_like import ComputeEvalMetric, Device
-from deeplite_like.evaluation import EvaluationFunction
+from deeplite_like.functions import EvaluationFunction
 
 # Scores of 3 classes per sample and their targets, in an uneven split of batches (3 + 1):
 #   a [3, 2, 1] target 0: top-1 hit          b [3, 2, 1] target 1: top-1 miss, top-2 hit

@@ -12,12 +12,12 @@ import pytest
 import torch
 from torch import nn
 
-from deeplite_like.argument_checks import check_batch_agrees, check_flag, check_seconds
 from deeplite_like.backends.torch import TorchProfiler
 from deeplite_like.backends.torch.latency import measure_execution_time
 from deeplite_like.backends.torch.training import batch_fit
 from deeplite_like.backends.torch.training.batch_fit import largest_batch
 from deeplite_like.backends.torch.training.estimate import estimate_training_memory
+from deeplite_like.errors import check_batch_agrees, check_flag, check_seconds
 
 FAST = {"min_run_time": 0.01}
 

@@ -8,7 +8,7 @@ import torch
 from torch import nn
 
 from deeplite_like.backends.torch.latency import TimingStats, measure_execution_time
-from deeplite_like.timing_noise import NoisyTimingWarning
+from deeplite_like.timing import NoisyTimingWarning
 
 FAST = {"warmup": 1, "min_run_time": 0.05}
 
@@ -233,7 +233,7 @@ class ThreadProbe(nn.Module):
 
 
 def test_auto_uses_one_thread_on_a_busy_machine_and_says_why(monkeypatch, two_threads):
-    import deeplite_like.timing_noise as noise
+    import deeplite_like.timing as noise
 
     monkeypatch.setattr(noise, "load_average", lambda: 99.0)
     model = ThreadProbe()
@@ -246,7 +246,7 @@ def test_auto_uses_one_thread_on_a_busy_machine_and_says_why(monkeypatch, two_th
 
 def test_auto_keeps_all_threads_when_no_contention_is_seen(monkeypatch, two_threads):
     import deeplite_like.backends.torch.latency as timing
-    import deeplite_like.timing_noise as noise
+    import deeplite_like.timing as noise
 
     monkeypatch.setattr(noise, "load_average", lambda: 0.0)
     monkeypatch.setattr(timing, "spread_note", lambda median, iqr, threads: "")
@@ -258,7 +258,7 @@ def test_auto_keeps_all_threads_when_no_contention_is_seen(monkeypatch, two_thre
 
 def test_auto_measures_again_at_one_thread_when_all_threads_are_noisy(monkeypatch, two_threads):
     import deeplite_like.backends.torch.latency as timing
-    import deeplite_like.timing_noise as noise
+    import deeplite_like.timing as noise
 
     monkeypatch.setattr(noise, "load_average", lambda: 0.0)
     monkeypatch.setattr(timing, "spread_note", lambda median, iqr, threads: f"the spread is large (at {threads})")
@@ -273,7 +273,7 @@ def test_auto_measures_again_at_one_thread_when_all_threads_are_noisy(monkeypatc
 
 
 def test_a_large_spread_is_warned_with_what_to_do(monkeypatch, two_threads):
-    import deeplite_like.timing_noise as noise
+    import deeplite_like.timing as noise
 
     monkeypatch.setattr(noise, "load_average", lambda: 0.0)
     durations = iter([0.004] * 2 + [0.001, 0.001, 0.004, 0.004, 0.004])  # 2 warm-ups, then 5 blocks

@@ -6,7 +6,7 @@ import torch
 
 from deeplite_like.backends.torch import estimate_training_memory, largest_batch
 from deeplite_like.backends.torch.training.optimizers import repeated_blocks, shard_bytes
-from deeplite_like.byte_sizes import parse_bytes
+from deeplite_like.units import parse_bytes
 from tests.torch.training_models import LlamaDecoder, lm_loss, mlp
 
 # training_models.mlp: Linear(8,16) weight [16,8] + bias [16], Linear(16,4) weight [4,16] + bias [4].

@@ -18,7 +18,7 @@ point), so that a count meets a DTensor prepared whichever module the caller imp
 """
 from __future__ import annotations
 
-from deeplite_like.lazy import lazy_exports
+from deeplite_like._moved import lazy_exports
 
 from .distributed import recording as _recording  # noqa: F401  (registers with the recorder's hook point)
 

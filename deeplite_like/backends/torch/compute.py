@@ -35,7 +35,6 @@ import torch
 from torch import nn
 from torch.utils import _pytree as pytree
 
-from deeplite_like.argument_checks import check_profiler_options
 from deeplite_like.backends.torch.counting.engine import count_ops, observe, warn_if_untracked
 from deeplite_like.backends.torch.counting.registry import CountOptions
 from deeplite_like.backends.torch.inputs import checked_device, explained_failures, inference_mode_of, take_inputs
@@ -43,21 +42,17 @@ from deeplite_like.backends.torch.latency import measure_execution_time
 from deeplite_like.backends.torch.params import SCRIPT_NO_LAYERS, layer_table, parameter_stats
 from deeplite_like.backends.torch.state import model_device, preserved_model_state
 from deeplite_like.backends.torch.tensors import batch_size_of
-from deeplite_like.caller import caller
-from deeplite_like.complexity_options import ComplexityOptions
 from deeplite_like.data import ForwardPass, as_forward_pass
+from deeplite_like.data.loaders import carried_forward_pass
 from deeplite_like.device import Device
-from deeplite_like.evaluation import EvaluationFunction, as_tuple, mean_loss, transformed_batches
-from deeplite_like.functions import ProfilerFunction
-from deeplite_like.loaders import carried_forward_pass
+from deeplite_like.errors import caller, check_profiler_options
+from deeplite_like.functions import (ComplexityOptions, EvaluationFunction, ProfilerFunction, as_tuple, mean_loss,
+                                     note, noted, observed, sharing, transformed_batches)
 from deeplite_like.metrics import (ExecutionTime, Flops, LayerwiseSummary, Macs, MemoryFootprint, ModelSize,
-                                   PeakActivationMemory, Throughput, TotalParams, TrainableParams)
-from deeplite_like.metrics.eval import parse_topk_names
-from deeplite_like.observations import note, noted, observed, sharing
+                                   PeakActivationMemory, Throughput, TotalParams, TrainableParams, parse_topk_names)
+from deeplite_like.metrics.status_keys import Detailed
 from deeplite_like.profiler import Profiler
-from deeplite_like.status import Detailed
-from deeplite_like.threads import DEFAULT_NUM_THREADS, check_num_threads
-from deeplite_like.timing_values import META_NOT_TIMED, not_measured, timing_values
+from deeplite_like.timing import DEFAULT_NUM_THREADS, META_NOT_TIMED, check_num_threads, not_measured, timing_values
 
 
 class TorchProfiler(Profiler):

@@ -26,12 +26,11 @@ from torch.utils import _pytree as pytree
 from torch.utils._pytree import tree_map
 from torch.utils.data import DataLoader, Dataset, IterableDataset
 
-from deeplite_like.caller import caller
 from deeplite_like.data import (DataError, ForwardPass, Inputs, cyclic_indices, describe, first_batch, format_shape,
                                 register_adapter, register_split_check)
+from deeplite_like.data.loaders import DataLoader as LoaderBase, TensorInfo, TensorSampler
 from deeplite_like.device import Device, unavailable
-from deeplite_like.errors import ForwardError
-from deeplite_like.loaders import DataLoader as LoaderBase, TensorInfo, TensorSampler
+from deeplite_like.errors import ForwardError, caller
 
 __all__ = ["TakenInputs", "TorchAdapter", "TorchDataLoader", "TorchForwardPass", "TorchTensorSampler",
            "available_devices", "check_torch_split", "checked_device", "explained_failures", "fixed_batch",

@@ -31,7 +31,6 @@ from typing import Any, Callable
 import torch
 from torch import nn
 
-from deeplite_like.argument_checks import check_batch_agrees, check_batch_size
 from deeplite_like.backends.torch.counting import formulas as _formulas  # noqa: F401  (fills the formula table)
 from deeplite_like.backends.torch.counting.recorder import CountingMode, _Context
 from deeplite_like.backends.torch.counting.registry import CountOptions
@@ -39,11 +38,10 @@ from deeplite_like.backends.torch.inputs import checked_device, inference_mode_o
 from deeplite_like.backends.torch.state import (add_global_module_hooks, model_device, preserved_model_state,
                                                 remove_global_module_hooks)
 from deeplite_like.backends.torch.tensors import batch_size_of, input_shapes, required_batch_size
-from deeplite_like.measurements import TimingStats
-from deeplite_like.opcount import OpStats
-from deeplite_like.threads import AUTO, DEFAULT_NUM_THREADS, check_num_threads
-from deeplite_like.timing_loop import BlockTimes, check_budget, percentile, summarise, time_blocks
-from deeplite_like.timing_noise import busy_note, spread_note, warn_noisy
+from deeplite_like.errors import check_batch_agrees, check_batch_size
+from deeplite_like.results import OpStats, TimingStats
+from deeplite_like.timing import (AUTO, BlockTimes, DEFAULT_NUM_THREADS, busy_note, check_budget, check_num_threads,
+                                  percentile, spread_note, summarise, time_blocks, warn_noisy)
 
 __all__ = ["ModuleTimer", "PhaseCountingMode", "StepTimer", "TimingStats", "current_autograd_node",
            "device_name", "measure_execution_time", "module_forward_times", "no_sync", "synchronizer"]
@@ -242,7 +240,7 @@ def module_forward_times(model: torch.nn.Module, args: tuple, kwargs: dict | Non
 
 def _with_containers(times: dict[str, float], names: list[str]) -> dict[str, float]:
     """Give a module never called itself (``nn.ModuleList``) the sum of its children's times."""
-    from deeplite_like.opcount import parent_names, roll_up
+    from deeplite_like.results import parent_names, roll_up
 
     result = dict(times)
     roll_up(result, parent_names(names), sum)

@@ -41,7 +41,6 @@ from typing import Any
 
 from torch import nn
 
-from deeplite_like.argument_checks import check_batch_agrees, check_batch_size, check_flag
 from deeplite_like.backends.torch.counting.engine import observe
 from deeplite_like.backends.torch.inputs import moved
 from deeplite_like.backends.torch.state import model_device, preserved_model_state
@@ -50,6 +49,7 @@ from deeplite_like.backends.torch.state import model_device, preserved_model_sta
 from deeplite_like.backends.torch.tensors import (MemoryStats, StorageLedger, input_shapes,  # noqa: F401
                                                   memory_stats, required_batch_size, spanned_bytes, storage_key,
                                                   tensor_leaves)
+from deeplite_like.errors import check_batch_agrees, check_batch_size, check_flag
 
 __all__ = ["MemoryStats", "peak_activation_memory"]
 

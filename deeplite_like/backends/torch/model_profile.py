@@ -34,14 +34,13 @@ from deeplite_like.backends.torch.counting.engine import (backward_pass, grad_in
 from deeplite_like.backends.torch.counting.meta import MetaValues
 from deeplite_like.backends.torch.inputs import fixed_batch_hint, profile_inputs
 from deeplite_like.backends.torch.latency import (ModuleTimer, PhaseCountingMode, StepTimer, device_name, no_sync,
-                                                synchronizer)
+                                                  synchronizer)
 from deeplite_like.backends.torch.params import module_param_counts, parameter_stats
 from deeplite_like.backends.torch.state import preserved_model_state, swapped_tensors
 from deeplite_like.backends.torch.tensors import batch_size_of, loss_of, tensors_in
 from deeplite_like.errors import ForwardError
-from deeplite_like.profiling.build import ModuleRecord, build_profile
 from deeplite_like.profiling.flops_profiler import FlopsProfiler
-from deeplite_like.profiling.result import ModelProfile, PhaseStats
+from deeplite_like.profiling.result import ModelProfile, ModuleRecord, PhaseStats, build_profile
 
 __all__ = ["FLOPS_PROFILER", "PhaseCountingMode", "ProfileRun", "TorchFlopsProfiler", "build_model_profile",
            "call_entry", "check_entry", "forward_error", "ignored_names", "module_params", "module_records",

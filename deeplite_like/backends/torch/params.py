@@ -38,8 +38,8 @@ from torch.utils import _pytree as pytree
 
 from deeplite_like.backends.torch.counting.engine import Observation, observe
 from deeplite_like.backends.torch.tensors import local_tensor, tensor_span
-from deeplite_like.measurements import ParamStats
 from deeplite_like.reports import TableReport
+from deeplite_like.results import ParamStats
 from deeplite_like.units import format_bytes, format_share
 
 __all__ = ["ParamStats", "layer_table", "layerwise_summary", "module_param_counts", "parameter_stats"]

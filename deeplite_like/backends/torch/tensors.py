@@ -34,8 +34,7 @@ from torch.utils._pytree import tree_leaves
 
 from deeplite_like.data import format_shape
 from deeplite_like.errors import BackwardError
-from deeplite_like.measurements import ActivationMemory
-from deeplite_like.opcount import Cost
+from deeplite_like.results import ActivationMemory, Cost
 
 __all__ = ["LayerFacts", "MemoryStats", "StorageLedger", "any_nested", "batch_size_of", "component_shapes",
            "describe_args", "describe_nested", "describe_tensor", "first_tensor_batch", "input_shapes",

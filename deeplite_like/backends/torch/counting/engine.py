@@ -14,7 +14,6 @@ from typing import Any, Callable, Iterator, Mapping
 import torch
 from torch.utils import _pytree as pytree
 
-from deeplite_like.argument_checks import check_flag
 from deeplite_like.backends.torch.counting import formulas as _formulas  # noqa: F401  (fills the formula table)
 from deeplite_like.backends.torch.counting.meta import MetaValues
 from deeplite_like.backends.torch.counting.recorder import CountingMode, counting_mode
@@ -25,11 +24,10 @@ from deeplite_like.backends.torch.state import kept_random_state, kept_tensor_at
 from deeplite_like.backends.torch.tensors import (LayerFacts, StorageLedger, describe_args, first_tensor_batch,
                                                   is_dtensor, is_fully_sharded, loss_of, memory_stats, meta_like,
                                                   spanned_bytes, storage_key, tensors_in)
-from deeplite_like.caller import inputs_hint, model_inputs
-from deeplite_like.errors import BackwardError, ForwardError, UntrackedOpWarning
-from deeplite_like.opcount import OpCount, parent_names, roll_up_containers
-from deeplite_like.safety import (checkpoint, interrupt_guard, model_lock, protected, restore_all,
-                                  restore_each, uninterruptible)
+from deeplite_like.errors import BackwardError, ForwardError, UntrackedOpWarning, check_flag, inputs_hint, model_inputs
+from deeplite_like.results import OpCount, parent_names, roll_up_containers
+from deeplite_like.safety import (checkpoint, interrupt_guard, model_lock, protected, restore_all, restore_each,
+                                  uninterruptible)
 
 LossFn = Callable[[Any], torch.Tensor]
 

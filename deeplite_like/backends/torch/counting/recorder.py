@@ -35,7 +35,7 @@ from deeplite_like.backends.torch.state import add_global_module_hooks, remove_g
 from deeplite_like.backends.torch.tensors import (LayerFacts, any_nested, describe_args, layer_facts, local_tensor,
                                                   price_per_component)
 from deeplite_like.errors import FormulaError
-from deeplite_like.opcount import OpCount, OpStats
+from deeplite_like.results import OpCount, OpStats
 from deeplite_like.safety import checkpoint, protected, restore_all, uninterruptible
 
 

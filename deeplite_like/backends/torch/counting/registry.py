@@ -33,7 +33,7 @@ from typing import Any, Callable
 
 import torch
 
-from deeplite_like.opcount import Cost
+from deeplite_like.results import Cost
 
 
 

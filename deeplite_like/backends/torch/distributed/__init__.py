@@ -5,7 +5,7 @@ initialised process group. See ``docs/distributed.rst``.
 """
 from __future__ import annotations
 
-from deeplite_like.lazy import lazy_exports
+from deeplite_like._moved import lazy_exports
 
 _EXPORTS = {
     "COLLECTIVES": "deeplite_like.backends.torch.distributed.collectives",

@@ -13,7 +13,7 @@ from typing import Any, Mapping
 
 import torch
 
-from deeplite_like.caller import model_inputs
+from deeplite_like.errors import model_inputs
 from deeplite_like.reports import TableReport
 from deeplite_like.reports.formatting import strict_json
 

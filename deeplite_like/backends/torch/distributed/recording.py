@@ -37,10 +37,8 @@ from typing import Any, Callable
 import torch
 from torch.utils import _pytree as pytree
 
-from deeplite_like.communication import CommStats, bus_bytes
-from deeplite_like.opcount import Cost
-
 from deeplite_like.errors import FormulaError
+from deeplite_like.results import CommStats, Cost, bus_bytes
 
 from ..counting.recorder import PLAIN, CountingMode, register_distributed
 from ..counting.registry import OpCall, lookup

@@ -17,9 +17,9 @@ import torch
 from torch import nn
 from torch.utils import _pytree as pytree
 
-from deeplite_like.argument_checks import check_batch_size, check_flag
 from deeplite_like.backends.torch.training.estimate import TrainingMemory, estimate_training_memory
-from deeplite_like.byte_sizes import parse_bytes
+from deeplite_like.errors import check_batch_size, check_flag
+from deeplite_like.units import parse_bytes
 
 __all__ = ["BatchFit", "largest_batch"]
 

@@ -40,7 +40,6 @@ from typing import Any
 import torch
 from torch import nn
 
-from deeplite_like.argument_checks import check_batch_agrees, check_batch_size, check_flag
 from deeplite_like.backends.torch.counting.recorder import counting_mode
 from deeplite_like.backends.torch.counting.registry import CountOptions
 from deeplite_like.backends.torch.kernels import AttentionKernel, RecurrentKernel, unfused
@@ -51,6 +50,7 @@ from deeplite_like.backends.torch.training.optimizers import (ShardPlan, build_o
                                                               resolve_sharding, select_modules, shard_bytes)
 from deeplite_like.backends.torch.training.step import (AutocastPolicy, StepRecord, StepTracker, checkpointed,
                                                         resolve_autocast_dtype, tensor_storages)
+from deeplite_like.errors import check_batch_agrees, check_batch_size, check_flag
 from deeplite_like.units import format_bytes
 
 __all__ = ["Allowance", "CUDA_BLOCK_BYTES", "PHASES", "PhaseMemory", "TrainingMemory", "build_optimizer",
