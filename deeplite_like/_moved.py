@@ -14,6 +14,17 @@ import sys
 import warnings
 
 MOVED: dict[str, tuple[str, bool]] = {
+    # cli
+    "deeplite_like.commands.errors": ("deeplite_like.cli.exit_codes", False),
+    "deeplite_like.commands.export_archive": ("deeplite_like.cli.loading.export_archive", False),
+    "deeplite_like.commands.factory_guard": ("deeplite_like.cli.loading.preflight", False),
+    "deeplite_like.commands.file_kinds": ("deeplite_like.cli.loading.preflight", False),
+    "deeplite_like.commands.hub_models": ("deeplite_like.cli.loading.hub_models", False),
+    "deeplite_like.commands.input_memory": ("deeplite_like.cli.loading.preflight", False),
+    "deeplite_like.commands.keras_files": ("deeplite_like.cli.loading.keras_files", False),
+    "deeplite_like.commands.loading": ("deeplite_like.cli.loading", True),
+    "deeplite_like.commands.onnx_files": ("deeplite_like.cli.loading.onnx_files", False),
+    "deeplite_like.commands.torch_files": ("deeplite_like.cli.loading.torch_files", False),
 }
 
 

@@ -16,9 +16,9 @@ import sys
 from dataclasses import asdict, dataclass
 from typing import IO, Any
 
-from deeplite_like.commands.errors import EXIT_FAILURE, UsageError
+from deeplite_like.cli.exit_codes import EXIT_FAILURE, UsageError
 from deeplite_like.commands.inputs import parse_shape, resolve_inputs
-from deeplite_like.commands.loading import FORMS_HINT, load_model, parse_model_args
+from deeplite_like.cli.loading import FORMS_HINT, load_model, parse_model_args
 from deeplite_like.commands.options import add_measure_options, non_negative_int, run_options
 from deeplite_like.commands.output import Rendered, require_writable_output, resolve_format, write
 from deeplite_like.commands.progress import Progress

@@ -5,9 +5,9 @@ import argparse
 import sys
 from typing import IO
 
-from deeplite_like.commands.errors import UsageError
+from deeplite_like.cli.exit_codes import UsageError
 from deeplite_like.commands.inputs import parse_shape, resolve_inputs
-from deeplite_like.commands.loading import FORMS_HINT, load_model, parse_model_args
+from deeplite_like.cli.loading import FORMS_HINT, load_model, parse_model_args
 from deeplite_like.commands.options import (add_common_options, add_measure_options, layer_options_given, layer_view,
                                              run_options)
 from deeplite_like.commands.output import (layers_csv_path, render_compare, require_writable_output, resolve_format,

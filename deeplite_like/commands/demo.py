@@ -13,9 +13,9 @@ from dataclasses import dataclass
 from typing import IO
 
 from deeplite_like.commands.compare import compare_results
-from deeplite_like.commands.errors import UsageError
+from deeplite_like.cli.exit_codes import UsageError
 from deeplite_like.commands.inputs import resolve_inputs
-from deeplite_like.commands.loading import load_model
+from deeplite_like.cli.loading import load_model
 from deeplite_like.commands.options import (add_common_options, add_measure_options, layer_options_given, layer_view,
                                              run_options)
 from deeplite_like.commands.output import (Rendered, json_rendered, layer_title, require_writable_output,

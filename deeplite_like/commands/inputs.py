@@ -17,8 +17,8 @@ import zipfile
 from pathlib import Path
 from typing import IO, Any
 
-from deeplite_like.commands.errors import UsageError
-from deeplite_like.commands.loading import LoadedModel
+from deeplite_like.cli.exit_codes import UsageError
+from deeplite_like.cli.loading import LoadedModel
 
 SEED = 0
 _SHAPE = re.compile(r"^\s*\d+(\s*[,x]\s*\d+)*\s*$")
@@ -54,7 +54,7 @@ def resolve_inputs(loaded: LoadedModel, shapes: list[tuple[int, ...]] | None,
                    inputs_file: str | None) -> tuple[tuple, dict]:
     """The ``(args, kwargs)`` to profile ``loaded`` with: the file, the shapes, or the spec's default."""
     if loaded.framework == "onnx":
-        from deeplite_like.commands.onnx_files import onnx_inputs
+        from deeplite_like.cli.loading.onnx_files import onnx_inputs
 
         if inputs_file is not None:
             raise UsageError("--inputs is not read for ONNX files yet", "pass --input-shape NAME=SHAPE")
@@ -78,7 +78,7 @@ def resolve_inputs(loaded: LoadedModel, shapes: list[tuple[int, ...]] | None,
 
 def _check_shapes(shapes: list[tuple[int, ...]], loaded: LoadedModel) -> None:
     """Refuse ``--input-shape`` tensors too large for this machine, before they are drawn."""
-    from deeplite_like.commands.input_memory import check_input_bytes, shape_bytes
+    from deeplite_like.cli.loading.preflight import check_input_bytes, shape_bytes
 
     dtype, itemsize = "float32", 4  # drawn in float32 (then cast to a torch model's dtype)
     if loaded.framework == "torch":
@@ -167,7 +167,7 @@ def check_numpy_sizes(path: Path, hint: str) -> None:
     6.5 GB declares so). An array that declares more data than its file (or entry) holds is
     refused as corrupt: numpy would allocate it before finding out.
     """
-    from deeplite_like.commands.input_memory import check_input_bytes, shape_bytes
+    from deeplite_like.cli.loading.preflight import check_input_bytes, shape_bytes
     from deeplite_like.units import format_bytes
 
     where = f"--inputs {str(path)!r}"
@@ -205,7 +205,7 @@ def _read_torch(path: Path) -> tuple[tuple, dict]:
     except ImportError:
         raise UsageError(f"--inputs {str(path)!r} is a PyTorch file, and torch is not installed here",
                          "install it with: pip install 'deeplite-like[torch]', or save the inputs with numpy") from None
-    from deeplite_like.commands.torch_files import require_torch_kind
+    from deeplite_like.cli.loading.torch_files import require_torch_kind
 
     require_torch_kind(path, f"--inputs {str(path)!r}", "save the inputs with torch.save(x, path)")
     try:

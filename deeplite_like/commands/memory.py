@@ -20,9 +20,9 @@ import dataclasses
 import sys
 from typing import IO, Any
 
-from deeplite_like.commands.errors import ProfilingFailed, UsageError
+from deeplite_like.cli.exit_codes import ProfilingFailed, UsageError
 from deeplite_like.commands.inputs import parse_shape, resolve_inputs
-from deeplite_like.commands.loading import FORMS_HINT, load_model, parse_model_args, require_framework
+from deeplite_like.cli.loading import FORMS_HINT, load_model, parse_model_args, require_framework
 from deeplite_like.commands.options import positive_int
 from deeplite_like.commands.output import Rendered, require_writable_output, write
 from deeplite_like.reports.formatting import strict_json

@@ -8,7 +8,7 @@ import sys
 from collections.abc import Callable
 from typing import IO, Any
 
-from deeplite_like.commands.errors import UsageError
+from deeplite_like.cli.exit_codes import UsageError
 from deeplite_like.commands.output import FORMATS, LayerView
 from deeplite_like.commands.run import RunOptions
 

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
-from deeplite_like.commands.errors import CommandError, UsageError, raise_if_interrupted
+from deeplite_like.cli.exit_codes import CommandError, UsageError, raise_if_interrupted
 from deeplite_like.commands.run import ModelResult
 from deeplite_like.commands.schema import stamped
 from deeplite_like.reports import CompareReport, Report, TableReport

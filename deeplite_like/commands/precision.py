@@ -10,8 +10,8 @@ import copy
 import dataclasses
 from typing import Any
 
-from deeplite_like.commands.errors import UsageError
-from deeplite_like.commands.loading import LoadedModel
+from deeplite_like.cli.exit_codes import UsageError
+from deeplite_like.cli.loading import LoadedModel
 
 DTYPES = ("float16", "bfloat16")
 

@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from deeplite_like.caller import called_as
-from deeplite_like.commands.errors import ProfilingFailed, UsageError
-from deeplite_like.commands.loading import LoadedModel
+from deeplite_like.cli.exit_codes import ProfilingFailed, UsageError
+from deeplite_like.cli.loading import LoadedModel
 from deeplite_like.commands.progress import Progress
 from deeplite_like.reports import StatusReport, TableReport
 from deeplite_like.reports.formatting import format_seconds
@@ -123,7 +123,7 @@ def prepare(loaded: LoadedModel, inputs: tuple[tuple, dict], options: RunOptions
 
         loaded, inputs = cast_copy(loaded, inputs, options.dtype)
     if loaded.framework == "onnx" and options.batch_size is not None:
-        from deeplite_like.commands.onnx_files import with_batch
+        from deeplite_like.cli.loading.onnx_files import with_batch
 
         inputs = with_batch(inputs, options.batch_size)
     args, kwargs = _place(loaded, inputs, options.device)
@@ -235,7 +235,7 @@ def check_device(device: str) -> None:
 # ------------------------------------------------------------------------------ helpers
 def _check_batch(inputs: tuple[tuple, dict], batch_size: int) -> None:
     """Refuse a ``--batch-size`` whose inputs alone would not fit in memory here (estimated per sample)."""
-    from deeplite_like.commands.input_memory import check_input_bytes, sample_bytes
+    from deeplite_like.cli.loading.preflight import check_input_bytes, sample_bytes
     from deeplite_like.units import format_bytes
 
     per_sample = sample_bytes(inputs)
@@ -268,7 +268,7 @@ def _profiler(loaded: LoadedModel, args: tuple, kwargs: dict) -> Any:
     try:
         if loaded.framework == "onnx":  # shapes by input name or in order (onnx_files.onnx_inputs)
             from deeplite_like.backends.onnx import OnnxProfiler
-            from deeplite_like.commands.onnx_files import onnx_profiler_inputs
+            from deeplite_like.cli.loading.onnx_files import onnx_profiler_inputs
 
             return OnnxProfiler(loaded.model, name=loaded.name, inputs=onnx_profiler_inputs((args, kwargs)))
         if len(args) == 1 and not kwargs:

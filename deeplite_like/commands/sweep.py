@@ -17,8 +17,8 @@ import dataclasses
 from collections.abc import Callable, Sequence
 from typing import IO, Any
 
-from deeplite_like.commands.errors import UsageError
-from deeplite_like.commands.loading import LoadedModel
+from deeplite_like.cli.exit_codes import UsageError
+from deeplite_like.cli.loading import LoadedModel
 from deeplite_like.commands.output import Rendered, json_rendered, render_text
 from deeplite_like.commands.progress import Progress
 from deeplite_like.commands.run import TIMING_KEYS, ModelResult, RunOptions, execute, prepare

@@ -14,8 +14,8 @@ import re
 import pytest
 import torch
 
-from deeplite_like.commands.errors import UsageError
-from deeplite_like.commands.loading import LoadedModel
+from deeplite_like.cli.exit_codes import UsageError
+from deeplite_like.cli.loading import LoadedModel
 from deeplite_like.commands.precision import cast_copy
 from tests.cli import fixture_models
 

@@ -10,7 +10,7 @@
 
 Each subcommand lives in ``deeplite_like.commands``. Errors are one line plus a hint on
 standard error; exit code 2 for a usage error, 1 for a failure while profiling (see
-``deeplite_like.commands.errors``); ``--verbose`` adds the traceback.
+``deeplite_like.cli.exit_codes``); ``--verbose`` adds the traceback.
 """
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ import sys
 import traceback
 from typing import IO, Sequence
 
-from deeplite_like.commands.errors import (EXIT_FAILURE, EXIT_INTERRUPTED, CommandError, ProfilingFailed, interrupted,
+from deeplite_like.cli.exit_codes import (EXIT_FAILURE, EXIT_INTERRUPTED, CommandError, ProfilingFailed, interrupted,
                                            watching_interrupts)
 
 PROG = "deeplite-like"
