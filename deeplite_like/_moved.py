@@ -15,15 +15,30 @@ import warnings
 
 MOVED: dict[str, tuple[str, bool]] = {
     # cli
+    "deeplite_like.commands": ("deeplite_like.cli", True),
+    "deeplite_like.commands.check": ("deeplite_like.cli.check", False),
+    "deeplite_like.commands.compare": ("deeplite_like.cli.commands", False),
+    "deeplite_like.commands.demo": ("deeplite_like.cli.commands", False),
     "deeplite_like.commands.errors": ("deeplite_like.cli.exit_codes", False),
     "deeplite_like.commands.export_archive": ("deeplite_like.cli.loading.export_archive", False),
     "deeplite_like.commands.factory_guard": ("deeplite_like.cli.loading.preflight", False),
     "deeplite_like.commands.file_kinds": ("deeplite_like.cli.loading.preflight", False),
     "deeplite_like.commands.hub_models": ("deeplite_like.cli.loading.hub_models", False),
     "deeplite_like.commands.input_memory": ("deeplite_like.cli.loading.preflight", False),
+    "deeplite_like.commands.inputs": ("deeplite_like.cli.model_inputs", False),
     "deeplite_like.commands.keras_files": ("deeplite_like.cli.loading.keras_files", False),
     "deeplite_like.commands.loading": ("deeplite_like.cli.loading", True),
+    "deeplite_like.commands.memory": ("deeplite_like.cli.commands", False),
     "deeplite_like.commands.onnx_files": ("deeplite_like.cli.loading.onnx_files", False),
+    "deeplite_like.commands.options": ("deeplite_like.cli.flags", False),
+    "deeplite_like.commands.output": ("deeplite_like.cli.output", False),
+    "deeplite_like.commands.precision": ("deeplite_like.cli.model_inputs", False),
+    "deeplite_like.commands.profile": ("deeplite_like.cli.commands", False),
+    "deeplite_like.commands.progress": ("deeplite_like.cli.progress", True),
+    "deeplite_like.commands.quantities": ("deeplite_like.cli.flags", False),
+    "deeplite_like.commands.run": ("deeplite_like.cli.runner", False),
+    "deeplite_like.commands.schema": ("deeplite_like.cli.output", False),
+    "deeplite_like.commands.sweep": ("deeplite_like.cli.sweep", False),
     "deeplite_like.commands.torch_files": ("deeplite_like.cli.loading.torch_files", False),
 }
 
@@ -61,4 +76,6 @@ def _caller_level() -> int:
 
 def install() -> None:
     if not any(isinstance(finder, _MovedFinder) for finder in sys.meta_path):
-        sys.meta_path.append(_MovedFinder())
+        # First, before the path finder: an old package aliased to a new one has the new package's
+        # __path__, where the path finder would load `old.pkg.sub` a second time from `new/sub.py`.
+        sys.meta_path.insert(0, _MovedFinder())

@@ -11,8 +11,8 @@ import sys
 
 import pytest
 
-from deeplite_like.cli.loading import preflight as input_memory
 from deeplite_like.cli.exit_codes import UsageError
+from deeplite_like.cli.loading import preflight as input_memory
 from deeplite_like.cli.loading.preflight import check_input_bytes, sample_bytes
 
 FAST = ("--min-run-time", "0.01", "--no-progress")

@@ -40,11 +40,11 @@ REVIEWED = {
         "(test_export_archive)",
     ("cli/loading/export_archive.py", "torch.load"): "weights_only=True: the check itself",
     ("cli/loading/export_archive.py", "json.loads"): "JSON is data",
-    ("commands/inputs.py", "torch.load"): "weights_only=True: --inputs tensors only",
-    ("commands/inputs.py", "np.load"): "allow_pickle=False: object arrays are refused",
+    ("cli/model_inputs.py", "torch.load"): "weights_only=True: --inputs tensors only",
+    ("cli/model_inputs.py", "np.load"): "allow_pickle=False: object arrays are refused",
     ("cli/loading/keras_files.py", "keras.saving.load_model"): "safe_mode=True: Lambda code is refused",
     ("cli/loading/__init__.py", "json.loads"): "--model-args is JSON, never Python",
-    ("commands/inputs.py", "import pickle"): "for the pickle.UnpicklingError class only",
+    ("cli/model_inputs.py", "import pickle"): "for the pickle.UnpicklingError class only",
     ("cli/loading/torch_files.py", "import pickle"): "for the pickle.UnpicklingError class only",
     ("cli/loading/hub_models.py", "importlib.import_module"):
         "'transformers' or 'timm' only (the fixed names of the hf: and timm: forms); the hf: config is read with "
@@ -63,14 +63,12 @@ REVIEWED = {
         "it gets a clean sys.argv and its SystemExit becomes an error",
     ("cli/loading/__init__.py", "importlib.import_module"):
         "imports the module the user named as package.module:factory (an identifier path, checked before)",
-    ("commands/compare.py", "load_model"): "deeplite_like.cli.loading.load_model, the dispatcher above",
-    ("commands/demo.py", "load_model"): "loading.load_model on the bundled zoo's fixed specs",
-    ("commands/profile.py", "load_model"): "deeplite_like.cli.loading.load_model, the dispatcher above",
-    ("commands/memory.py", "load_model"): "deeplite_like.cli.loading.load_model, the dispatcher above",
-    ("commands/check.py", "load_model"): "deeplite_like.cli.loading.load_model, the dispatcher above",
-    ("commands/check.py", "json.loads"): "--baseline is a JSON report: JSON is data",
-    ("commands/sweep.py", "load"):
-        "the load callable profile.run passes: loading.load_model with the MODEL spec, once per sequence length",
+    ("cli/commands.py", "load_model"):
+        "deeplite_like.cli.loading.load_model, the dispatcher above (the demo: on the bundled zoo's fixed specs)",
+    ("cli/check.py", "load_model"): "deeplite_like.cli.loading.load_model, the dispatcher above",
+    ("cli/check.py", "json.loads"): "--baseline is a JSON report: JSON is data",
+    ("cli/sweep.py", "load"):
+        "the load callable run_profile passes: loading.load_model with the MODEL spec, once per sequence length",
     # --- imports by name from the package's own fixed tables, never from user text
     ("_moved.py", "importlib.import_module"): "the new path of an old one, from the fixed MOVED table",
     ("backends/__init__.py", "importlib.import_module"): "backend modules from the fixed _BACKENDS table",
