@@ -35,8 +35,8 @@ sys.path.insert(0, ROOT)
 
 from deeplite_like.backends.keras._tf import import_keras, import_tensorflow  # noqa: E402
 from deeplite_like.backends.keras.counting import count_ops  # noqa: E402
-from deeplite_like.backends.keras.counting.graph import _profile  # noqa: E402
-from deeplite_like.backends.keras.counting.inputs import prepare_inputs  # noqa: E402
+from deeplite_like.backends.keras.counting.tf_graph import _profile  # noqa: E402
+from deeplite_like.backends.keras.tensors import prepare_inputs  # noqa: E402
 
 keras = import_keras()
 L = keras.layers

@@ -34,7 +34,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
 from benchmarks.resnet18 import ResNet18  # noqa: E402
-from deeplite_like.backends.torch.timing import measure_execution_time  # noqa: E402
+from deeplite_like.backends.torch.latency import measure_execution_time  # noqa: E402
 
 
 def _resnet18() -> tuple[torch.nn.Module, torch.Tensor]:
@@ -53,7 +53,7 @@ MODELS = {"resnet18": _resnet18, "lenet5": _lenet5}
 
 
 def status_warmup(models: list[str], repeats: int) -> None:
-    from deeplite_like.backends.torch import TorchProfiler, functions
+    from deeplite_like.backends.torch import TorchProfiler, compute as functions
 
     table = PrettyTable(["model", "timing warm-up", "median", "CV of the median", "warm-up forwards"])
     for name in models:

@@ -85,12 +85,12 @@ def register_backend(backend: Backend) -> None:
 
 # Keras first: under Keras' torch backend a Keras model is also a torch.nn.Module.
 register_backend(Backend("keras", _is_keras, "deeplite_like.backends.keras:KerasProfiler", "keras", "keras",
-                         profile_module="deeplite_like.backends.keras.profile",
+                         profile_module="deeplite_like.backends.keras.model_profile",
                          tensor_types=(("tensorflow.python.framework.ops", "EagerTensor"),),
-                         adapter_module="deeplite_like.backends.keras.data"))
+                         adapter_module="deeplite_like.backends.keras.tensors"))
 register_backend(Backend("torch", _is_torch, "deeplite_like.backends.torch:TorchProfiler", "torch", "torch",
-                         profile_module="deeplite_like.backends.torch.profile",
-                         tensor_types=(("torch", "Tensor"),), adapter_module="deeplite_like.backends.torch.data"))
+                         profile_module="deeplite_like.backends.torch.model_profile",
+                         tensor_types=(("torch", "Tensor"),), adapter_module="deeplite_like.backends.torch.inputs"))
 register_backend(Backend("onnx", _is_onnx, "deeplite_like.backends.onnx:OnnxProfiler", "onnx", "onnx"))
 
 

@@ -32,7 +32,7 @@ import importlib.util
 import sys
 from typing import IO, Any
 
-from deeplite_like.byte_sizes import parse_bytes
+from deeplite_like.units import parse_bytes
 from deeplite_like.cli.exit_codes import ProfilingFailed, UsageError
 from deeplite_like.cli.flags import (add_common_options, add_measure_options, layer_options_given, layer_view,
                                      positive_int, run_options)
@@ -349,7 +349,7 @@ def run_memory(args: argparse.Namespace, stdout: IO[str] | None = None, stderr: 
     require_framework("torch", args.model)
     import torch
 
-    from deeplite_like.backends.torch.training_optimizers import _OPTIMIZERS  # the names build_optimizer knows
+    from deeplite_like.backends.torch.training.optimizers import _OPTIMIZERS  # the names build_optimizer knows
 
     if args.train and args.optimizer.lower() not in _OPTIMIZERS:
         raise UsageError(f"--optimizer {args.optimizer!r} is not a known optimizer",
@@ -385,8 +385,8 @@ def _measure(args: argparse.Namespace, model: Any, inputs: tuple, kwargs: dict) 
         report["text"] = (f"forward (no grad), batch {stats.batch_size}: peak {stats.peak_bytes} B at "
                           f"{stats.peak_at}")
         return report
-    from deeplite_like.backends.torch.batch_fit import largest_batch
-    from deeplite_like.backends.torch.training_memory import estimate_training_memory
+    from deeplite_like.backends.torch.training.batch_fit import largest_batch
+    from deeplite_like.backends.torch.training.estimate import estimate_training_memory
 
     options = dict(optimizer=args.optimizer, autocast=args.autocast, attention=args.attention,
                    activation_checkpointing=True if args.checkpointing else None, sharding=args.sharding,

@@ -22,7 +22,7 @@ from deeplite_like.cli.output import FORMATS, LayerView
 from deeplite_like.cli.progress import is_terminal
 from deeplite_like.cli.runner import RunOptions
 from deeplite_like.reports.fit import terminal_width
-from deeplite_like.threads import AUTO, check_num_threads
+from deeplite_like.timing import AUTO, check_num_threads
 
 
 def _bounded(text: str, convert: Callable[[str], float], expected: str, ok: Callable[[float], bool]) -> Any:

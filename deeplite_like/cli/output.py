@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from deeplite_like._version import __version__
-from deeplite_like.changes import is_number
+from deeplite_like.reports.changes import is_number
 from deeplite_like.cli.exit_codes import CommandError, UsageError, raise_if_interrupted
 from deeplite_like.cli.runner import ModelResult
 from deeplite_like.reports import CompareReport, Report, TableReport
@@ -35,7 +35,7 @@ from deeplite_like.reports.fit import LAYER_DROP_ORDER, ColumnError, choose_colu
 from deeplite_like.reports.formatting import strict_json
 from deeplite_like.reports.html import (document, is_layer_table, module_depth, notes_html, qualified_names,
                                         report_section, to_html)
-from deeplite_like.reports.tree_view import as_tree
+from deeplite_like.reports.table import as_tree
 
 SCHEMA_VERSION = "1.0"
 TOOL = "deeplite-like"

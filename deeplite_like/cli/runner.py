@@ -15,7 +15,7 @@ import warnings
 from dataclasses import dataclass, field
 from typing import Any
 
-from deeplite_like.caller import called_as
+from deeplite_like.errors import called_as
 from deeplite_like.cli.exit_codes import ProfilingFailed, UsageError
 from deeplite_like.cli.loading import LoadedModel
 from deeplite_like.cli.loading.onnx_files import onnx_profiler_inputs, with_batch
@@ -24,8 +24,8 @@ from deeplite_like.cli.model_inputs import cast_copy
 from deeplite_like.cli.progress import Progress
 from deeplite_like.reports import StatusReport, TableReport
 from deeplite_like.reports.formatting import format_seconds
-from deeplite_like.status import Metric, StatusKey
-from deeplite_like.timing_noise import NoisyTimingWarning
+from deeplite_like.metrics.status_keys import Metric, StatusKey
+from deeplite_like.timing import NoisyTimingWarning
 from deeplite_like.units import format_bytes
 
 LAYERS_KEY = "layerwise_summary"
@@ -203,7 +203,7 @@ def with_layer_times(table: TableReport, model: Any, args: tuple, kwargs: dict,
                      num_threads: int | None = None) -> TableReport:
     """The per-layer table with a ``latency_s`` column: median forward seconds per module, timed at
     ``num_threads`` (the execution time's, so that the report states one thread count)."""
-    from deeplite_like.backends.torch.layer_timing import module_forward_times
+    from deeplite_like.backends.torch.latency import module_forward_times
 
     times = module_forward_times(model, args, kwargs, num_threads=num_threads)
     rows = [{**row, LATENCY_COLUMN: times.get(str(row["module"]))} for row in table.rows]

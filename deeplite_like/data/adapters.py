@@ -4,7 +4,7 @@ Framework specifics live behind ``TensorAdapter`` objects, chosen per tensor: th
 ``describe`` of a batch (``Tensor[float32, 8x3x32x32]``, ``ndarray[int64, 3]``, containers by
 their structure) for every error message, a sample's bytes, and ``take`` for resizing a batch.
 This module imports no framework: the numpy adapter imports numpy only when it handles an array,
-and a backend's adapter (``deeplite_like.backends.torch.data``) registers itself when imported;
+and a backend's adapter (``deeplite_like.backends.torch.inputs``) registers itself when imported;
 it is imported automatically the first time one of its tensors is met (its framework is then
 already loaded). Nested tuples, lists and mappings of tensors are walked here too.
 """

@@ -2,7 +2,7 @@
 
 Framework-free: the result objects (``ModelProfile``, ``ModuleNode``, ``PhaseStats``) and their
 views (detailed tree text, aggregated table, summary, dict/JSON, HTML, ``save``). The backends
-measure (``deeplite_like.backends.torch.profile``, ``deeplite_like.backends.keras.profile``):
+measure (``deeplite_like.backends.torch.model_profile``, ``deeplite_like.backends.keras.model_profile``):
 
 * ``get_model_profile(model, ...)`` profiles one call of a model (``forward``, ``generate``...);
 * ``FlopsProfiler(model)`` profiles what runs between ``start_profile()`` and ``stop_profile()``

@@ -278,7 +278,7 @@ NOT_PROVIDED = {
     **dict.fromkeys(("flops_to_string", "macs_to_string", "params_to_string", "duration_to_string",
                      "number_to_string", "DEFAULT_PRECISION"),
                     "figures are raw numbers here; ModelProfile.to_text() / summary_text() render them, and "
-                    "deeplite_like.profiling.formatting.count(value, unit) / seconds(value) format one"),
+                    "deeplite_like.profiling.views.count(value, unit) / seconds(value) format one"),
     **dict.fromkeys(("get_module_flops", "get_module_macs", "get_module_duration"),
                     "nothing is stored on the modules; read a module's figures from the profile tree: "
                     "profile.root (ModuleNode .flops, .macs, .latency_s, .children) or profile.to_dict()"),

@@ -15,9 +15,8 @@ from deeplite_like.reports.base import Report, unique_names
 from deeplite_like.reports.changes import (NOT_COMPUTED, NOT_MEASURED, WITHIN_NOISE, Change, conversion_factor,
                                    describe_change, is_number)
 from deeplite_like.reports.formatting import format_cell, format_in_scale, jsonable, scaled_value
-from deeplite_like.reports.status import ordered_keys
-from deeplite_like.reports.status import (at_least, comparative_text, labelled_name, not_measured, spread_text,
-                                          untracked_ops)
+from deeplite_like.reports.status import (at_least, comparative_text, labelled_name, not_measured, ordered_keys,
+                                          spread_text, untracked_ops)
 from deeplite_like.units import Scale, pick_scale
 
 

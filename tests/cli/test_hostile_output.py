@@ -19,7 +19,7 @@ import pytest
 from deeplite_like import metrics as M
 from deeplite_like.reports import CompareReport, StatusReport, TableReport
 from deeplite_like.reports.formatting import csv_cell, strict_json
-from deeplite_like.status import Comparative, Metric
+from deeplite_like.metrics.status_keys import Comparative, Metric
 
 FAST = ("--min-run-time", "0.01", "--no-progress")
 TINY = "tests.cli.fixture_models:tiny"

@@ -9,7 +9,7 @@ import torch
 from torch import nn
 
 from deeplite_like import metrics as M
-from deeplite_like.backends.torch.layer_timing import module_forward_times
+from deeplite_like.backends.torch.latency import module_forward_times
 from deeplite_like.reports import CompareReport, StatusReport, TableReport
 from deeplite_like.reports.charts import Bar, RatioBar, bar_chart, line_chart, ratio_chart
 from deeplite_like.reports.html import fragment, layer_charts, to_html

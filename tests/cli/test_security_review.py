@@ -53,7 +53,7 @@ REVIEWED = {
         "an ONNX file is a protobuf (data, no code); external data is not followed here (load_external_data=False), "
         "then read only from beside the file after check_external_data refused absolute paths and '..'",
     ("backends/onnx/graph.py", "load_model"): "graph.load_model, the ONNX loader above",
-    ("backends/onnx/profiler.py", "load_model"): "graph.load_model, the ONNX loader above",
+    ("backends/onnx/compute.py", "load_model"): "graph.load_model, the ONNX loader above",
     ("cli/loading/onnx_files.py", "load_model"):
         "graph.load_model, the ONNX loader above, on the .onnx file named on the command line (protobuf data; "
         "no custom-op library is loaded; a malformed file is a usage error, tests/onnx/test_onnx_cli.py)",
@@ -70,14 +70,12 @@ REVIEWED = {
     ("cli/sweep.py", "load"):
         "the load callable run_profile passes: loading.load_model with the MODEL spec, once per sequence length",
     # --- imports by name from the package's own fixed tables, never from user text
-    ("_moved.py", "importlib.import_module"): "the new path of an old one, from the fixed MOVED table",
+    ("_moved.py", "importlib.import_module"): "the new path of an old one, from the fixed MOVED table, and the "
+                                              "package's own lazy exports table",
     ("backends/__init__.py", "importlib.import_module"): "backend modules from the fixed _BACKENDS table",
     ("backends/__init__.py", "load"): "Backend.load: imports a backend from the fixed _BACKENDS table",
     ("backends/keras/_tf.py", "importlib.import_module"): "'keras' or 'tensorflow' only",
     ("backends/keras/counting/registry.py", "importlib.import_module"): "Keras layer classes named in the table",
-    ("data.py", "importlib.import_module"): "tensor adapters from the fixed _LAZY_ADAPTERS table",
-    ("lazy.py", "importlib.import_module"): "the package's own lazy exports table",
-    ("profiling/backends.py", "importlib.import_module"): "the backends' profile modules from a fixed table",
     ("zoo/__init__.py", "importlib.import_module"): "the zoo's own factories, named in the zoo table",
 }
 

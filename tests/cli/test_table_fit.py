@@ -15,7 +15,7 @@ import pytest
 from deeplite_like import metrics as M
 from deeplite_like.reports import CompareReport, TableReport
 from deeplite_like.reports.fit import fit_report
-from deeplite_like.reports.tree_view import as_tree, tree_labels
+from deeplite_like.reports.table import as_tree, tree_labels
 
 MLP = "tests.cli.fixture_models:mlp"
 FAST = ("--min-run-time", "0.01", "--no-progress")

@@ -12,8 +12,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from deeplite_like.data import adapters as data
-from deeplite_like.data import DataError, ForwardPass, Inputs, describe, first_batch, iter_batches, split_loader
+from deeplite_like.data import (DataError, ForwardPass, Inputs, adapters as data, describe, first_batch, iter_batches,
+                                split_loader)
 
 IDS = np.array([[1, 2], [3, 4]], dtype=np.int64)  # 2 samples of 2 token ids
 

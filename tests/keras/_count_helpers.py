@@ -10,7 +10,7 @@ import warnings
 from typing import Any
 
 from deeplite_like.backends.keras.counting import count_ops
-from deeplite_like.opcount import OpCount
+from deeplite_like.results import OpCount
 
 
 def count(model: Any, inputs: Any, **kwargs: Any) -> OpCount:

@@ -8,7 +8,7 @@ import deeplite_like  # noqa: E402
 from deeplite_like import ForwardError  # noqa: E402
 from deeplite_like.backends.keras import KerasProfiler, count_ops  # noqa: E402
 from deeplite_like.backends.keras._tf import keras_message, strip_ansi  # noqa: E402
-from deeplite_like.threads import max_threads  # noqa: E402
+from deeplite_like.timing import max_threads  # noqa: E402
 
 FAST = {"min_run_time": 0.01}
 

@@ -12,7 +12,7 @@ import pytest
 keras = pytest.importorskip("keras")
 
 from deeplite_like.backends.keras.counting import count_ops  # noqa: E402
-from deeplite_like.opcount import OpStats  # noqa: E402
+from deeplite_like.results import OpStats  # noqa: E402
 
 
 class Outer(keras.layers.Layer):

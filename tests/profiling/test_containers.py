@@ -23,7 +23,7 @@ from torch import nn
 
 import deeplite_like
 from deeplite_like.backends.torch import count_ops
-from deeplite_like.backends.torch.layers import layerwise_summary
+from deeplite_like.backends.torch.params import layerwise_summary
 from deeplite_like.profiling.views import render_tree
 from deeplite_like.results import OpStats, parent_names, roll_up_containers
 

@@ -26,7 +26,7 @@ if keras.config.backend() != "tensorflow":
 tf = pytest.importorskip("tensorflow")
 
 import deeplite_like  # noqa: E402
-from deeplite_like.backends.keras.profile import KerasFlopsProfiler, tf_op_cost  # noqa: E402
+from deeplite_like.backends.keras.model_profile import KerasFlopsProfiler, tf_op_cost  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
 

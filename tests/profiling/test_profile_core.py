@@ -7,8 +7,7 @@ import sys
 
 import pytest
 
-from deeplite_like.profiling import ModuleRecord, PhaseStats, build_profile
-from deeplite_like.profiling import views as fmt
+from deeplite_like.profiling import ModuleRecord, PhaseStats, build_profile, views as fmt
 from deeplite_like.results import OpStats
 
 

@@ -23,7 +23,7 @@ from torch.optim import optimizer as optim_module
 from torch.utils._python_dispatch import _get_current_dispatch_mode
 
 import deeplite_like
-from deeplite_like.backends.torch.profile import TorchFlopsProfiler
+from deeplite_like.backends.torch.model_profile import TorchFlopsProfiler
 from deeplite_like.profiling import FlopsProfiler
 
 from .models import Net, mlp

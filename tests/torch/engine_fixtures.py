@@ -18,8 +18,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from deeplite_like.backends.torch.counting import Cost, register_formula, register_free
-from deeplite_like.backends.torch.counting import registry
+from deeplite_like.backends.torch.counting import Cost, register_formula, register_free, registry
 
 aten = torch.ops.aten
 

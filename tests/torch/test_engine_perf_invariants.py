@@ -17,10 +17,8 @@ import pytest
 import torch
 from torch import nn
 
-from deeplite_like.backends.torch.counting import (
-    Cost, CountOptions, ForwardError, count_ops, register_formula, unregister,
-)
-from deeplite_like.backends.torch.counting import recorder
+from deeplite_like.backends.torch.counting import (Cost, CountOptions, ForwardError, count_ops, recorder,
+                                                   register_formula, unregister)
 from deeplite_like.backends.torch.counting.formulas._common import bind
 from deeplite_like.backends.torch.counting.registry import OpCall
 

@@ -7,8 +7,8 @@ import pytest
 import torch
 from torch import nn
 
-from deeplite_like.backends.torch.counting import UntrackedOpWarning, count_ops, register_formula, unregister
-from deeplite_like.backends.torch.counting import Cost, FormulaError, ForwardError
+from deeplite_like.backends.torch.counting import (Cost, FormulaError, ForwardError, UntrackedOpWarning, count_ops,
+                                                   register_formula, unregister)
 
 from .engine_fixtures import priced, mystery, stats, toy_table  # noqa: F401  (fixture)
 

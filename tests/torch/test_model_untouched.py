@@ -17,8 +17,7 @@ from torch import nn
 from deeplite_like import ComputeEvalMetric
 from deeplite_like.backends.torch import TorchProfiler, accuracy, count_ops
 from deeplite_like.backends.torch.compute import evaluate
-from deeplite_like.backends.torch.latency import module_forward_times
-from deeplite_like.backends.torch.latency import measure_execution_time
+from deeplite_like.backends.torch.latency import measure_execution_time, module_forward_times
 from deeplite_like.backends.torch.memory import peak_activation_memory
 from deeplite_like.backends.torch.params import layerwise_summary
 from deeplite_like.profiling import get_model_profile

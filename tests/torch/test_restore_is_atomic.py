@@ -16,8 +16,7 @@ import pytest
 import torch
 from torch import nn
 
-from deeplite_like.backends.torch import TorchProfiler, count_ops
-from deeplite_like.backends.torch import state as torch_state
+from deeplite_like.backends.torch import TorchProfiler, count_ops, state as torch_state
 from deeplite_like.backends.torch.counting import recorder
 from deeplite_like.backends.torch.counting.recorder import CountingMode
 from deeplite_like.backends.torch.training.estimate import estimate_training_memory

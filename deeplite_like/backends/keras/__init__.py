@@ -6,7 +6,7 @@ framework Keras runs on (``keras.config.backend()``; never set here).
 """
 from __future__ import annotations
 
-from deeplite_like.lazy import lazy_exports
+from deeplite_like._moved import lazy_exports
 
 _EXPORTS = {
     "count_ops": "deeplite_like.backends.keras.counting",
@@ -30,13 +30,13 @@ _EXPORTS = {
     "get_missclass": "deeplite_like.backends.keras.compute",
     "get_topk": "deeplite_like.backends.keras.compute",
     "EvalLossFunction": "deeplite_like.backends.keras.compute",
-    "EvaluationFunction": "deeplite_like.evaluation",
+    "EvaluationFunction": "deeplite_like.functions",
     "TFProfiler": "deeplite_like.backends.keras.compute",
     "TFDataLoader": "deeplite_like.backends.keras.inputs",
     "TFForwardPass": "deeplite_like.backends.keras.inputs",
     "TFTensorSampler": "deeplite_like.backends.keras.inputs",
     "Device": "deeplite_like.device",
-    "ComputeEvalMetric": "deeplite_like.eval_metric",
+    "ComputeEvalMetric": "deeplite_like.functions",
 }
 
 # deeplite-profiler's TensorFlow names deliberately not provided, and what to use instead (docs/migration.rst).

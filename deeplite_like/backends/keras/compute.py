@@ -15,7 +15,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from deeplite_like.argument_checks import check_profiler_options
+from deeplite_like.errors import caller, check_profiler_options
 from deeplite_like.backends.keras._tf import import_keras
 from deeplite_like.backends.keras.counting.engine import count_ops, observe, warn_if_untracked
 from deeplite_like.backends.keras.inputs import add_batch_axis, as_model_input, call_model, check_mode, model_inputs
@@ -24,21 +24,16 @@ from deeplite_like.backends.keras.memory import peak_activation_memory
 from deeplite_like.backends.keras.params import layer_table, parameter_stats
 from deeplite_like.backends.keras.state import preserved_model_state
 from deeplite_like.backends.keras.tensors import normalise_splits, prepare_inputs, to_backend
-from deeplite_like.caller import caller
-from deeplite_like.complexity_options import ComplexityOptions
+from deeplite_like.functions import (ComplexityOptions, EvaluationFunction, ProfilerFunction, as_tuple, mean_loss,
+                                     observed, sharing, transformed_batches)
 from deeplite_like.data import ForwardPass, Inputs, as_forward_pass
 from deeplite_like.device import Device
-from deeplite_like.evaluation import EvaluationFunction, as_tuple, mean_loss, transformed_batches
-from deeplite_like.functions import ProfilerFunction
-from deeplite_like.loaders import carried_forward_pass
+from deeplite_like.data.loaders import carried_forward_pass
 from deeplite_like.metrics import (ExecutionTime, Flops, LayerwiseSummary, Macs, MemoryFootprint, ModelSize,
-                                   PeakActivationMemory, Throughput, TotalParams, TrainableParams)
-from deeplite_like.metrics.eval import parse_topk_names
-from deeplite_like.observations import observed, sharing
+                                   PeakActivationMemory, Throughput, TotalParams, TrainableParams, parse_topk_names)
 from deeplite_like.profiler import Profiler
-from deeplite_like.status import Detailed
-from deeplite_like.threads import check_num_threads
-from deeplite_like.timing_values import META_NOT_TIMED, not_measured, timing_values
+from deeplite_like.metrics.status_keys import Detailed
+from deeplite_like.timing import META_NOT_TIMED, check_num_threads, not_measured, timing_values
 
 keras = import_keras()
 
@@ -116,7 +111,7 @@ class KerasProfiler(Profiler):
         if kwargs.get("device") is None:
             return
         if self.keras_backend == "torch":
-            from deeplite_like.backends.torch.placement import checked_device
+            from deeplite_like.backends.torch.inputs import checked_device
 
             checked_device(kwargs["device"])
         elif self.keras_backend == "tensorflow":
@@ -143,7 +138,7 @@ class KerasPeakActivationMemory(PeakActivationMemory):
 def _observed(model: Any, data_splits: Mapping[str, Any], forward_pass: ForwardPass, split: str | None,
               batch_size: int, training: bool, causal_half: bool = False, memory: bool = False) -> Any:
     """One recorded forward of the split's input (``counting.engine.observe``), shared in a status computation
-    (``deeplite_like.observations``) by MACs/FLOPs, the layer table and, on Keras' torch backend, peak
+    (``deeplite_like.functions``) by MACs/FLOPs, the layer table and, on Keras' torch backend, peak
     memory (shared, it measures memory whoever asks first); the model is left as found."""
     def make() -> Any:
         given = model_inputs(data_splits, forward_pass, split, batch_size, model)
@@ -158,7 +153,7 @@ class ComputeComplexity(ComplexityOptions, ProfilerFunction):
     """MACs and FLOPs of one batch, counted per Keras layer / operation (see ``count_ops``).
 
     ``ComputeComplexity(num_bytes=4, export=False)``: deeplite-profiler's options are accepted
-    (``deeplite_like.complexity_options``). ``ComputeFlops`` is this class under deeplite's
+    (``deeplite_like.functions``). ``ComputeFlops`` is this class under deeplite's
     TensorFlow name.
     """
 

@@ -23,7 +23,7 @@ from typing import Any, Iterator, Mapping
 
 import numpy as np
 
-from deeplite_like.argument_checks import check_batch_agrees, check_batch_size
+from deeplite_like.errors import check_batch_agrees, check_batch_size
 from deeplite_like.backends.keras._tf import import_keras
 from deeplite_like.backends.keras.counting.recorder import (CallRecord, LayerRecorder, SpecMaker, named_layers,
                                                             shapes_text)
@@ -31,7 +31,7 @@ from deeplite_like.backends.keras.tensors import (batch_size_of, format_shapes, 
                                                   tensor_leaves, to_backend)
 from deeplite_like.data import DataError, ForwardPass, Inputs
 from deeplite_like.device import Device
-from deeplite_like.loaders import DataLoader as LoaderBase, TensorInfo, TensorSampler
+from deeplite_like.data.loaders import DataLoader as LoaderBase, TensorInfo, TensorSampler
 
 keras = import_keras()
 

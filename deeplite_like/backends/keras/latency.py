@@ -6,7 +6,7 @@ backends it is measured on.
 ``predict_function`` on the user's model. **torch backend:** the forward runs under
 ``torch.no_grad()`` and is timed by the PyTorch backend (``backends/torch/timing.py``).
 
-On TensorFlow the loop is ``deeplite_like.timing_loop`` (shared with the PyTorch backend):
+On TensorFlow the loop is ``deeplite_like.timing`` (shared with the PyTorch backend):
 after ``warmup`` untimed calls (the first one traces the graph; the last, timed alone, sizes
 the blocks), blocks of ``number_per_run`` back-to-back calls are timed until they have taken
 ``min_run_time`` seconds and there are at least ``min_blocks`` of them; a block's time divided
@@ -31,17 +31,15 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Callable
 
-from deeplite_like.argument_checks import check_seconds
+from deeplite_like.errors import check_seconds
 from deeplite_like.backends.keras._tf import import_keras, import_tensorflow
 from deeplite_like.backends.keras.inputs import naming_failures, require_batch_size
 from deeplite_like.backends.keras.state import preserved_model_state
 from deeplite_like.backends.keras.tensors import to_backend
 from deeplite_like.device import Device, unavailable
-from deeplite_like.measurements import TimingStats
-from deeplite_like.threads import AUTO, available_cpus, check_num_threads
-from deeplite_like.timing_loop import percentile as _percentile
-from deeplite_like.timing_loop import summarise, time_blocks
-from deeplite_like.timing_noise import busy_note, warn_noisy
+from deeplite_like.results import TimingStats
+from deeplite_like.timing import (AUTO, available_cpus, busy_note, check_num_threads, percentile as _percentile,
+                                  summarise, time_blocks, warn_noisy)
 
 keras = import_keras()
 
@@ -163,7 +161,7 @@ def measure_execution_time(model: keras.layers.Layer, inputs: Any, device: Any =
 
 def _torch_timing(model: keras.layers.Layer, inputs: Any, device: Any, warmup: int, min_run_time: float,
                   num_threads: int | None, batch_size: int, training: bool) -> TimingStats:
-    from deeplite_like.backends.torch.timing import measure_execution_time as torch_timing
+    from deeplite_like.backends.torch.latency import measure_execution_time as torch_timing
 
     with preserved_model_state(model), naming_failures(model, inputs):
         stats = torch_timing(model, (inputs,), {"training": training}, device=device, warmup=warmup,

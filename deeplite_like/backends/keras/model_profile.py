@@ -14,13 +14,11 @@ from __future__ import annotations
 import time
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
-from deeplite_like.caller import inputs_hint
+from deeplite_like.errors import ForwardError, inputs_hint
 from deeplite_like.data import describe
-from deeplite_like.errors import ForwardError
-from deeplite_like.opcount import OpStats
-from deeplite_like.profiling.build import ModuleRecord, build_profile
+from deeplite_like.results import OpStats
+from deeplite_like.profiling.result import ModelProfile, ModuleRecord, PhaseStats, build_profile
 from deeplite_like.profiling.flops_profiler import FlopsProfiler
-from deeplite_like.profiling.result import ModelProfile, PhaseStats
 
 from ._tf import import_keras, import_tensorflow, keras_message
 from .counting.engine import price

@@ -42,7 +42,7 @@ from deeplite_like.backends.keras.counting.engine import Observation, observe, w
 from deeplite_like.backends.keras.counting.recorder import CallRecord, named_layers, shapes_text, spec_bytes
 from deeplite_like.backends.keras.inputs import add_failure_note
 from deeplite_like.backends.keras.tensors import dtype_bytes, prepare_inputs
-from deeplite_like.measurements import ParamStats as SharedParamStats
+from deeplite_like.results import ParamStats as SharedParamStats
 from deeplite_like.reports import TableReport
 from deeplite_like.units import format_bytes, format_share
 

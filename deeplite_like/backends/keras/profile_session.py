@@ -23,7 +23,7 @@ import threading
 import time
 from typing import Any, Callable, Iterator
 
-from deeplite_like.opcount import OpStats
+from deeplite_like.results import OpStats
 
 from ._tf import import_keras, import_tensorflow
 from .counting.engine import OpTap, own_ops
@@ -339,7 +339,7 @@ class TorchOpCounter:
 
     def __init__(self, phases: Phases) -> None:
         from deeplite_like.backends.torch.counting.registry import op_name
-        from deeplite_like.backends.torch.profiling.phases import PhaseCountingMode, current_autograd_node
+        from deeplite_like.backends.torch.latency import PhaseCountingMode, current_autograd_node
 
         from .counting.torch_ops import aten_cost
 

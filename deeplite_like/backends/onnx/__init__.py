@@ -6,7 +6,7 @@ when they are missing.
 """
 from __future__ import annotations
 
-from deeplite_like.lazy import lazy_exports
+from deeplite_like._moved import lazy_exports
 
 _EXPORTS = {
     "count_ops": "deeplite_like.backends.onnx.counting",

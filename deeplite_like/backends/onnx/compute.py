@@ -16,21 +16,18 @@ from __future__ import annotations
 import warnings
 from typing import Any, Mapping
 
-from deeplite_like.argument_checks import check_profiler_options
+from deeplite_like.errors import caller, check_profiler_options
 from deeplite_like.backends.onnx.counting import UntrackedOnnxOpWarning, count_graph, untracked_message
 from deeplite_like.backends.onnx.graph import (GraphInfo, batch_dims, import_onnx, inference_session,
                                                initializer_stats, load_model, prepare, session_inputs)
 from deeplite_like.backends.onnx.memory import tensor_lifetimes
-from deeplite_like.caller import caller
 from deeplite_like.functions import ProfilerFunction
 from deeplite_like.metrics import (ExecutionTime, Flops, Macs, MemoryFootprint, ModelSize, PeakActivationMemory,
                                    Throughput, TotalParams)
 from deeplite_like.profiler import Profiler
-from deeplite_like.status import Detailed
-from deeplite_like.threads import DEFAULT_NUM_THREADS, check_num_threads
-from deeplite_like.timing_loop import summarise, time_blocks
-from deeplite_like.timing_noise import busy_note
-from deeplite_like.timing_values import timing_values
+from deeplite_like.metrics.status_keys import Detailed
+from deeplite_like.timing import (DEFAULT_NUM_THREADS, busy_note, check_num_threads, summarise, time_blocks,
+                                  timing_values)
 
 import_onnx()
 

@@ -23,7 +23,7 @@ from typing import Any, Mapping
 
 from deeplite_like.backends.onnx.formulas import FORMULAS, FREE, op_key
 from deeplite_like.backends.onnx.graph import GraphInfo, NodeView, prepare
-from deeplite_like.opcount import Cost, OpCount, OpStats
+from deeplite_like.results import Cost, OpCount, OpStats
 
 __all__ = ["UntrackedOnnxOpWarning", "count_graph", "count_ops", "module_of", "node_module"]
 

@@ -25,7 +25,7 @@ import string
 from typing import Callable
 
 from deeplite_like.backends.onnx.graph import NodeView
-from deeplite_like.opcount import Cost
+from deeplite_like.results import Cost
 
 __all__ = ["FORMULAS", "FREE", "GATE_MATH", "Formula", "formula", "op_key"]
 

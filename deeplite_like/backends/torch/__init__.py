@@ -47,12 +47,12 @@ _EXPORTS = {
     "get_missclass": "deeplite_like.backends.torch.compute",
     "get_topk": "deeplite_like.backends.torch.compute",
     "EvalLossFunction": "deeplite_like.backends.torch.compute",
-    "EvaluationFunction": "deeplite_like.evaluation",
+    "EvaluationFunction": "deeplite_like.functions",
     "TorchDataLoader": "deeplite_like.backends.torch.inputs",
     "TorchForwardPass": "deeplite_like.backends.torch.inputs",
     "TorchTensorSampler": "deeplite_like.backends.torch.inputs",
     "Device": "deeplite_like.device",
-    "ComputeEvalMetric": "deeplite_like.eval_metric",
+    "ComputeEvalMetric": "deeplite_like.functions",
     "TorchEvaluationFunction": "deeplite_like.backends.torch.compute",
 }
 

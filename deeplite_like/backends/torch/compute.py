@@ -8,7 +8,7 @@ statistics are never updated by profiling.
 
 One observation, many figures: MACs/FLOPs, peak memory and the per-layer table are read from
 one instrumented forward (``counting.engine.observe``) under ``torch.no_grad()``. Inside
-``deeplite_like.observations.shared_observations()`` (the profiler enters it for each
+``deeplite_like.functions.shared_observations()`` (the profiler enters it for each
 ``compute_network_status`` and ``compare``) the first of these functions to run makes the
 observation with everything in it, and the others, asking for the same inputs and options, read
 the same one: the default metrics run the model once instrumented, plus the timing runs
@@ -140,7 +140,7 @@ class ComputeComplexity(ComplexityOptions, ProfilerFunction):
     """MACs and FLOPs of one batch, counted at the operator level (see ``count_ops``).
 
     ``ComputeComplexity(num_bytes=4, export=False)``: deeplite-profiler's options are accepted
-    (``deeplite_like.complexity_options``). ``ComputeFlops`` is this class under deeplite's
+    (``deeplite_like.functions``). ``ComputeFlops`` is this class under deeplite's
     TensorFlow name.
     """
 
@@ -245,7 +245,7 @@ def compiled_code_possible() -> bool:
 class ComputeExecutionTime(ProfilerFunction):
     """Median forward time of one batch and the throughput it implies (``backends/torch/timing.py``).
 
-    ``num_threads`` defaults to 1 (``deeplite_like.threads.DEFAULT_NUM_THREADS``, for stability);
+    ``num_threads`` defaults to 1 (``deeplite_like.timing.DEFAULT_NUM_THREADS``, for stability);
     ``None`` keeps torch's thread count, ``"auto"`` lets the timing pick. Warm-up: none when the
     model has just run the same inputs for real, in eval mode, in this status computation (the
     observation that MACs and memory read: its kernels, caches and allocations are those the

@@ -1,7 +1,7 @@
 """Time on PyTorch: a model's forward latency, per-module forward times, and the timed phases of profiles.
 
 ``measure_execution_time``: wall-clock time of a model's forward pass, in seconds per batch, on
-``deeplite_like.timing_loop``'s loop (shared with the Keras backend), with the thread count pinned
+``deeplite_like.timing``'s loop (shared with the Keras backend), with the thread count pinned
 and the CUDA devices that hold the model synchronised (``synchronizer``) around each block.
 
 ``module_forward_times``: forward wall time per module, for the per-layer table's time column,
@@ -72,7 +72,7 @@ def measure_execution_time(
     ``warmup`` untimed forwards run first (the last one, timed alone, sizes the blocks), then
     blocks of forwards are timed until they have taken ``min_run_time`` seconds and there are
     at least ``min_measurements`` of them, so the median and spread rest on several blocks
-    (``deeplite_like.timing_loop``; ``TimingStats.forwards`` says how many forwards ran).
+    (``deeplite_like.timing``; ``TimingStats.forwards`` says how many forwards ran).
     ``num_threads`` is the intra-op thread count used while timing (default 1; ``None``: the
     current ``torch.get_num_threads()``; ``"auto"``: below); the previous value is restored
     afterwards. ``train=True`` / ``False`` sets the module mode for the timed
@@ -81,7 +81,7 @@ def measure_execution_time(
     restored (``state.preserved_model_state``). ``device`` defaults to the
     model's device (the device rule below says what happens when another one is asked for).
 
-    The loop is ``deeplite_like.timing_loop`` (shared with the Keras backend): warm-up once, blocks
+    The loop is ``deeplite_like.timing`` (shared with the Keras backend): warm-up once, blocks
     sized once from one forward, blocks timed until the budget (``min_run_time``) and the number of
     measurements are reached, with a CUDA synchronisation around each block. It replaces
     ``torch.utils.benchmark.Timer``, whose ``timeit`` warms up again on every call and whose

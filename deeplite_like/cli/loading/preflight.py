@@ -38,8 +38,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 
-from deeplite_like.argument_checks import MEMORY_SHARE as SHARE
-from deeplite_like.argument_checks import available_memory
+from deeplite_like.errors import MEMORY_SHARE as SHARE, available_memory
 from deeplite_like.cli.exit_codes import UsageError
 from deeplite_like.units import format_bytes
 

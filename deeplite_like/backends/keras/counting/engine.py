@@ -24,11 +24,9 @@ import warnings
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator
 
-from deeplite_like.argument_checks import check_batch_size, check_flag
-from deeplite_like.caller import inputs_hint
-from deeplite_like.errors import FormulaError, ForwardError, UntrackedLayerWarning
-from deeplite_like.measurements import ActivationMemory
-from deeplite_like.opcount import OpCount, OpStats, parent_names, roll_up_containers
+from deeplite_like.errors import (FormulaError, ForwardError, UntrackedLayerWarning, check_batch_size, check_flag,
+                                  inputs_hint)
+from deeplite_like.results import ActivationMemory, OpCount, OpStats, parent_names, roll_up_containers
 
 from .._tf import import_keras, keras_message
 from ..state import preserved_model_state
@@ -393,7 +391,7 @@ def _tf_tap(tap: OpTap) -> Iterator[OpTap]:
 
 @contextlib.contextmanager
 def _torch_tap(tap: OpTap, ledger: Any) -> Iterator[OpTap]:
-    from deeplite_like.backends.torch.dispatch_mode import make
+    from deeplite_like.backends.torch.counting.recorder import make
 
     from .torch_ops import OpPricingMode
 

@@ -31,7 +31,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator, NamedTuple
 
-from deeplite_like.opcount import Cost
+from deeplite_like.results import Cost
 
 
 @dataclass(frozen=True)

@@ -35,7 +35,7 @@ import warnings
 from typing import Any
 
 from deeplite_like.errors import CountingError, UntrackedLayerWarning
-from deeplite_like.opcount import OpCount, OpStats
+from deeplite_like.results import OpCount, OpStats
 
 from .._tf import import_keras, import_tensorflow, native_output_silenced
 from .formulas.tf_ops import FREE_TF_OPS

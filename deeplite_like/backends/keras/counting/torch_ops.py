@@ -9,7 +9,7 @@ from typing import Any, Callable
 
 from deeplite_like.backends.torch.counting import formulas as _formulas  # noqa: F401  (fills the table)
 from deeplite_like.backends.torch.counting.registry import CountOptions, OpCall, is_free, lookup, op_name
-from deeplite_like.backends.torch.dispatch_mode import LightDispatchMode
+from deeplite_like.backends.torch.counting.recorder import LightDispatchMode
 from deeplite_like.errors import FormulaError
 
 __all__ = ["OpPricingMode", "aten_cost"]

@@ -40,7 +40,7 @@ def count_ops(model: torch.nn.Module, *inputs: Any, args: Any = None, kwargs: Ma
     ``count_ops(model, x)``, ``count_ops(model, ids, kwargs={"attention_mask": mask})`` or
     ``count_ops(model, args=(ids,), kwargs={...})``: the model's inputs are the positional
     arguments after it (or ``args``) and ``kwargs``; every other keyword is one of our options
-    (``deeplite_like.caller.model_inputs``; loose model keywords are deprecated).
+    (``deeplite_like.errors.model_inputs``; loose model keywords are deprecated).
 
     Every aten operator that runs is priced by its formula (``register_formula``) and
     attributed to the module call it ran in (``OpCount.by_module``, nested: a parent includes

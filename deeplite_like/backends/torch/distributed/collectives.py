@@ -5,7 +5,7 @@ FSDP2 issue (``_c10d_functional.*``, ``_c10d_functional_autograd.*``, ``_dtensor
 ``c10d.*`` operators behind ``torch.distributed.all_reduce`` & co. and DDP's gradient buckets.
 The counting mode prices them at 0 FLOPs and records them (``CommStats``); this module says, by
 operator name, what kind each is and which argument is its payload ``S``
-(``deeplite_like.communication`` states the convention).
+(``deeplite_like.results`` states the convention).
 
 No ``torch.distributed`` import here: the group of a call is resolved only when a collective
 runs, and then the process group exists.

@@ -21,7 +21,7 @@ DTensor
 Collectives
     ``CommLog.formula`` is the formula the mode uses for a collective operator: 0 MACs and 0
     FLOPs, and one ``CommStats`` row per (operator, group, module, phase) that adds the call's
-    payload and bus bytes (``deeplite_like.communication``). A collective belongs to the module
+    payload and bus bytes (``deeplite_like.results``). A collective belongs to the module
     whose call issued it, hooks included (``issuing_module``): tensor parallel's output
     all-reduce runs in a forward hook of the row-wise layer, FSDP2's all-gather in a pre-hook of
     the unit. In backward, where no module code runs, it belongs to the module whose forward

@@ -7,8 +7,8 @@ import pytest
 from tests.compat.deeplite.profiler_tests.unit import BaseUnitTest
 from unittest import mock
 
-from deeplite_like import getLogger, setLogger, make_display_filter_function
-from deeplite_like import Profiler, ProfilerFunction, ExternalProfilerFunction, ComputeEvalMetric
+from deeplite_like import (ComputeEvalMetric, ExternalProfilerFunction, Profiler, ProfilerFunction, getLogger,
+                           make_display_filter_function, setLogger)
 from deeplite_like.metrics import *
 
 

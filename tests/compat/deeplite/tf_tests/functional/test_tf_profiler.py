@@ -8,8 +8,7 @@ import pytest
 # (deeplite: from pytest_mock import mocker -- unused by these tests, and pytest-mock is not a test dependency here)
 from unittest import mock
 
-from deeplite_like import EvaluationFunction
-from deeplite_like import ComputeEvalMetric
+from deeplite_like import ComputeEvalMetric, EvaluationFunction
 from deeplite_like.metrics import Comparative
 from tests.compat.deeplite.tf_tests.functional import BaseFunctionalTest, TENSORFLOW_SUPPORTED, TENSORFLOW_AVAILABLE, get_profiler, make_model
 

@@ -6,8 +6,7 @@
 import pytest
 from copy import deepcopy
 
-from deeplite_like import EvaluationFunction
-from deeplite_like import ComputeEvalMetric
+from deeplite_like import ComputeEvalMetric, EvaluationFunction
 from deeplite_like.metrics import Comparative
 from tests.compat.deeplite.torch_tests.functional import BaseFunctionalTest, TORCH_AVAILABLE, MODEL, get_profiler
 from unittest import mock
