@@ -23,7 +23,7 @@ import sys
 from pathlib import Path
 
 from deeplite_like.backends.torch import ComputeComplexity, ComputeExecutionTime, ComputeMemory, TorchProfiler
-from deeplite_like.commands.progress import track
+from deeplite_like.cli.progress import track
 from deeplite_like.reports import TableReport
 from deeplite_like.reports.charts import line_chart
 from deeplite_like.reports.html import document, report_section

@@ -29,7 +29,7 @@ from torch.nn import functional as F
 
 from deeplite_like import ComputeEvalMetric, compare
 from deeplite_like.backends.torch import TorchProfiler, accuracy
-from deeplite_like.commands.progress import track
+from deeplite_like.cli.progress import track
 from deeplite_like.zoo import get
 
 IMAGE, CLASSES = 16, 4

@@ -12,7 +12,7 @@ import json
 
 import pytest
 
-from deeplite_like.commands.quantities import parse_bytes, parse_count, parse_percent, parse_seconds
+from deeplite_like.cli.flags import parse_bytes, parse_count, parse_percent, parse_seconds
 
 TINY = ("tests.cli.fixture_models:tiny", "--input-shape", "2,4", "--no-progress")
 MLP = "tests.cli.fixture_models:mlp"

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from deeplite_like.commands.progress import Progress, track
+from deeplite_like.cli.progress import Progress, track
 
 ROOT = Path(__file__).resolve().parents[2]
 TINY = "tests.cli.fixture_models:tiny"

@@ -17,7 +17,7 @@ import zipfile
 import pytest
 import torch
 
-from deeplite_like.commands.export_archive import _is_operator, _is_shape_expression, checked_archive
+from deeplite_like.cli.loading.export_archive import _is_operator, _is_shape_expression, checked_archive
 from tests.cli.hostile_files import edit_text, export_archive, raw_pickle, replace, rewrite, torch_pickle
 
 FAST = ("--min-run-time", "0.01", "--no-progress")
@@ -277,7 +277,7 @@ def test_operator_grammar(target, safe):
 
 
 def test_archive_larger_than_memory_is_refused_before_unpacking(tmp_path, cli, monkeypatch):
-    from deeplite_like.commands import input_memory
+    from deeplite_like.cli.loading import preflight as input_memory
     from deeplite_like.units import format_bytes
 
     path = export_archive(tmp_path / "m.pt2")

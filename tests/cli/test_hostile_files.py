@@ -14,8 +14,8 @@ import zipfile
 import numpy as np
 import pytest
 
-from deeplite_like.commands import input_memory
-from deeplite_like.commands.export_archive import MAX_VALUE_BITS, _is_shape_expression
+from deeplite_like.cli.loading import preflight as input_memory
+from deeplite_like.cli.loading.export_archive import MAX_VALUE_BITS, _is_shape_expression
 from tests.cli.hostile_files import edit_text, export_archive, rewrite
 
 FAST = ("--min-run-time", "0.01", "--no-progress")

@@ -11,9 +11,9 @@ import sys
 
 import pytest
 
-from deeplite_like.commands import input_memory
-from deeplite_like.commands.errors import UsageError
-from deeplite_like.commands.input_memory import check_input_bytes, sample_bytes
+from deeplite_like.cli.exit_codes import UsageError
+from deeplite_like.cli.loading import preflight as input_memory
+from deeplite_like.cli.loading.preflight import check_input_bytes, sample_bytes
 
 FAST = ("--min-run-time", "0.01", "--no-progress")
 MODEL = "import torch\n\ndef build():\n    return torch.nn.Linear(4, 3)\n"

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 import deeplite_like
-from deeplite_like.commands.schema import SCHEMA_VERSION, schema_major
+from deeplite_like.cli.output import SCHEMA_VERSION, schema_major
 
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "cli.rst"
 TINY = ("tests.cli.fixture_models:tiny", "--input-shape", "2,4")

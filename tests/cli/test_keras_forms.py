@@ -7,8 +7,8 @@ import pytest
 
 keras = pytest.importorskip("keras", reason="keras is not installed here")
 
-from deeplite_like.commands.errors import UsageError  # noqa: E402
-from deeplite_like.commands.loading import load_model, parse_model_args  # noqa: E402
+from deeplite_like.cli.exit_codes import UsageError  # noqa: E402
+from deeplite_like.cli.loading import load_model, parse_model_args  # noqa: E402
 
 
 def test_keras_application_is_built_with_random_weights():

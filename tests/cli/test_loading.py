@@ -15,8 +15,8 @@ import pytest
 import torch
 from torch import nn
 
-from deeplite_like.commands.errors import ProfilingFailed, UsageError
-from deeplite_like.commands.loading import load_model, parse_model_args
+from deeplite_like.cli.exit_codes import ProfilingFailed, UsageError
+from deeplite_like.cli.loading import load_model, parse_model_args
 
 TINY = "tests.cli.fixture_models:tiny"
 FAST = ("--min-run-time", "0.01", "--no-progress")

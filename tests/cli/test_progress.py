@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from deeplite_like.commands.progress import Progress
+from deeplite_like.cli.progress import Progress
 
 
 class _Terminal(io.StringIO):

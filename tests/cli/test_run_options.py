@@ -14,9 +14,9 @@ import re
 import pytest
 import torch
 
-from deeplite_like.commands.errors import UsageError
-from deeplite_like.commands.loading import LoadedModel
-from deeplite_like.commands.precision import cast_copy
+from deeplite_like.cli.exit_codes import UsageError
+from deeplite_like.cli.loading import LoadedModel
+from deeplite_like.cli.model_inputs import cast_copy
 from tests.cli import fixture_models
 
 TINY = ("tests.cli.fixture_models:tiny", "--input-shape", "2,4")

@@ -30,23 +30,23 @@ REQUIRED = {"torch.load": ("weights_only", True), "np.load": ("allow_pickle", Fa
 
 REVIEWED = {
     # --- loaders of files named on the command line
-    ("commands/torch_files.py", "torch.load"):
+    ("cli/loading/torch_files.py", "torch.load"):
         "weights_only=True (checked below): only tensors and plain containers are unpickled",
-    ("commands/torch_files.py", "torch.jit.load"):
+    ("cli/loading/torch_files.py", "torch.jit.load"):
         "a TorchScript archive: its code is TorchScript run by TorchScript's interpreter, and its pickles are "
         "read by TorchScript's unpickler, which builds TorchScript types only (test_safe_loading plants one)",
-    ("commands/torch_files.py", "torch.export.load"):
+    ("cli/loading/torch_files.py", "torch.export.load"):
         "reads only the in-memory copy that export_archive.checked_archive returned after checking every record "
         "(test_export_archive)",
-    ("commands/export_archive.py", "torch.load"): "weights_only=True: the check itself",
-    ("commands/export_archive.py", "json.loads"): "JSON is data",
-    ("commands/inputs.py", "torch.load"): "weights_only=True: --inputs tensors only",
-    ("commands/inputs.py", "np.load"): "allow_pickle=False: object arrays are refused",
-    ("commands/keras_files.py", "keras.saving.load_model"): "safe_mode=True: Lambda code is refused",
-    ("commands/loading.py", "json.loads"): "--model-args is JSON, never Python",
-    ("commands/inputs.py", "import pickle"): "for the pickle.UnpicklingError class only",
-    ("commands/torch_files.py", "import pickle"): "for the pickle.UnpicklingError class only",
-    ("commands/hub_models.py", "importlib.import_module"):
+    ("cli/loading/export_archive.py", "torch.load"): "weights_only=True: the check itself",
+    ("cli/loading/export_archive.py", "json.loads"): "JSON is data",
+    ("cli/model_inputs.py", "torch.load"): "weights_only=True: --inputs tensors only",
+    ("cli/model_inputs.py", "np.load"): "allow_pickle=False: object arrays are refused",
+    ("cli/loading/keras_files.py", "keras.saving.load_model"): "safe_mode=True: Lambda code is refused",
+    ("cli/loading/__init__.py", "json.loads"): "--model-args is JSON, never Python",
+    ("cli/model_inputs.py", "import pickle"): "for the pickle.UnpicklingError class only",
+    ("cli/loading/torch_files.py", "import pickle"): "for the pickle.UnpicklingError class only",
+    ("cli/loading/hub_models.py", "importlib.import_module"):
         "'transformers' or 'timm' only (the fixed names of the hf: and timm: forms); the hf: config is read with "
         "trust_remote_code=False, so no code from the hub runs",
     ("backends/onnx/graph.py", "onnx.load_model"):
@@ -54,24 +54,23 @@ REVIEWED = {
         "then read only from beside the file after check_external_data refused absolute paths and '..'",
     ("backends/onnx/graph.py", "load_model"): "graph.load_model, the ONNX loader above",
     ("backends/onnx/profiler.py", "load_model"): "graph.load_model, the ONNX loader above",
-    ("commands/onnx_files.py", "load_model"):
+    ("cli/loading/onnx_files.py", "load_model"):
         "graph.load_model, the ONNX loader above, on the .onnx file named on the command line (protobuf data; "
         "no custom-op library is loaded; a malformed file is a usage error, tests/onnx/test_onnx_cli.py)",
     # --- user code the user asked to run
-    ("commands/loading.py", "module_spec.loader.exec_module"):
+    ("cli/loading/__init__.py", "module_spec.loader.exec_module"):
         "imports the Python file the user named as path/to/file.py:factory: running its code is what was asked; "
         "it gets a clean sys.argv and its SystemExit becomes an error",
-    ("commands/loading.py", "importlib.import_module"):
+    ("cli/loading/__init__.py", "importlib.import_module"):
         "imports the module the user named as package.module:factory (an identifier path, checked before)",
-    ("commands/compare.py", "load_model"): "deeplite_like.commands.loading.load_model, the dispatcher above",
-    ("commands/demo.py", "load_model"): "loading.load_model on the bundled zoo's fixed specs",
-    ("commands/profile.py", "load_model"): "deeplite_like.commands.loading.load_model, the dispatcher above",
-    ("commands/memory.py", "load_model"): "deeplite_like.commands.loading.load_model, the dispatcher above",
-    ("commands/check.py", "load_model"): "deeplite_like.commands.loading.load_model, the dispatcher above",
-    ("commands/check.py", "json.loads"): "--baseline is a JSON report: JSON is data",
-    ("commands/sweep.py", "load"):
-        "the load callable profile.run passes: loading.load_model with the MODEL spec, once per sequence length",
+    ("cli/commands.py", "load_model"):
+        "deeplite_like.cli.loading.load_model, the dispatcher above (the demo: on the bundled zoo's fixed specs)",
+    ("cli/check.py", "load_model"): "deeplite_like.cli.loading.load_model, the dispatcher above",
+    ("cli/check.py", "json.loads"): "--baseline is a JSON report: JSON is data",
+    ("cli/sweep.py", "load"):
+        "the load callable run_profile passes: loading.load_model with the MODEL spec, once per sequence length",
     # --- imports by name from the package's own fixed tables, never from user text
+    ("_moved.py", "importlib.import_module"): "the new path of an old one, from the fixed MOVED table",
     ("backends/__init__.py", "importlib.import_module"): "backend modules from the fixed _BACKENDS table",
     ("backends/__init__.py", "load"): "Backend.load: imports a backend from the fixed _BACKENDS table",
     ("backends/keras/_tf.py", "importlib.import_module"): "'keras' or 'tensorflow' only",
@@ -147,7 +146,7 @@ def test_no_builtin_eval_or_exec_anywhere():
 
 
 def test_export_archive_is_checked_before_torch_reads_it():
-    source = (PACKAGE / "commands" / "torch_files.py").read_text(encoding="utf-8")
+    source = (PACKAGE / "cli" / "loading" / "torch_files.py").read_text(encoding="utf-8")
     checked = source.index("archive = checked_archive(spec, path.read_bytes())")
     assert checked < source.index("program = torch.export.load(archive)")
 

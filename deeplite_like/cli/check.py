@@ -16,16 +16,18 @@ import sys
 from dataclasses import asdict, dataclass
 from typing import IO, Any
 
-from deeplite_like.commands.errors import EXIT_FAILURE, UsageError
-from deeplite_like.commands.inputs import parse_shape, resolve_inputs
-from deeplite_like.commands.loading import FORMS_HINT, load_model, parse_model_args
-from deeplite_like.commands.options import add_measure_options, non_negative_int, run_options
-from deeplite_like.commands.output import Rendered, require_writable_output, resolve_format, write
-from deeplite_like.commands.progress import Progress
-from deeplite_like.commands.quantities import parse_bytes, parse_count, parse_percent, parse_seconds, positive
-from deeplite_like.commands.run import check_device, execute, prepare
-from deeplite_like.commands.schema import SCHEMA_VERSION, schema_major, stamped
-from deeplite_like.reports.formatting import strict_json
+from deeplite_like.cli.exit_codes import EXIT_FAILURE, UsageError
+from deeplite_like.cli.flags import (add_measure_options, non_negative_int, parse_bytes, parse_count, parse_percent,
+                                     parse_seconds, positive, run_options, text_width)
+from deeplite_like.cli.loading import FORMS_HINT, load_model, parse_model_args
+from deeplite_like.cli.model_inputs import parse_shape, resolve_inputs
+from deeplite_like.cli.output import (SCHEMA_VERSION, Rendered, require_writable_output, resolve_format, schema_major,
+                                      stamped, write)
+from deeplite_like.cli.progress import Progress
+from deeplite_like.cli.runner import check_device, execute, prepare
+from deeplite_like.reports import TableReport
+from deeplite_like.reports.fit import fit_report
+from deeplite_like.reports.formatting import format_quantity, strict_json
 
 #: ``--max-...`` option -> (status key, parser, what it bounds).
 LIMITS = {
@@ -174,8 +176,6 @@ def load_baseline(path: str) -> dict[str, dict[str, Any]]:
 
 
 def _show(value: float | None, kind: str, unit: str) -> str:
-    from deeplite_like.reports.formatting import format_quantity
-
     return "not computed" if value is None else format_quantity(value, kind, unit)
 
 
@@ -228,9 +228,6 @@ def render_checks(model: str, checks: list[Check], fmt: str, width: int | None) 
         data = stamped("check", {"model": model, "passed": not failed, "failed": len(failed),
                                  "checks": [asdict(c) for c in checks]})
         return strict_json(data) + "\n"
-    from deeplite_like.reports import TableReport
-    from deeplite_like.reports.fit import fit_report
-
     shown = failed or checks
     rows = [{"check": f"{c.name} ({c.kind})", "result": c.text, "verdict": "ok" if c.passed else "REGRESSED"}
             for c in shown]
@@ -243,8 +240,6 @@ def render_checks(model: str, checks: list[Check], fmt: str, width: int | None) 
 
 
 def run(args: argparse.Namespace, stdout: IO[str] | None = None, stderr: IO[str] | None = None) -> int:
-    from deeplite_like.commands.options import text_width
-
     stdout, stderr = stdout or sys.stdout, stderr or sys.stderr
     limits = {LIMITS[option][0]: getattr(args, option) for option in LIMITS if getattr(args, option) is not None}
     if args.baseline is None and not limits:

@@ -3,7 +3,7 @@
 * A TorchScript archive (``torch.jit.save``) is loaded with ``torch.jit.load``: its code is
   TorchScript, run by TorchScript's interpreter, not Python.
 * A ``torch.export`` archive (``.pt2``) is checked record by record first
-  (``deeplite_like.commands.export_archive``: every pickle must load with
+  (``deeplite_like.cli.loading.export_archive``: every pickle must load with
   ``weights_only=True``, no code in shape expressions, operator names or native libraries),
   then loaded with ``torch.export.load`` from the checked copy; its sample inputs, when saved,
   become the default inputs.
@@ -12,7 +12,7 @@
   run and is refused, with what to do instead; a ``state_dict`` is weights without a model,
   and the error says how to pair it with a factory (``--weights``).
 
-Imports torch; ``deeplite_like.commands.loading`` imports this module only for these forms.
+Imports torch only when one of these forms is used.
 """
 from __future__ import annotations
 
@@ -24,9 +24,12 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from deeplite_like.commands.errors import UsageError
-from deeplite_like.commands.file_kinds import PICKLE, ZIP, describe, kind_of
-from deeplite_like.commands.loading import EXPORT_SUFFIXES, LoadedModel, require_framework, require_known_model
+from deeplite_like.cli.exit_codes import UsageError
+from deeplite_like.cli.loading import preflight
+from deeplite_like.cli.loading.export_archive import checked_archive
+from deeplite_like.cli.loading.preflight import (EXPORT_SUFFIXES, PICKLE, ZIP, LoadedModel, describe, kind_of,
+                                                 require_framework, require_known_model)
+from deeplite_like.units import format_bytes
 
 _UNSUPPORTED_GLOBAL = re.compile(r"Unsupported global: GLOBAL ([\w.]+)")
 _WEIGHTS_UNPICKLER = re.compile(r"WeightsUnpickler error:\s*([^\n]+(?:\n(?!\n)[^\n]*)*)")
@@ -86,23 +89,18 @@ def require_torch_kind(path: Path, what: str, hint: str) -> None:
         raise UsageError(f"{what} is not a PyTorch file: it is {describe(kind)}, not the zip archive (or pickle) "
                          "that torch.save, torch.jit.save or torch.export.save writes", hint)
     if kind == ZIP:  # a zip bomb: refused from the sizes its entries declare, before torch unpacks it
-        from deeplite_like.commands.input_memory import available_memory
-        from deeplite_like.units import format_bytes
-
         try:
             with zipfile.ZipFile(path) as archive:
                 unpacked = sum(info.file_size for info in archive.infolist())
         except (zipfile.BadZipFile, zipfile.LargeZipFile, OSError, EOFError) as exc:
             raise UsageError(f"{what} is a damaged zip archive: {exc}", hint) from None
-        available = available_memory()
+        available = preflight.available_memory()  # looked up when called: a test may stand in for it
         if available is not None and unpacked > available:
             raise UsageError(f"{what} unpacks to {format_bytes(unpacked)}, more than the {format_bytes(available)} "
                              "of memory available here; refused before reading it", hint)
 
 
 def _load_exported(spec: str, path: Path, torch: Any) -> LoadedModel:
-    from deeplite_like.commands.export_archive import checked_archive
-
     archive = checked_archive(spec, path.read_bytes())  # raises before torch reads anything unsafe
     try:
         program = torch.export.load(archive)

@@ -8,25 +8,37 @@ and ``--tree``; text tables fit ``--width`` (``deeplite_like.reports.fit``).
 
 CSV holds one table: the summary (profile) or compare rows. With ``--output out.csv`` the
 per-layer rows go to ``out.layers.csv`` beside it (``out.<model>.layers.csv`` for a compare).
+
+Every JSON report is stamped with the version of its schema (``stamped``): ``schema_version`` is
+``"MAJOR.MINOR"``; MINOR grows when fields are added (old readers keep working), MAJOR when a
+field is renamed, removed or changes meaning. docs/cli.rst documents the fields;
+``tests/cli/test_json_schema.py`` checks every report against that description.
 """
 from __future__ import annotations
 
 import os
 import re
 import tempfile
+import textwrap
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
-from deeplite_like.commands.errors import CommandError, UsageError, raise_if_interrupted
-from deeplite_like.commands.run import ModelResult
-from deeplite_like.commands.schema import stamped
+from deeplite_like._version import __version__
+from deeplite_like.changes import is_number
+from deeplite_like.cli.exit_codes import CommandError, UsageError, raise_if_interrupted
+from deeplite_like.cli.runner import ModelResult
 from deeplite_like.reports import CompareReport, Report, TableReport
 from deeplite_like.reports.base import write_atomically
+from deeplite_like.reports.fit import LAYER_DROP_ORDER, ColumnError, choose_columns, fit_report
 from deeplite_like.reports.formatting import strict_json
-from deeplite_like.reports.html import module_depth, qualified_names
+from deeplite_like.reports.html import (document, is_layer_table, module_depth, notes_html, qualified_names,
+                                        report_section, to_html)
+from deeplite_like.reports.tree_view import as_tree
 
+SCHEMA_VERSION = "1.0"
+TOOL = "deeplite-like"
 FORMATS = ("table", "json", "csv", "markdown", "html")
 EXTENSIONS = {".txt": "table", ".json": "json", ".csv": "csv", ".md": "markdown", ".markdown": "markdown",
               ".html": "html", ".htm": "html"}
@@ -107,8 +119,6 @@ def select_layers(table: TableReport, view: LayerView, title: str | None = None)
 
 
 def _numeric(table: TableReport, column: str) -> bool:
-    from deeplite_like.changes import is_number
-
     return any(is_number(row.get(column)) for row in table.rows)
 
 
@@ -117,8 +127,6 @@ def sort_rows(named: list, column: str) -> list:
 
     Ties keep the model's order (the sort is stable).
     """
-    from deeplite_like.changes import is_number
-
     def key(item):
         value = item[1].get(column)
         if is_number(value):
@@ -132,8 +140,6 @@ def sort_rows(named: list, column: str) -> list:
 
 def _column_key(table: TableReport, name: str, option: str) -> str:
     """The column key ``name`` (a key or a header, any case) names in ``table``; a usage error otherwise."""
-    from deeplite_like.reports.fit import ColumnError, choose_columns
-
     try:
         index = choose_columns(table, [name])[0]
     except ColumnError as exc:
@@ -159,6 +165,19 @@ class Rendered:
     side_files: dict[str, str] = field(default_factory=dict)
 
 
+def stamped(report: str, data: dict[str, Any]) -> dict[str, Any]:
+    """``data`` with ``schema_version``, ``report`` (its kind) and the tool's name and version first."""
+    return {"schema_version": SCHEMA_VERSION, "report": report, "tool": TOOL, "tool_version": __version__, **data}
+
+
+def schema_major(version: object) -> int | None:
+    """The MAJOR of a ``schema_version`` (``None`` when it is missing or not ``"MAJOR.MINOR"``)."""
+    if not isinstance(version, str):
+        return None
+    major, _, minor = version.partition(".")
+    return int(major) if major.isdigit() and minor.isdigit() else None
+
+
 def json_rendered(report: str, data: dict[str, Any]) -> Rendered:
     """``data`` as an indented JSON report of the kind ``report``, stamped with the schema version."""
     return Rendered(strict_json(stamped(report, data)) + "\n")
@@ -181,8 +200,6 @@ def render_profile(result: ModelResult, fmt: str, view: LayerView, output: str |
     # a status table with no metric (--metrics layers) would be an empty frame: leave it out
     reports: list[Report] = ([status] if status.rows or layers is None else []) + ([layers] if layers is not None else [])
     if fmt == "html":
-        from deeplite_like.reports.html import to_html
-
         return Rendered(to_html(*reports, title=f"Profile of {result.name}", subtitle=result.spec))
     return Rendered(_join(reports, fmt, notes, view))
 
@@ -205,8 +222,6 @@ def render_compare(report: CompareReport, results: Sequence[ModelResult], fmt: s
                 side[layers_csv_path(output, result.name)] = table.to_csv()
         return Rendered(report.to_csv(), side)
     if fmt == "html":
-        from deeplite_like.reports.html import document, notes_html, report_section
-
         sections = [report_section(report, "compare")]
         nav = [("compare", "Comparison")]
         for index, (result, table) in enumerate(layers):
@@ -225,21 +240,14 @@ def render_text(report: Report, fmt: str, view: LayerView = LayerView(),
     """One report as a text table (fitted to ``view.width``) or Markdown; a per-layer table as a tree
     when ``view.tree``. ``drop_order``: the columns that may be left out to fit, the first first
     (default: a per-layer table's low-priority columns; none for other tables)."""
-    from deeplite_like.reports.fit import LAYER_DROP_ORDER
-    from deeplite_like.reports.html import is_layer_table
-
     if drop_order is None:
         drop_order = LAYER_DROP_ORDER if is_layer_table(report) else ()
     if view.tree and is_layer_table(report):
-        from deeplite_like.reports.tree_view import as_tree
-
         report = as_tree(report)  # type: ignore[arg-type]
     if fmt == "markdown":
         return report.to_markdown()
     if view.width is None:
         return report.to_text()
-    from deeplite_like.reports.fit import fit_report
-
     return fit_report(report, view.width, drop_order=drop_order).text
 
 
@@ -254,8 +262,6 @@ def _join(reports: Sequence[Report], fmt: str, notes: Sequence[str], view: Layer
     if notes:
         lines = [f"note: {note}" for note in notes]
         if view.width is not None:
-            import textwrap
-
             lines = [wrapped for line in lines for wrapped in textwrap.wrap(line, max(40, view.width),
                                                                             subsequent_indent="  ")]
         text += "\n" + "\n".join(lines) + "\n"

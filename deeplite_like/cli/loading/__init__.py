@@ -21,12 +21,18 @@ of positional ones), or with no arguments. It returns the model, or ``(model, ex
 
 A factory's module and the factory itself are imported and called with ``sys.argv`` holding only
 their own name, and a ``SystemExit`` from them is an error; standard-library functions and
-frameworks' file loaders are refused (``factory_guard``). A file with no model extension is
+frameworks' file loaders are refused (``preflight``). A file with no model extension is
 refused by its name and kind, never by its content.
 
 Weights are never downloaded (``weights=None``). Pickled PyTorch files are read with
 ``torch.load(weights_only=True)``: a file that needs arbitrary code to load is refused, and a
 file of weights alone (a ``state_dict``) is explained (pass it with ``--weights`` to a factory).
+
+This package: this module is the dispatcher, and imports the loaders; they import what they
+share from ``preflight`` (``LoadedModel``, the checks made before anything is loaded), never
+this module. ``torch_files`` (TorchScript, ``torch.export``, pickles, torchvision; with
+``export_archive`` checking a ``.pt2`` record by record), ``keras_files``, ``onnx_files`` and
+``hub_models`` (``hf:``, ``timm:``) import their framework only when their form is used.
 """
 from __future__ import annotations
 
@@ -38,51 +44,21 @@ import inspect
 import json
 import os
 import sys
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
 
-from deeplite_like.commands.errors import ProfilingFailed, UsageError
+from deeplite_like.cli.exit_codes import ProfilingFailed, UsageError
+from deeplite_like.cli.loading.hub_models import load_hf, load_timm
+from deeplite_like.cli.loading.keras_files import keras_input_shapes, load_keras_application, load_keras_file
+from deeplite_like.cli.loading.onnx_files import load_onnx_file
+from deeplite_like.cli.loading.preflight import (FORMS, FORMS_HINT, KERAS_SUFFIXES, MODEL_FILE_SUFFIXES, ONNX_SUFFIXES,
+                                                 LoadedModel, describe, kind_of, refuse_loader, refuse_stdlib_module,
+                                                 require_framework, require_known_model)
+from deeplite_like.cli.loading.torch_files import load_state_dict_into, load_torch_file, load_torchvision
 
-FORMS = ("zoo:NAME", "hf:NAME_OR_DIR[?task=causal-lm]", "timm:NAME", "torchvision:NAME", "keras.applications:NAME",
-         "path/to/file.py:factory",
-         "package.module:factory", "a TorchScript file (.pt, .pth, .ts)", "a torch.export file (.pt2)",
-         "a Keras file (.keras)", "an ONNX file (.onnx)")
-FORMS_HINT = "MODEL is one of: " + "; ".join(FORMS)
+__all__ = ["FORMS", "FORMS_HINT", "LoadedModel", "framework_of", "load_model", "parse_model_args",
+           "require_framework", "require_known_model"]
 
-TORCH_FILE_SUFFIXES = (".pt", ".pth", ".ts", ".jit", ".bin", ".ckpt")
-EXPORT_SUFFIXES = (".pt2",)
-KERAS_SUFFIXES = (".keras",)
-ONNX_SUFFIXES = (".onnx",)
-MODEL_FILE_SUFFIXES = TORCH_FILE_SUFFIXES + EXPORT_SUFFIXES + KERAS_SUFFIXES + ONNX_SUFFIXES
-
-
-@dataclass
-class LoadedModel:
-    """A model named on the command line, ready to profile.
-
-    Attributes:
-        spec: the MODEL argument as given.
-        name: the name shown in reports (the zoo name, the factory's name, the file's stem).
-        framework: ``"torch"``, ``"keras"`` or ``"onnx"`` (an ``onnx.ModelProto``).
-        model: the model object.
-        example: default inputs ``(args, kwargs)`` known from the spec (a zoo model's example,
-            a factory's ``(model, example)``, an exported program's sample inputs), or ``None``.
-        input_shapes: default input shapes when no example tensors are known (torchvision's
-            ``1x3x224x224``, a Keras model's input shape), or ``None``.
-        notes: what the loader wants the user to know (shown under the reports).
-        limits: status keys this kind of model cannot compute, key -> reason (a TorchScript
-            module takes no forward hooks, so it has no per-layer table).
-    """
-
-    spec: str
-    name: str
-    framework: str
-    model: Any
-    example: tuple[tuple, dict] | None = None
-    input_shapes: list[tuple[int, ...]] | None = None
-    notes: list[str] = field(default_factory=list)
-    limits: dict[str, str] = field(default_factory=dict)
 
 
 def parse_model_args(text: str | None) -> tuple[tuple, dict]:
@@ -132,20 +108,12 @@ def load_model(spec: str, model_args: tuple[tuple, dict] = ((), {}), weights: st
     if sep and prefix == "zoo":
         loaded = _load_zoo(spec, rest, model_args)
     elif sep and prefix == "hf":
-        from deeplite_like.commands.hub_models import load_hf
-
         loaded = load_hf(spec, rest, model_args, seq_len)
     elif sep and prefix == "timm":
-        from deeplite_like.commands.hub_models import load_timm
-
         loaded = load_timm(spec, rest, model_args)
     elif sep and prefix == "torchvision":
-        from deeplite_like.commands.torch_files import load_torchvision
-
         loaded = load_torchvision(spec, rest, model_args)
     elif sep and prefix in ("keras.applications", "keras"):
-        from deeplite_like.commands.keras_files import load_keras_application
-
         loaded = load_keras_application(spec, rest, model_args)
     else:
         loaded = _load_file_or_factory(spec, model_args)
@@ -153,8 +121,6 @@ def load_model(spec: str, model_args: tuple[tuple, dict] = ((), {}), weights: st
         if loaded.framework != "torch":
             raise UsageError(f"--weights loads a PyTorch state_dict, but {spec!r} is a {loaded.framework} model",
                              "drop --weights, or name a PyTorch model")
-        from deeplite_like.commands.torch_files import load_state_dict_into
-
         load_state_dict_into(loaded, weights)
     return loaded
 
@@ -198,19 +164,11 @@ def _load_file_or_factory(spec: str, model_args: tuple[tuple, dict]) -> LoadedMo
             raise UsageError(f"--model-args applies to factories; {spec!r} is a saved model file",
                              "drop --model-args")
         if suffix in ONNX_SUFFIXES:
-            from deeplite_like.commands.onnx_files import load_onnx_file
-
             return load_onnx_file(spec, path)
         if suffix in KERAS_SUFFIXES:
-            from deeplite_like.commands.keras_files import load_keras_file
-
             return load_keras_file(spec, path)
-        from deeplite_like.commands.torch_files import load_torch_file
-
         return load_torch_file(spec, path)
     if sep and target and attribute and all(part.isidentifier() for part in target.split(".")):
-        from deeplite_like.commands.factory_guard import refuse_stdlib_module
-
         refuse_stdlib_module(spec, target)
         try:
             # The current directory is importable as under `python -m`; a console script's would not be.
@@ -238,8 +196,6 @@ def _load_file_or_factory(spec: str, model_args: tuple[tuple, dict]) -> LoadedMo
 
 def _refuse_unknown_file(spec: str, path: Path) -> None:
     """An existing file whose name is no model form: say so by its name and kind, never by its content."""
-    from deeplite_like.commands.file_kinds import describe, kind_of
-
     if path.suffix.lower() == ".py":
         raise UsageError(f"{spec!r} is a Python file; name the function in it that builds the model",
                          f"write {spec}:FACTORY, e.g. deeplite-like profile {spec}:build")
@@ -329,8 +285,6 @@ def _from_factory(spec: str, module: Any, attribute: str, model_args: tuple[tupl
             f"it defines: {', '.join(sorted(n for n in names if callable(getattr(module, n))))[:300]}"
         raise UsageError(f"{spec!r}: {_module_label(module)} has no attribute {attribute!r}", hint)
     factory = getattr(module, attribute)
-    from deeplite_like.commands.factory_guard import refuse_loader
-
     refuse_loader(spec, factory)
     args, kwargs = model_args
     if framework_of(factory) is not None:  # already a model (a module-level instance)
@@ -376,8 +330,6 @@ def _loaded(spec: str, name: str, model: Any, example: tuple[tuple, dict] | None
                               "the factory must return the model, or (model, example_input)")
     loaded = LoadedModel(spec, name, framework, model, example=example)
     if framework == "keras":
-        from deeplite_like.commands.keras_files import keras_input_shapes
-
         loaded.input_shapes = keras_input_shapes(model)
     return loaded
 
@@ -402,18 +354,3 @@ def _module_label(module: Any) -> str:
     if module.__name__.startswith("deeplite_like_user_") and file:
         return os.path.basename(file)
     return f"module {module.__name__!r}"
-
-
-def require_known_model(spec: str, name: str, available: list[str], library: str, otherwise: str) -> None:
-    """Raise a ``UsageError`` when ``library`` has no model ``name``, with the closest names (else ``otherwise``)."""
-    if name not in available:
-        close = difflib.get_close_matches(name, available, n=3)
-        raise UsageError(f"{spec!r}: {library} has no model named {name!r}",
-                         f"did you mean {', '.join(close)}?" if close else otherwise)
-
-
-def require_framework(framework: str, spec: str) -> None:
-    """Raise a ``UsageError`` naming the extra to install when ``framework`` is missing."""
-    if importlib.util.find_spec(framework) is None:
-        raise UsageError(f"{spec!r} needs {framework}, which is not installed here",
-                         f"install it with: pip install 'deeplite-like[{framework}]'")

@@ -6,19 +6,30 @@ tensors in the dtype of its first floating-point parameter; a Keras model gets f
 arrays. ``--inputs`` reads real inputs: a ``.pt`` file (a tensor, a tuple / list of tensors, or a
 dict of keyword tensors; read with ``torch.load(weights_only=True)``), a ``.npy`` array or a
 ``.npz`` archive (``arr_0, arr_1, ...`` positional, other names keyword). A numpy file's size is
-read from its headers before any array is (``numpy_sizes``): one that declares more than the
-memory here, or more than it holds (a zip bomb's members), is refused with the estimate.
+read from its headers before any array is (``check_numpy_sizes``): one that declares more than
+the memory here, or more than it holds (a zip bomb's members), is refused with the estimate.
+
+``--dtype float16|bfloat16`` profiles a copy of the model cast to a lower precision
+(``cast_copy``): the model as loaded is never changed. A deep copy is cast
+(``Module.to(dtype)``), and the inputs' floating-point tensors with it (integer tensors such as
+token ids stay as they are). PyTorch models only.
 """
 from __future__ import annotations
 
+import copy
+import dataclasses
 import pickle
 import re
 import zipfile
 from pathlib import Path
 from typing import IO, Any
 
-from deeplite_like.commands.errors import UsageError
-from deeplite_like.commands.loading import LoadedModel
+from deeplite_like.cli.exit_codes import UsageError
+from deeplite_like.cli.loading import LoadedModel
+from deeplite_like.cli.loading.onnx_files import onnx_inputs
+from deeplite_like.cli.loading.preflight import check_input_bytes, shape_bytes
+from deeplite_like.cli.loading.torch_files import require_torch_kind
+from deeplite_like.units import format_bytes
 
 SEED = 0
 _SHAPE = re.compile(r"^\s*\d+(\s*[,x]\s*\d+)*\s*$")
@@ -54,8 +65,6 @@ def resolve_inputs(loaded: LoadedModel, shapes: list[tuple[int, ...]] | None,
                    inputs_file: str | None) -> tuple[tuple, dict]:
     """The ``(args, kwargs)`` to profile ``loaded`` with: the file, the shapes, or the spec's default."""
     if loaded.framework == "onnx":
-        from deeplite_like.commands.onnx_files import onnx_inputs
-
         if inputs_file is not None:
             raise UsageError("--inputs is not read for ONNX files yet", "pass --input-shape NAME=SHAPE")
         return onnx_inputs(loaded, shapes or [])
@@ -78,8 +87,6 @@ def resolve_inputs(loaded: LoadedModel, shapes: list[tuple[int, ...]] | None,
 
 def _check_shapes(shapes: list[tuple[int, ...]], loaded: LoadedModel) -> None:
     """Refuse ``--input-shape`` tensors too large for this machine, before they are drawn."""
-    from deeplite_like.commands.input_memory import check_input_bytes, shape_bytes
-
     dtype, itemsize = "float32", 4  # drawn in float32 (then cast to a torch model's dtype)
     if loaded.framework == "torch":
         import torch
@@ -167,9 +174,6 @@ def check_numpy_sizes(path: Path, hint: str) -> None:
     6.5 GB declares so). An array that declares more data than its file (or entry) holds is
     refused as corrupt: numpy would allocate it before finding out.
     """
-    from deeplite_like.commands.input_memory import check_input_bytes, shape_bytes
-    from deeplite_like.units import format_bytes
-
     where = f"--inputs {str(path)!r}"
     declared: list[tuple[str, int, int]] = []  # (array, bytes its header declares, bytes the file holds for it)
     if path.suffix.lower() == ".npy":
@@ -205,8 +209,6 @@ def _read_torch(path: Path) -> tuple[tuple, dict]:
     except ImportError:
         raise UsageError(f"--inputs {str(path)!r} is a PyTorch file, and torch is not installed here",
                          "install it with: pip install 'deeplite-like[torch]', or save the inputs with numpy") from None
-    from deeplite_like.commands.torch_files import require_torch_kind
-
     require_torch_kind(path, f"--inputs {str(path)!r}", "save the inputs with torch.save(x, path)")
     try:
         data = torch.load(str(path), map_location="cpu", weights_only=True)
@@ -239,3 +241,36 @@ def _convert(args: tuple, kwargs: dict, framework: str) -> tuple[tuple, dict]:
         return value
 
     return tuple(convert(a) for a in args), {k: convert(v) for k, v in kwargs.items()}
+
+
+# ------------------------------------------------------------------------------ --dtype: a cast copy
+DTYPES = ("float16", "bfloat16")
+
+
+def cast_copy(loaded: LoadedModel, inputs: tuple[tuple, dict], dtype: str) -> tuple[LoadedModel, tuple[tuple, dict]]:
+    """A ``LoadedModel`` holding a copy of the model cast to ``dtype``, and the inputs cast alike."""
+    if dtype not in DTYPES:
+        raise UsageError(f"--dtype {dtype!r}: not a supported precision", f"use one of {', '.join(DTYPES)}")
+    if loaded.framework != "torch":
+        raise UsageError(f"--dtype casts PyTorch models; {loaded.spec!r} is a {loaded.framework} model",
+                         "drop --dtype, or set a Keras dtype policy in the model's own code")
+    import torch
+    from torch.utils._pytree import tree_map
+
+    target = getattr(torch, dtype)
+    try:
+        model = copy.deepcopy(loaded.model)
+    except Exception as exc:  # a model holding something that cannot be copied: say so, never cast the original
+        raise UsageError(f"--dtype {dtype}: {loaded.spec!r} cannot be copied to cast it ({type(exc).__name__}: {exc})",
+                         "drop --dtype, or build the model in that dtype in its factory") from None
+    model.to(target)
+    before = {str(p.dtype).removeprefix("torch.") for p in loaded.model.parameters() if p.is_floating_point()}
+
+    def cast(value: Any) -> Any:
+        if isinstance(value, torch.Tensor) and value.is_floating_point():
+            return value.to(target)
+        return value
+
+    note = f"profiled a copy cast to {dtype}" + (f" (the model as loaded is {', '.join(sorted(before))})"
+                                                  if before else "")
+    return dataclasses.replace(loaded, model=model, notes=[*loaded.notes, note]), tree_map(cast, inputs)

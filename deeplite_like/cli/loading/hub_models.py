@@ -25,9 +25,8 @@ import importlib.util
 from typing import Any
 from urllib.parse import parse_qs
 
-from deeplite_like.commands.errors import UsageError
-from deeplite_like.commands.input_memory import check_input_bytes
-from deeplite_like.commands.loading import LoadedModel, require_framework, require_known_model
+from deeplite_like.cli.exit_codes import UsageError
+from deeplite_like.cli.loading.preflight import LoadedModel, check_input_bytes, require_framework, require_known_model
 
 #: ``?task=`` -> the transformers auto class that builds that head.
 TASKS = {

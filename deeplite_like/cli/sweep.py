@@ -17,12 +17,16 @@ import dataclasses
 from collections.abc import Callable, Sequence
 from typing import IO, Any
 
-from deeplite_like.commands.errors import UsageError
-from deeplite_like.commands.loading import LoadedModel
-from deeplite_like.commands.output import Rendered, json_rendered, render_text
-from deeplite_like.commands.progress import Progress
-from deeplite_like.commands.run import TIMING_KEYS, ModelResult, RunOptions, execute, prepare
+from deeplite_like.cli.exit_codes import UsageError
+from deeplite_like.cli.loading import LoadedModel
+from deeplite_like.cli.output import Rendered, json_rendered, render_text
+from deeplite_like.cli.progress import Progress
+from deeplite_like.cli.runner import TIMING_KEYS, ModelResult, RunOptions, execute, prepare
 from deeplite_like.reports import TableReport
+from deeplite_like.reports.charts import line_chart
+from deeplite_like.reports.formatting import format_seconds
+from deeplite_like.reports.html import document, report_section
+from deeplite_like.units import format_bytes, format_number
 
 SWEEP_METRICS = ("macs", "peak_activation_memory", "execution_time", "throughput")
 AXES = {"batch_size": ("Batch", "batch size", "Batch-size sweep"),
@@ -97,9 +101,6 @@ def sweep_row(axis: str, point: int, result: ModelResult, batch: int) -> dict[st
 
 def sweep_table(name: str, axis: str, rows: list[dict[str, Any]], notes: Sequence[str] = ()) -> TableReport:
     """The sweep as a ``TableReport``: one row per point, the columns that were computed."""
-    from deeplite_like.reports.formatting import format_seconds
-    from deeplite_like.units import format_bytes, format_number
-
     columns = [axis] + [c for c in COLUMNS if any(row.get(c) is not None for row in rows)]
     formatters: dict[str, Callable[[Any], str]] = {
         "macs": lambda v: "" if v is None else f"{v:,}", "peak_activation_bytes": lambda v: "" if v is None else
@@ -120,8 +121,6 @@ def sweep_chart(table: TableReport) -> str:
 
     Latency points carry whiskers as long as their spread (the IQR, centred on the median).
     """
-    from deeplite_like.reports.charts import line_chart
-
     axis = table.columns[0]
     rows = sorted(table.rows, key=lambda r: r[axis])
     first = rows[0]
@@ -150,8 +149,6 @@ def render_sweep(table: TableReport, spec: str, fmt: str, view) -> Rendered:
     if fmt == "csv":
         return Rendered(table.to_csv())
     if fmt == "html":
-        from deeplite_like.reports.html import document, report_section
-
         sections = [f'<div class="charts">{sweep_chart(table)}</div>', report_section(table, "sweep")]
         return Rendered(document(table.title, sections, subtitle=spec))
     return Rendered(render_text(table, fmt, view, DROP_ORDER) + ("" if fmt == "markdown" else "\n"))

@@ -12,9 +12,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from deeplite_like.commands.errors import UsageError
-from deeplite_like.commands.file_kinds import ZIP, describe, kind_of
-from deeplite_like.commands.loading import LoadedModel, require_framework, require_known_model
+from deeplite_like.cli.exit_codes import UsageError
+from deeplite_like.cli.loading.preflight import (ZIP, LoadedModel, describe, kind_of, require_framework,
+                                                 require_known_model)
 
 
 SAVE_HINT = ("save the model again with model.save('model.keras'), or profile its factory: "

@@ -15,15 +15,14 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Sequence
 
-from deeplite_like.commands.errors import UsageError
-from deeplite_like.commands.loading import LoadedModel
+from deeplite_like.cli.exit_codes import UsageError
+from deeplite_like.cli.loading.preflight import LoadedModel, describe, kind_of
+
 SAVE_HINT = "write the file with torch.onnx.export, tf2onnx or onnx.save_model"
 
 
 def load_onnx_file(spec: str, path: Path) -> LoadedModel:
     """An ``.onnx`` file as an ``onnx.ModelProto`` (``framework='onnx'``), or a ``UsageError`` saying why not."""
-    from deeplite_like.commands.file_kinds import describe, kind_of
-
     try:
         from deeplite_like.backends.onnx.graph import load_model
     except ImportError as exc:

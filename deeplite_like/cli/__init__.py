@@ -8,9 +8,16 @@
     deeplite-like demo
     deeplite-like memory MODEL --train [--optimizer adamw] [--fit 80GiB]
 
-Each subcommand lives in ``deeplite_like.commands``. Errors are one line plus a hint on
-standard error; exit code 2 for a usage error, 1 for a failure while profiling (see
-``deeplite_like.commands.errors``); ``--verbose`` adds the traceback.
+This module holds the entry point (``main``) and the parser. The package around it:
+``commands`` (``profile``, ``compare``, ``demo``, ``memory``) and ``check`` (the CI gate), with
+``sweep`` for profile's ``--batch-sizes`` / ``--seq-lens``; ``loading`` (MODEL specs: zoo, hub,
+factories and model files, loaded without running untrusted code); ``model_inputs``
+(``--input-shape``, ``--inputs``, ``--dtype``); ``runner`` (profiling a loaded model);
+``flags`` (the shared options and the strict parsing of ``2G``, ``5ms``, ``100MiB``, ``2%``);
+``output`` (formats, ``--output``, the JSON schema version); ``progress`` (the terminal
+progress bar); ``exit_codes``. Errors are one line plus a hint on standard error; exit code 2
+for a usage error, 1 for a failure while profiling (see ``deeplite_like.cli.exit_codes``);
+``--verbose`` adds the traceback.
 """
 from __future__ import annotations
 
@@ -19,33 +26,26 @@ import sys
 import traceback
 from typing import IO, Sequence
 
-from deeplite_like.commands.errors import (EXIT_FAILURE, EXIT_INTERRUPTED, CommandError, ProfilingFailed, interrupted,
-                                           watching_interrupts)
+from deeplite_like._version import __version__
+from deeplite_like.cli import check
+from deeplite_like.cli.commands import (add_compare_parser, add_demo_parser, add_memory_parser,
+                                        add_profile_parser)
+from deeplite_like.cli.exit_codes import (EXIT_FAILURE, EXIT_INTERRUPTED, CommandError, ProfilingFailed, interrupted,
+                                          watching_interrupts)
 
 PROG = "deeplite-like"
 
 
-def _demo(args: argparse.Namespace) -> int:
-    """Profile every bundled teacher/student pair and print their compare reports."""
-    from deeplite_like.commands.demo import run
-
-    return run(args)
-
-
 def build_parser() -> argparse.ArgumentParser:
-    from deeplite_like._version import __version__
-    from deeplite_like.commands import check, compare, demo, memory, profile
-
     parser = argparse.ArgumentParser(prog=PROG, description="Profile and compare deep-learning models: MACs, "
                                      "FLOPs, parameters, size, memory and latency, per model and per layer.")
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    profile.add_parser(commands)
-    compare.add_parser(commands)
+    add_profile_parser(commands)
+    add_compare_parser(commands)
     check.add_parser(commands)
-    demo.add_parser(commands)
-    memory.add_parser(commands)
-    commands.choices["demo"].set_defaults(run=_demo)
+    add_demo_parser(commands)
+    add_memory_parser(commands)
     return parser
 
 

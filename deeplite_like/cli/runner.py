@@ -1,5 +1,9 @@
 """Profiling one loaded model for the command line: pick the metrics, run them with progress.
 
+``prepare`` places the model (``--device``), casts a copy for ``--dtype`` and builds its
+profiler with only the asked-for functions; ``execute`` computes them, one progress step each,
+and adds the per-layer forward times of a torch model.
+
 The result is the same objects the Python API returns: the profiler's status keys (for a
 ``StatusReport`` or a ``CompareReport``) and its per-layer ``TableReport``.
 """
@@ -12,13 +16,17 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from deeplite_like.caller import called_as
-from deeplite_like.commands.errors import ProfilingFailed, UsageError
-from deeplite_like.commands.loading import LoadedModel
-from deeplite_like.commands.progress import Progress
+from deeplite_like.cli.exit_codes import ProfilingFailed, UsageError
+from deeplite_like.cli.loading import LoadedModel
+from deeplite_like.cli.loading.onnx_files import onnx_profiler_inputs, with_batch
+from deeplite_like.cli.loading.preflight import check_input_bytes, sample_bytes
+from deeplite_like.cli.model_inputs import cast_copy
+from deeplite_like.cli.progress import Progress
 from deeplite_like.reports import StatusReport, TableReport
 from deeplite_like.reports.formatting import format_seconds
 from deeplite_like.status import Metric, StatusKey
 from deeplite_like.timing_noise import NoisyTimingWarning
+from deeplite_like.units import format_bytes
 
 LAYERS_KEY = "layerwise_summary"
 LATENCY_COLUMN = "latency_s"
@@ -119,12 +127,8 @@ def prepare(loaded: LoadedModel, inputs: tuple[tuple, dict], options: RunOptions
     if options.batch_size is not None:
         _check_batch(inputs, options.batch_size)
     if options.dtype is not None:
-        from deeplite_like.commands.precision import cast_copy
-
         loaded, inputs = cast_copy(loaded, inputs, options.dtype)
     if loaded.framework == "onnx" and options.batch_size is not None:
-        from deeplite_like.commands.onnx_files import with_batch
-
         inputs = with_batch(inputs, options.batch_size)
     args, kwargs = _place(loaded, inputs, options.device)
     profiler = _profiler(loaded, args, kwargs)
@@ -235,9 +239,6 @@ def check_device(device: str) -> None:
 # ------------------------------------------------------------------------------ helpers
 def _check_batch(inputs: tuple[tuple, dict], batch_size: int) -> None:
     """Refuse a ``--batch-size`` whose inputs alone would not fit in memory here (estimated per sample)."""
-    from deeplite_like.commands.input_memory import check_input_bytes, sample_bytes
-    from deeplite_like.units import format_bytes
-
     per_sample = sample_bytes(inputs)
     check_input_bytes(f"--batch-size {batch_size}", f"{batch_size} samples of {format_bytes(per_sample)} each",
                       per_sample * batch_size)
@@ -268,7 +269,6 @@ def _profiler(loaded: LoadedModel, args: tuple, kwargs: dict) -> Any:
     try:
         if loaded.framework == "onnx":  # shapes by input name or in order (onnx_files.onnx_inputs)
             from deeplite_like.backends.onnx import OnnxProfiler
-            from deeplite_like.commands.onnx_files import onnx_profiler_inputs
 
             return OnnxProfiler(loaded.model, name=loaded.name, inputs=onnx_profiler_inputs((args, kwargs)))
         if len(args) == 1 and not kwargs:

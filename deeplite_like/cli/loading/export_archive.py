@@ -27,7 +27,9 @@ import re
 import zipfile
 from typing import Any, Iterator
 
-from deeplite_like.commands.errors import UsageError
+from deeplite_like.cli.exit_codes import UsageError
+from deeplite_like.cli.loading import preflight
+from deeplite_like.units import format_bytes
 
 EXPORT_HINT = ("re-export it from the model's code: torch.export.save(torch.export.export(model, (x,)), "
                "'model.pt2'), with tensors as sample inputs; or profile the model's factory instead: "
@@ -100,11 +102,8 @@ def _read_records(spec: str, data: bytes) -> dict[str, bytes]:
 
 def _refuse_oversized(spec: str, infos: list[zipfile.ZipInfo]) -> None:
     """Refuse an archive that unpacks to more than the memory here (a zip bomb), before unpacking it."""
-    from deeplite_like.commands.input_memory import available_memory
-    from deeplite_like.units import format_bytes
-
     unpacked = sum(info.file_size for info in infos)  # zipfile never reads past an entry's declared size
-    available = available_memory()
+    available = preflight.available_memory()  # looked up when called: a test may stand in for it
     if available is not None and unpacked > available:
         raise ArchiveRefused(f"{spec!r}: the archive unpacks to {format_bytes(unpacked)}, more than the "
                              f"{format_bytes(available)} of memory available here; refused before unpacking it",
