@@ -39,7 +39,7 @@ from deeplite_like.backends.torch.state import (add_global_module_hooks, model_d
                                                 remove_global_module_hooks)
 from deeplite_like.backends.torch.tensors import batch_size_of, input_shapes, required_batch_size
 from deeplite_like.errors import check_batch_agrees, check_batch_size
-from deeplite_like.results import OpStats, TimingStats
+from deeplite_like.results import OpStats, TimingStats, parent_names, roll_up
 from deeplite_like.timing import (AUTO, BlockTimes, DEFAULT_NUM_THREADS, busy_note, check_budget, check_num_threads,
                                   percentile, spread_note, summarise, time_blocks, warn_noisy)
 
@@ -240,8 +240,6 @@ def module_forward_times(model: torch.nn.Module, args: tuple, kwargs: dict | Non
 
 def _with_containers(times: dict[str, float], names: list[str]) -> dict[str, float]:
     """Give a module never called itself (``nn.ModuleList``) the sum of its children's times."""
-    from deeplite_like.results import parent_names, roll_up
-
     result = dict(times)
     roll_up(result, parent_names(names), sum)
     return result
