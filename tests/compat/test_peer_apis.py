@@ -164,7 +164,7 @@ def test_set_logger_redirects_the_profilers_logging(caplog):
     ("deeplite_like.metrics", "DynamicEvalMetric", "add_secondary_metric"),
     ("deeplite_like.backends.torch", "cudafy", "never move"),
     ("deeplite_like.backends.keras", "get_temp_model", "no temporary copy"),
-    ("deeplite_like.profiling", "flops_to_string", "formatting.count"),
+    ("deeplite_like.profiling", "flops_to_string", "views.count"),
 ])
 def test_names_not_provided_say_what_to_use(module, name, advice):
     with pytest.raises(ImportError, match=advice):

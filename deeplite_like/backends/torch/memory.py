@@ -44,11 +44,7 @@ from torch import nn
 from deeplite_like.backends.torch.counting.engine import observe
 from deeplite_like.backends.torch.inputs import moved
 from deeplite_like.backends.torch.state import model_device, preserved_model_state
-# The storage ledger this measurement reads lives with the tensors (the counting pass reads it there); its
-# names stay importable from here for the Keras backend, which measures with the same ledger.
-from deeplite_like.backends.torch.tensors import (MemoryStats, StorageLedger, input_shapes,  # noqa: F401
-                                                  memory_stats, required_batch_size, spanned_bytes, storage_key,
-                                                  tensor_leaves)
+from deeplite_like.backends.torch.tensors import MemoryStats, input_shapes, required_batch_size
 from deeplite_like.errors import check_batch_agrees, check_batch_size, check_flag
 
 __all__ = ["MemoryStats", "peak_activation_memory"]

@@ -430,7 +430,7 @@ class TorchForwardMemory:
     def __init__(self, model: keras.layers.Layer, inputs: Any, recorder: LayerRecorder) -> None:
         import torch
 
-        from deeplite_like.backends.torch.memory import StorageLedger, spanned_bytes, storage_key, tensor_leaves
+        from deeplite_like.backends.torch.tensors import StorageLedger, spanned_bytes, storage_key, tensor_leaves
 
         leaves = tensor_leaves(inputs)
         weights = [variable.value for variable in model.variables]
@@ -453,7 +453,7 @@ class TorchForwardMemory:
 
     def stats(self, output: Any, batch_size: int) -> MemoryStats:
         """The ``MemoryStats`` of the forward that just returned ``output`` (still alive)."""
-        from deeplite_like.backends.torch.memory import memory_stats
+        from deeplite_like.backends.torch.tensors import memory_stats
 
         measured = memory_stats(self.ledger, output, meta=False, grad=False, batch_size=batch_size)
         shared = {f.name: getattr(measured, f.name) for f in dataclasses.fields(ActivationMemory)}
