@@ -1,12 +1,17 @@
-"""The package's layout holds its targets: no import circle, no file name used twice, few small files.
+"""The package's layout holds its targets: no import circle, no file name used twice, few small files;
+every dotted name the docs give is where they say.
 
 Figures from ``tools/layout.py`` (static: the source is parsed, not imported). The targets are
 issue 26's; docs/architecture.rst is the map they keep readable.
 """
+import importlib
 import importlib.util
+import re
 from pathlib import Path
 
 import pytest
+
+from deeplite_like._moved import MOVED
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -34,3 +39,27 @@ def test_modules_are_few_and_their_headers_short(figures):
     # the 13.9 points are module docstrings). Lower these bounds as the figures fall.
     assert figures["modules"] <= 144
     assert figures["header_share"] < 0.14
+
+
+def _documented_names():
+    found = set()
+    paths = [*(ROOT / "docs").glob("*.rst"), ROOT / "README.rst", *(ROOT / "examples").rglob("*.py")]
+    for path in paths:
+        found.update(re.findall(r"deeplite_like(?:\.\w+)+", path.read_text(encoding="utf-8")))
+    return sorted(found)
+
+
+@pytest.mark.parametrize("name", _documented_names())
+def test_every_name_the_docs_give_is_where_they_say_and_not_a_moved_path(name):
+    parts = name.split(".")
+    for cut in range(len(parts), 0, -1):
+        module_name = ".".join(parts[:cut])
+        assert module_name not in MOVED, f"{name}: the docs give an old path ({module_name} moved to {MOVED[module_name][0]})"
+        try:
+            obj = importlib.import_module(module_name)
+        except ModuleNotFoundError:
+            continue
+        for attribute in parts[cut:]:
+            obj = getattr(obj, attribute)   # AttributeError: the docs name something that is not there
+        return
+    pytest.fail(f"{name}: no such module")
