@@ -175,8 +175,8 @@ def load_baseline(path: str) -> dict[str, dict[str, Any]]:
     return metrics
 
 
-def _show(value: float | None, kind: str, unit: str) -> str:
-    return "not computed" if value is None else format_quantity(value, kind, unit)
+def _show(value: float | None, kind: str, unit: str, word: bool = False) -> str:
+    return "not computed" if value is None else format_quantity(value, kind, unit, unit_is_word=word)
 
 
 def _same_conditions(key: str, before: dict[str, Any], status: Any) -> None:
@@ -198,10 +198,11 @@ def evaluate(statuses: dict[str, Any], limits: dict[str, float], baseline: dict[
         metric = statuses.get(key)
         value = getattr(metric, "value", None)
         kind, unit = getattr(metric, "UNIT_KIND", "plain"), getattr(metric, "BASE_UNIT", "")
+        word = getattr(metric, "UNIT_IS_WORD", False)
         name = metric.friendly_name() if metric is not None else key
         passed = value is not None and value <= bound
-        text = (f"{_show(value, kind, unit)} <= {_show(bound, kind, unit)}" if passed else
-                f"{_show(value, kind, unit)} > {_show(bound, kind, unit)} (over by "
+        text = (f"{_show(value, kind, unit, word)} <= {_show(bound, kind, unit, word)}" if passed else
+                f"{_show(value, kind, unit, word)} > {_show(bound, kind, unit, word)} (over by "
                 f"{100 * (value / bound - 1):.3g} %)" if value is not None else "not computed")
         checks.append(Check(key, name, "limit", value, bound, None, unit, passed, text))
     for key, before in (baseline or {}).items():
@@ -210,13 +211,13 @@ def evaluate(statuses: dict[str, Any], limits: dict[str, float], baseline: dict[
             continue
         _same_conditions(key, before, metric)
         value, reference = metric.value, baseline_value("--baseline", key, before["value"])
-        kind, unit = metric.UNIT_KIND, metric.BASE_UNIT
+        kind, unit, word = metric.UNIT_KIND, metric.BASE_UNIT, getattr(metric, "UNIT_IS_WORD", False)
         lower = before["comparative"] in LOWER
         allowed = reference * (1 + tolerance) if lower else reference * (1 - tolerance)
         passed = value is not None and (value <= allowed if lower else value >= allowed)
         change = "" if value is None or reference == 0 else f"{100 * (value / reference - 1):+.3g} %"
-        text = (f"{_show(value, kind, unit)} vs {_show(reference, kind, unit)} ({change or 'n/a'}; allowed "
-                f"{'up to' if lower else 'down to'} {_show(allowed, kind, unit)})")
+        text = (f"{_show(value, kind, unit, word)} vs {_show(reference, kind, unit, word)} ({change or 'n/a'}; allowed "
+                f"{'up to' if lower else 'down to'} {_show(allowed, kind, unit, word)})")
         checks.append(Check(key, metric.friendly_name(), "baseline", value, allowed, reference, unit, passed, text))
     return checks
 

@@ -39,9 +39,15 @@ def format_cell(value: Any) -> str:
     return str(value)
 
 
-def format_quantity(value: float, kind: str, unit: str) -> str:
-    """``'1.234 ms'`` for 0.001234 of ``unit`` ``'s'``: the value scaled to its unit kind's prefix."""
+def format_quantity(value: float, kind: str, unit: str, unit_is_word: bool = False) -> str:
+    """``'1.234 ms'`` for 0.001234 of ``unit`` ``'s'``: the value scaled to its unit kind's prefix.
+
+    A unit that is a word (``params``) takes its prefix apart, as the status tables show it:
+    ``'78.04 k params'``, not ``'78.04 kparams'``.
+    """
     number, shown_unit = scaled(float(value), kind, unit)
+    if unit_is_word and shown_unit != unit:
+        shown_unit = f"{shown_unit[:len(shown_unit) - len(unit)]} {unit}"
     return f"{format_number(number)} {shown_unit}".rstrip()
 
 

@@ -86,6 +86,14 @@ def test_a_limit_exceeded_fails_with_exit_1(cli, option, limit, text):
     assert "- 1 other checks passed" in out and "FLOPs" not in out.split("- 1 other")[0]  # only what failed
 
 
+def test_a_parameter_count_reads_as_the_status_table_writes_it(cli):
+    # zoo:resnet_small has 78,042 parameters: 78.04 k params, over a 10k limit by 78042 / 10000 - 1 = 680 %;
+    # the prefix stands apart from the word 'params', as in the profile table ('k params', never 'kparams')
+    code, out, _ = cli("check", "zoo:resnet_small", "--max-params", "10k", "--max-macs", "1G")
+    assert code == 1
+    assert "78.04 k params > 10.00 k params (over by 680 %)" in out and "kparams" not in out
+
+
 def test_json_output_for_ci_logs(cli):
     code, out, _ = cli("check", *TINY, "--max-macs", "23", "--max-params", "25M", "--format", "json")
     data = json.loads(out)

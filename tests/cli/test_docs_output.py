@@ -98,34 +98,46 @@ def run_block(commands: list[str], directory: Path) -> list[str]:
 
 
 def without_times(text: str) -> list[str]:
-    """``text`` with time cells masked, table widths left out and timing-noise notes dropped."""
-    lines, masked_columns, notes, timed_row = [], set(), [], False
+    """``text`` with time cells masked, table widths left out and timing-noise notes dropped.
+
+    A table row folded over several lines is joined first (cell by cell, with spaces), so where a
+    cell folds, which depends on how wide the times made the columns, does not matter.
+    """
+    lines, masked_columns, notes, previous_row = [], set(), [], None
     for line in text.splitlines():
         if line.startswith("+"):
             lines.append("+")
+            previous_row = None
             continue
         if line.startswith("|"):
             cells = [cell.strip() for cell in line.strip("|").split("|")]
-            if any(cell in _TIMED_COLUMNS for cell in cells):
-                masked_columns = {i for i, cell in enumerate(cells) if cell in _TIMED_COLUMNS}
-            elif cells[0] in _TIMED_ROWS or (timed_row and not cells[0]):  # a timed row, or its folded lines
-                timed_row = True
-                cells = [cells[0]] + ["<time>"] * (len(cells) - 1)
-                lines.append("|".join(cells))
+            if previous_row is not None and not cells[0] and len(cells) == len(previous_row):
+                previous_row[:] = [" ".join(filter(None, pair)) for pair in zip(previous_row, cells)]
                 continue
-            else:
-                cells = ["<time>" if i in masked_columns and cell else cell for i, cell in enumerate(cells)]
-            timed_row = False
-            lines.append("|".join(cells))
+            previous_row = cells
+            lines.append(cells)
             continue
-        masked_columns = set() if not line.strip() else masked_columns
+        previous_row = None
         if line.startswith(("- ", "note: ")) or not (line.startswith("  ") and notes):
             notes = [line]
             lines.append(line)
         else:  # a note's folded continuation
             notes.append(line)
             lines[-1] += " " + line.strip()
-    return [line for line in lines if "noise" not in line]
+    shown = []
+    for line in lines:
+        if isinstance(line, list):
+            if any(cell in _TIMED_COLUMNS for cell in line):
+                masked_columns = {i for i, cell in enumerate(line) if cell in _TIMED_COLUMNS}
+            elif line[0] in _TIMED_ROWS:
+                line = [line[0]] + ["<time>"] * (len(line) - 1)
+            else:
+                line = ["<time>" if i in masked_columns and cell else cell for i, cell in enumerate(line)]
+            line = "|".join(line)
+        elif not line.strip():
+            masked_columns = set()
+        shown.append(line)
+    return [line for line in shown if "noise" not in line]
 
 
 def checked_blocks() -> list[tuple[list[str], str]]:
