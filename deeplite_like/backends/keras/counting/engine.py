@@ -133,8 +133,25 @@ def observe(model: Any, inputs: Any, batch: int | None, *, training: bool, causa
     result = price(recorder.records, CountOptions(training=bool(training), causal_half=bool(causal_half)),
                    recorder.own_ops)
     roll_up_containers(result.by_module, parent_names(name for name, _ in named_layers(model)))
+    if import_keras().config.backend() == "jax":  # counted from the traced program, per primitive
+        result = _count_traced(model, inputs, training, result)
     result.batch_size = batch
     return Observation(recorder, result, recorder.memory)
+
+
+def _count_traced(model: Any, inputs: Any, training: bool, recorded: OpCount) -> OpCount:
+    """Keras on JAX: the counts of the program ``jax.make_jaxpr`` traces (``jax_ops``), with the
+    recorded forward's call counts per layer."""
+    from .jax_ops import count_traced
+
+    try:
+        result = count_traced(model, inputs, training=bool(training), paths=[name for name, _ in named_layers(model)])
+    except Exception as exc:
+        raise ForwardError(f"tracing {type(model).__name__} {getattr(model, 'name', '')!r} with jax.make_jaxpr "
+                           f"failed: {keras_message(exc)}") from exc
+    for path, stats in recorded.by_module.items():
+        result.by_module.setdefault(path, OpStats()).calls = stats.calls
+    return result
 
 
 def warn_if_untracked(result: OpCount, stacklevel: int = 1) -> None:
