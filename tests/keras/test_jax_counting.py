@@ -91,6 +91,11 @@ def build(name):
         return keras.Sequential([keras.Input((8,)), LoopMatmul(name="loop")]), (1, 8)
     if name == "sdpa":
         return keras.Sequential([keras.Input((4, 2, 8)), Sdpa(name="sdpa")]), (1, 4, 2, 8)
+    if name == "lstm":
+        return keras.Sequential([keras.Input((5, 4)), L.LSTM(3, name="lstm")]), (1, 5, 4)
+    if name == "mha":
+        x = keras.Input((6, 8))
+        return keras.Model(x, L.MultiHeadAttention(2, 4, name="mha")(x, x)), (1, 6, 8)
     if name == "small_cnn":
         return small_cnn(), (1, 16, 16, 3)
     if name == "lenet5":
@@ -98,7 +103,7 @@ def build(name):
     raise KeyError(name)
 
 
-CASES = ("att", "scan", "conv", "einsum", "fori_loop", "sdpa", "small_cnn", "lenet5")
+CASES = ("att", "scan", "conv", "einsum", "fori_loop", "sdpa", "lstm", "mha", "small_cnn", "lenet5")
 """
 
 _CHILD = r"""
@@ -160,6 +165,12 @@ EXPECTED_MACS = {
     "fori_loop": 192,
     # q k^T per head (2 heads): 4*4*8 = 128 each -> 256; scores @ v the same 256; 512
     "sdpa": 512,
+    # LSTM(3) on 5 steps of 4 features: 4 gates x 3 units x (4 inputs + 3 recurrent) = 84 a step, x5 = 420
+    # (Keras runs the steps in a lax.scan on JAX: the body is priced x5)
+    "lstm": 420,
+    # MultiHeadAttention(2 heads, key_dim 4) on 6 tokens of 8: Q, K, V projections 6*8*8 = 384 each (1152);
+    # scores 2*6*6*4 = 288; weights @ V 288; output projection 6*8*8 = 384; 1152 + 576 + 384 = 2112
+    "mha": 2112,
     # conv 3x3 same 3 -> 8 on 16x16: 16*16*8*27 = 55296; pool -> 8x8x8 = 512 -> fc 10: 5120; 60416
     "small_cnn": 60416,
     # conv1 28*28*6*25 = 117600; conv2 10*10*16*(6*25) = 240000; fc1 400*120 = 48000; fc2 120*84 = 10080;

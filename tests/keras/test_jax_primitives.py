@@ -78,3 +78,11 @@ def test_a_cond_counts_its_costliest_branch():
 def test_an_unknown_primitive_is_untracked_by_name_never_a_silent_zero():
     r = _count(lambda x: jnp.fft.fft(x), jnp.ones((8,), jnp.complex64))
     assert r.untracked == {"jax.fft": 1}
+
+
+def test_sigmoid_and_softmax_follow_the_torch_conventions():
+    # sigmoid: 4 FLOPs per element (neg, exp, add, divide) -> 3 elements: 12
+    assert _count(jax.nn.sigmoid, jnp.ones((3,))).flops == 12
+    # softmax over rows of 4, 2 rows: max, sub, exp, sum, div = 5 per element -> 40 (torch's softmax
+    # formula), plus jax's guard max(-inf, row max), 1 per row: 2 -> 42 (priced as traced)
+    assert _count(lambda x: jax.nn.softmax(x, axis=-1), jnp.ones((2, 4))).flops == 42

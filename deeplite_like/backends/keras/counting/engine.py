@@ -57,9 +57,14 @@ def count_ops(model: Any, inputs_or_shape: Any, *, batch_size: int | None = None
     includes its children, a shared layer is counted once per call. ``by_operator`` is keyed by
     layer class (``"Conv2D"``; ``"ops.Add"`` for operation nodes of functional models),
     ``module_ops`` by path then class. An operator with no cost known, run by a layer without
-    a formula, is *untracked* (by op name); on JAX (no operator hook) a layer with no formula,
-    no recorded sublayer calls and not known to be free is: counted as 0, listed in ``OpCount.untracked`` and
+    a formula, is *untracked* (by op name): counted as 0, listed in ``OpCount.untracked`` and
     warned about once (``UntrackedLayerWarning``) unless ``warn_untracked=False``.
+
+    On Keras' JAX backend the counts come from the program JAX traces instead
+    (``jax_ops.count_traced``: ``jax.make_jaxpr`` of the model's ``stateless_call``, no
+    compilation): every primitive is priced (``jax.dot_general``...), ``scan`` bodies once per
+    step, and attributed to its innermost layer by JAX's name stack; ``by_operator`` and
+    ``module_ops`` are keyed by primitive, unknown primitives are untracked by name.
 
     ``method='graph'`` (TensorFlow backend only): TensorFlow's profiler counts the float ops of
     the model's traced graph at this batch size (``tf_graph.count_graph``): totals and
@@ -372,8 +377,8 @@ def own_ops(recorder: LayerRecorder, backend: str, ledger: Any = None) -> Iterat
         A ``TorchDispatchMode`` (thread-local) sees every aten op, priced by the torch backend's
         formula table (``aten.bmm``...).
     JAX
-        No operator hook: ``own_ops`` returns ``None`` and a layer without a formula is priced as
-        before (a container's cost is its children's; a leaf is untracked).
+        No operator hook: ``own_ops`` returns ``None``; ``observe`` replaces the recorded counts
+        with those of the traced program (``jax_ops.count_traced``).
 
     ``ledger`` (torch only): a storage ledger told of every op's outputs (``TorchForwardMemory``).
     """

@@ -9,6 +9,7 @@ conventions of ``docs/conventions.rst`` (the torch backend's, per primitive)::
                             (lhs_dilation > 1, a transposed conv: numel(in) * C_out/groups * prod(kernel))
     elementwise (add, mul, exp, tanh, logistic, max, ...)   1 FLOP per float output element
     clamp                   2 FLOPs per element (two bounds, as torch's clamp)
+    logistic                4 FLOPs per element (torch's sigmoid: neg, exp, add, divide)
     reductions (reduce_sum/max/min/prod, argmax, cumsum)    1 FLOP per float input element
     reduce_window_max/min/sum (pooling)   numel(out) * prod(window)  (an average pool's divide is its own div)
     free (reshape, transpose, broadcast_in_dim, convert_element_type, slice, gather,
@@ -36,11 +37,12 @@ from deeplite_like.results import OpCount, OpStats, parent_names
 __all__ = ["count_jaxpr", "count_traced", "primitive_cost"]
 
 _ELEMENTWISE = frozenset("""
-    add sub mul div rem max min neg abs sign exp exp2 log log1p expm1 tanh logistic sqrt rsqrt cbrt
+    add sub mul div rem max min neg abs sign exp exp2 log log1p expm1 tanh sqrt rsqrt cbrt
     pow integer_pow square sin cos tan asin acos atan atan2 sinh cosh asinh acosh atanh erf erfc erf_inv
-    lgamma digamma floor ceil round nextafter reciprocal add_any is_finite
+    lgamma digamma floor ceil round nextafter reciprocal add_any
 """.split())
 _TWO_BOUNDS = frozenset({"clamp"})
+_SIGMOID = 4  # logistic: 1 / (1 + exp(-x)), neg exp add div, as torch's sigmoid
 _REDUCTIONS = frozenset({"reduce_sum", "reduce_max", "reduce_min", "reduce_prod", "argmax", "argmin",
                          "cumsum", "cumprod", "cummax", "cummin", "cumlogsumexp"})
 _WINDOWS = frozenset({"reduce_window_max", "reduce_window_min", "reduce_window_sum"})
@@ -48,7 +50,7 @@ FREE = frozenset("""
     reshape transpose broadcast_in_dim convert_element_type slice dynamic_slice dynamic_update_slice
     concatenate squeeze expand_dims gather scatter select_n iota copy copy_p pad rev stop_gradient
     eq ne lt gt le ge and or not xor shift_left shift_right_logical shift_right_arithmetic population_count
-    sort top_k reduce_precision random_bits random_seed random_wrap random_unwrap random_fold_in random_split
+    is_finite sort top_k reduce_precision random_bits random_seed random_wrap random_unwrap random_fold_in random_split
     threefry2x32 bitcast_convert_type device_put split optimization_barrier reduce_and reduce_or
     sharding_constraint mesh_cast
 """.split())
@@ -91,6 +93,8 @@ def primitive_cost(eqn: Any) -> tuple[int, int] | None:
         if out is None or not _is_float(out):
             return 0, 0  # integer index arithmetic, loop counters
         return 0, _numel(out) * (2 if name in _TWO_BOUNDS else 1)
+    if name == "logistic":
+        return (0, _numel(out) * _SIGMOID) if _is_float(out) else (0, 0)
     if name in _REDUCTIONS:
         x = eqn.invars[0].aval
         return (0, _numel(x)) if _is_float(x) else (0, 0)
