@@ -35,6 +35,11 @@ class Scale(L.Layer):
         return x * 2.0
 
 
+class Branchy(L.Layer):  # runs eagerly, cannot be traced: a Python `if` on a value
+    def call(self, x):
+        return x * 2.0 if float(keras.ops.sum(x)) > 0 else x
+
+
 model = keras.Sequential([keras.Input((4,)), L.Dense(3, name="fc1"), L.ReLU(), L.Dense(2, name="fc2")])
 profiler = KerasProfiler.from_inputs(model, np.ones((2, 4), "float32"))
 status = profiler.compute_network_status(batch_size=2)
@@ -46,6 +51,10 @@ with warnings.catch_warnings(record=True) as caught:
     warnings.simplefilter("always")
     scale = count_ops(keras.Sequential([keras.Input((4,)), Scale(name="scale")]), (2, 4))
 report["scale"] = [scale.macs, scale.flops, scale.untracked, scale.by_module["scale"].flops, len(caught)]
+try:
+    count_ops(Branchy(name="branchy"), (2, 4))
+except Exception as exc:
+    report["untraceable"] = [type(exc).__name__, str(exc)]
 print(json.dumps(report))
 """ % (NOT_MEASURED,)
 
@@ -85,3 +94,12 @@ def test_the_reason_names_the_backend_and_what_to_do():
 def test_a_leaf_layer_doing_its_own_arithmetic_is_counted_from_the_traced_program(report):
     # x * 2.0 on (2, 4): one mul per element, 8 FLOPs, 0 MACs; nothing untracked, no warning
     assert report["scale"] == [0, 8, {}, 8, 0]
+
+
+@pytest.mark.slow
+def test_a_model_jax_cannot_trace_raises_a_forward_error_naming_the_tracer(report):
+    kind, message = report["untraceable"]
+    assert kind == "ForwardError"
+    # the layer's call takes no `training`: the trace fails on the Python `float()`, not on the argument
+    assert message.startswith("tracing Branchy 'branchy' with jax.make_jaxpr failed: ConcretizationTypeError")
+    assert "must be traceable (keras.ops.cond" in message and "KERAS_BACKEND=tensorflow or torch" in message

@@ -153,7 +153,10 @@ def _count_traced(model: Any, inputs: Any, training: bool, recorded: OpCount) ->
         result = count_traced(model, inputs, training=bool(training), paths=[name for name, _ in named_layers(model)])
     except Exception as exc:
         raise ForwardError(f"tracing {type(model).__name__} {getattr(model, 'name', '')!r} with jax.make_jaxpr "
-                           f"failed: {keras_message(exc)}") from exc
+                           f"failed: {keras_message(exc)}. On Keras' JAX backend the counts come from the traced "
+                           "program: the model's call must be traceable (keras.ops.cond / ops.fori_loop instead of "
+                           "a Python `if` or loop on a tensor's value); or count it with KERAS_BACKEND=tensorflow "
+                           "or torch") from exc
     for path, stats in recorded.by_module.items():
         result.by_module.setdefault(path, OpStats()).calls = stats.calls
     return result

@@ -27,6 +27,7 @@ Each equation goes to its innermost Keras layer, read from ``eqn.source_info.nam
 """
 from __future__ import annotations
 
+import inspect
 from typing import Any
 
 import jax
@@ -204,6 +205,11 @@ def count_jaxpr(jaxpr: Any, paths: set[str] | frozenset[str] = frozenset(), root
     return sink.result
 
 
+def _takes_training(call: Any) -> bool:
+    params = inspect.signature(call).parameters.values()
+    return any(p.name == "training" or p.kind is inspect.Parameter.VAR_KEYWORD for p in params)
+
+
 def count_traced(model: Any, inputs: Any, *, training: bool, paths: list[str]) -> OpCount:
     """Trace ``model.stateless_call`` with ``jax.make_jaxpr`` (no compilation, no run) and count it.
 
@@ -212,8 +218,11 @@ def count_traced(model: Any, inputs: Any, *, training: bool, paths: list[str]) -
     trainable = [v.value for v in model.trainable_variables]
     non_trainable = [v.value for v in model.non_trainable_variables]
 
+    # ``training`` only where ``call`` takes it (Keras' own __call__ makes the same check)
+    kwargs = {"training": training} if _takes_training(model.call) else {}
+
     def call(trainable: Any, non_trainable: Any, inputs: Any) -> Any:
-        return model.stateless_call(trainable, non_trainable, inputs, training=training)[0]
+        return model.stateless_call(trainable, non_trainable, inputs, **kwargs)[0]
 
     closed = jax.make_jaxpr(call)(trainable, non_trainable, inputs)
     result = count_jaxpr(closed, set(paths) - {""}, getattr(model, "name", ""))
