@@ -37,7 +37,9 @@ def test_modules_are_few_and_their_headers_short(figures):
     # A ratchet, not the goal: 225 modules and 17.7% headers before the redesign, 144 and 13.9% after it
     # (the issue aims at about 120 and under 12%; 34 of the modules are the formula families, and 7.9 of
     # the 13.9 points are module docstrings). Lower these bounds as the figures fall.
-    assert figures["modules"] <= 144
+    # 145: backends/keras/counting/jax_ops.py (Keras on JAX priced from the traced jaxpr, issue 28), the
+    # JAX twin of torch_ops.py, imported only when Keras runs on JAX.
+    assert figures["modules"] <= 145
     assert figures["header_share"] < 0.14
 
 

@@ -57,9 +57,14 @@ def count_ops(model: Any, inputs_or_shape: Any, *, batch_size: int | None = None
     includes its children, a shared layer is counted once per call. ``by_operator`` is keyed by
     layer class (``"Conv2D"``; ``"ops.Add"`` for operation nodes of functional models),
     ``module_ops`` by path then class. An operator with no cost known, run by a layer without
-    a formula, is *untracked* (by op name); on JAX (no operator hook) a layer with no formula,
-    no recorded sublayer calls and not known to be free is: counted as 0, listed in ``OpCount.untracked`` and
+    a formula, is *untracked* (by op name): counted as 0, listed in ``OpCount.untracked`` and
     warned about once (``UntrackedLayerWarning``) unless ``warn_untracked=False``.
+
+    On Keras' JAX backend the counts come from the program JAX traces instead
+    (``jax_ops.count_traced``: ``jax.make_jaxpr`` of the model's ``stateless_call``, no
+    compilation): every primitive is priced (``jax.dot_general``...), ``scan`` bodies once per
+    step, and attributed to its innermost layer by JAX's name stack; ``by_operator`` and
+    ``module_ops`` are keyed by primitive, unknown primitives are untracked by name.
 
     ``method='graph'`` (TensorFlow backend only): TensorFlow's profiler counts the float ops of
     the model's traced graph at this batch size (``tf_graph.count_graph``): totals and
@@ -133,8 +138,28 @@ def observe(model: Any, inputs: Any, batch: int | None, *, training: bool, causa
     result = price(recorder.records, CountOptions(training=bool(training), causal_half=bool(causal_half)),
                    recorder.own_ops)
     roll_up_containers(result.by_module, parent_names(name for name, _ in named_layers(model)))
+    if import_keras().config.backend() == "jax":  # counted from the traced program, per primitive
+        result = _count_traced(model, inputs, training, result)
     result.batch_size = batch
     return Observation(recorder, result, recorder.memory)
+
+
+def _count_traced(model: Any, inputs: Any, training: bool, recorded: OpCount) -> OpCount:
+    """Keras on JAX: the counts of the program ``jax.make_jaxpr`` traces (``jax_ops``), with the
+    recorded forward's call counts per layer."""
+    from .jax_ops import count_traced
+
+    try:
+        result = count_traced(model, inputs, training=bool(training), paths=[name for name, _ in named_layers(model)])
+    except Exception as exc:
+        raise ForwardError(f"tracing {type(model).__name__} {getattr(model, 'name', '')!r} with jax.make_jaxpr "
+                           f"failed: {keras_message(exc)}. On Keras' JAX backend the counts come from the traced "
+                           "program: the model's call must be traceable (keras.ops.cond / ops.fori_loop instead of "
+                           "a Python `if` or loop on a tensor's value); or count it with KERAS_BACKEND=tensorflow "
+                           "or torch") from exc
+    for path, stats in recorded.by_module.items():
+        result.by_module.setdefault(path, OpStats()).calls = stats.calls
+    return result
 
 
 def warn_if_untracked(result: OpCount, stacklevel: int = 1) -> None:
@@ -355,8 +380,8 @@ def own_ops(recorder: LayerRecorder, backend: str, ledger: Any = None) -> Iterat
         A ``TorchDispatchMode`` (thread-local) sees every aten op, priced by the torch backend's
         formula table (``aten.bmm``...).
     JAX
-        No operator hook: ``own_ops`` returns ``None`` and a layer without a formula is priced as
-        before (a container's cost is its children's; a leaf is untracked).
+        No operator hook: ``own_ops`` returns ``None``; ``observe`` replaces the recorded counts
+        with those of the traced program (``jax_ops.count_traced``).
 
     ``ledger`` (torch only): a storage ledger told of every op's outputs (``TorchForwardMemory``).
     """

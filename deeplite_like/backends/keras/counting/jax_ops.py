@@ -1,0 +1,238 @@
+"""Keras on JAX: MACs and FLOPs counted from the program JAX traces (``jax.make_jaxpr``, no compilation).
+
+Used by ``engine.observe``; imported only when Keras runs on JAX (nothing else imports jax).
+The model's stateless call is traced once; every equation of the jaxpr is priced by the
+conventions of ``docs/conventions.rst`` (the torch backend's, per primitive)::
+
+    dot_general             MACs = numel(out) * prod(contracting dims)       FLOPs 2 * MACs
+    conv_general_dilated    MACs = numel(out) * C_in/groups * prod(kernel)   FLOPs 2 * MACs
+                            (lhs_dilation > 1, a transposed conv: numel(in) * C_out/groups * prod(kernel))
+    elementwise (add, mul, exp, tanh, logistic, max, ...)   1 FLOP per float output element
+    clamp                   2 FLOPs per element (two bounds, as torch's clamp)
+    logistic                4 FLOPs per element (torch's sigmoid: neg, exp, add, divide)
+    reductions (reduce_sum/max/min/prod, argmax, cumsum)    1 FLOP per float input element
+    reduce_window_max/min/sum (pooling)   numel(out) * prod(window)  (an average pool's divide is its own div)
+    free (reshape, transpose, broadcast_in_dim, convert_element_type, slice, gather,
+          comparisons, integer arithmetic, random bits, ...)  0
+    anything else           untracked by name (``jax.<primitive>``), never a silent zero
+
+Sub-programs: ``pjit``/``closed_call``/``custom_jvp_call``/``custom_vjp_call``/``remat`` are
+walked; ``scan`` body x ``length``; ``while`` body x the trip count when the jaxpr proves it
+(a counter starting at a literal, stepped by a literal 1, compared ``<`` with a literal bound),
+otherwise counted once and named ``jax.while (trip count unknown, counted once)`` in
+``untracked``; ``cond``: the costliest branch (by FLOPs), as an upper bound.
+
+Each equation goes to its innermost Keras layer, read from ``eqn.source_info.name_stack``
+(Keras' JAX backend opens a name scope per layer call: ``att/dense``).
+"""
+from __future__ import annotations
+
+import inspect
+from typing import Any
+
+import jax
+import numpy as np
+
+from deeplite_like.results import OpCount, OpStats, parent_names
+
+__all__ = ["count_jaxpr", "count_traced", "primitive_cost"]
+
+_ELEMENTWISE = frozenset("""
+    add sub mul div rem max min neg abs sign exp exp2 log log1p expm1 tanh sqrt rsqrt cbrt
+    pow integer_pow square sin cos tan asin acos atan atan2 sinh cosh asinh acosh atanh erf erfc erf_inv
+    lgamma digamma floor ceil round nextafter reciprocal add_any
+""".split())
+_TWO_BOUNDS = frozenset({"clamp"})
+_SIGMOID = 4  # logistic: 1 / (1 + exp(-x)), neg exp add div, as torch's sigmoid
+_REDUCTIONS = frozenset({"reduce_sum", "reduce_max", "reduce_min", "reduce_prod", "argmax", "argmin",
+                         "cumsum", "cumprod", "cummax", "cummin", "cumlogsumexp"})
+_WINDOWS = frozenset({"reduce_window_max", "reduce_window_min", "reduce_window_sum"})
+FREE = frozenset("""
+    reshape transpose broadcast_in_dim convert_element_type slice dynamic_slice dynamic_update_slice
+    concatenate squeeze expand_dims gather scatter select_n iota copy copy_p pad rev stop_gradient
+    eq ne lt gt le ge and or not xor shift_left shift_right_logical shift_right_arithmetic population_count
+    is_finite sort top_k reduce_precision random_bits random_seed random_wrap random_unwrap random_fold_in random_split
+    threefry2x32 bitcast_convert_type device_put split optimization_barrier reduce_and reduce_or
+    sharding_constraint mesh_cast
+""".split())
+#: sub-program parameters walked once, per primitive
+_CALLS = {"pjit": "jaxpr", "jit": "jaxpr", "closed_call": "call_jaxpr", "core_call": "call_jaxpr",
+          "custom_jvp_call": "call_jaxpr", "custom_vjp_call": "call_jaxpr", "custom_vjp_call_jaxpr": "fun_jaxpr",
+          "remat": "jaxpr", "checkpoint": "jaxpr", "custom_lin": "jaxpr"}
+UNKNOWN_WHILE = "jax.while (trip count unknown, counted once)"
+
+
+def _numel(aval: Any) -> int:
+    return int(np.prod(aval.shape, dtype=np.int64)) if aval.shape else 1
+
+
+def _is_float(aval: Any) -> bool:
+    return np.issubdtype(getattr(aval, "dtype", np.int32), np.inexact)
+
+
+def primitive_cost(eqn: Any) -> tuple[int, int] | None:
+    """``(macs, flops)`` of one jaxpr equation without sub-programs; ``(0, 0)`` free; ``None`` unknown."""
+    name = eqn.primitive.name
+    out = eqn.outvars[0].aval if eqn.outvars else None
+    if name == "dot_general":
+        (lhs_contract, _), _ = eqn.params["dimension_numbers"]
+        lhs = eqn.invars[0].aval
+        macs = _numel(out) * int(np.prod([lhs.shape[d] for d in lhs_contract], dtype=np.int64))
+        return macs, 2 * macs
+    if name == "conv_general_dilated":
+        lhs, rhs = eqn.invars[0].aval, eqn.invars[1].aval
+        dn = eqn.params["dimension_numbers"]
+        rhs_spec = dn.rhs_spec  # (out feature dim, in feature dim, *spatial)
+        kernel = int(np.prod([rhs.shape[d] for d in rhs_spec[2:]], dtype=np.int64))
+        groups = int(eqn.params["feature_group_count"]) * int(eqn.params.get("batch_group_count", 1))
+        if any(d != 1 for d in eqn.params.get("lhs_dilation") or ()):  # transposed convolution
+            macs = _numel(lhs) * (rhs.shape[rhs_spec[0]] // groups) * kernel
+        else:
+            macs = _numel(out) * rhs.shape[rhs_spec[1]] * kernel  # rhs in-features are C_in / groups already
+        return macs, 2 * macs
+    if name in _ELEMENTWISE or name in _TWO_BOUNDS:
+        if out is None or not _is_float(out):
+            return 0, 0  # integer index arithmetic, loop counters
+        return 0, _numel(out) * (2 if name in _TWO_BOUNDS else 1)
+    if name == "logistic":
+        return (0, _numel(out) * _SIGMOID) if _is_float(out) else (0, 0)
+    if name in _REDUCTIONS:
+        x = eqn.invars[0].aval
+        return (0, _numel(x)) if _is_float(x) else (0, 0)
+    if name in _WINDOWS:
+        window = int(np.prod(eqn.params["window_dimensions"], dtype=np.int64))
+        return (0, _numel(out) * window) if _is_float(out) else (0, 0)
+    if name in FREE:
+        return 0, 0
+    return None
+
+
+class _Sink:
+    """Costs by layer path, operator and both; unknown primitives by name."""
+
+    def __init__(self, paths: set[str], root_name: str) -> None:
+        self.paths, self.root_name = paths, root_name
+        self.result = OpCount()
+        self._where: dict[str, str] = {}
+
+    def path_of(self, stack: str) -> str:
+        """The innermost known layer path in a name stack (``att/dense`` -> ``att.dense``)."""
+        if stack not in self._where:
+            path = ""
+            for part in stack.split("/"):
+                part = part.split("(")[-1].rstrip(")")  # jvp(att) -> att
+                candidate = f"{path}.{part}" if path else part
+                if candidate in self.paths:
+                    path = candidate
+            self._where[stack] = path
+        return self._where[stack]
+
+    def add(self, stack: str, name: str, cost: tuple[int, int] | None, times: int) -> None:
+        if cost is None:
+            self.result.untracked[f"jax.{name}"] = self.result.untracked.get(f"jax.{name}", 0) + times
+            return
+        macs, flops = cost[0] * times, cost[1] * times
+        if macs == 0 and flops == 0:
+            return
+        path = self.path_of(stack)
+        self.result.macs += macs
+        self.result.flops += flops
+        self.result.by_module.setdefault(path, OpStats()).add(macs, flops, 0)
+        for table in (self.result.by_operator, self.result.module_ops.setdefault(path, {})):
+            table.setdefault(f"jax.{name}", OpStats()).add(macs, flops, times)
+
+
+def _jaxpr(obj: Any) -> Any:
+    return obj.jaxpr if hasattr(obj, "jaxpr") and not hasattr(obj, "eqns") else obj
+
+
+def _trip_count(eqn: Any) -> int | None:
+    """The trip count of a ``while`` the jaxpr proves: a literal start, a literal step of 1, ``<`` a literal bound."""
+    cond, body = _jaxpr(eqn.params["cond_jaxpr"]), _jaxpr(eqn.params["body_jaxpr"])
+    cond_nconsts, body_nconsts = eqn.params["cond_nconsts"], eqn.params["body_nconsts"]
+    if len(cond.eqns) != 1 or cond.eqns[0].primitive.name != "lt":
+        return None
+    lhs, rhs = cond.eqns[0].invars
+    carries = cond.invars[cond_nconsts:]
+    if lhs not in carries or not hasattr(rhs, "val"):
+        return None
+    k = carries.index(lhs)
+    start = eqn.invars[cond_nconsts + body_nconsts + k]
+    if not hasattr(start, "val"):
+        return None
+    counter, stepped = body.invars[body_nconsts + k], body.outvars[k]
+    for inner in body.eqns:
+        if inner.outvars and inner.outvars[0] is stepped and inner.primitive.name == "add":
+            a, b = inner.invars
+            if a is counter and hasattr(b, "val") and int(b.val) == 1:
+                return max(0, int(rhs.val) - int(start.val))
+    return None
+
+
+def _walk(jaxpr: Any, sink: _Sink, prefix: str, times: int) -> None:
+    for eqn in jaxpr.eqns:
+        own = str(eqn.source_info.name_stack)
+        stack = "/".join(p for p in (prefix, own) if p)
+        name = eqn.primitive.name
+        if name in _CALLS and _CALLS[name] in eqn.params:
+            _walk(_jaxpr(eqn.params[_CALLS[name]]), sink, stack, times)
+        elif name == "scan":
+            _walk(_jaxpr(eqn.params["jaxpr"]), sink, stack, times * int(eqn.params["length"]))
+        elif name == "while":
+            trips = _trip_count(eqn)
+            if trips is None:
+                sink.result.untracked[UNKNOWN_WHILE] = sink.result.untracked.get(UNKNOWN_WHILE, 0) + times
+                trips = 1
+            _walk(_jaxpr(eqn.params["cond_jaxpr"]), sink, stack, times * (trips + 1))
+            _walk(_jaxpr(eqn.params["body_jaxpr"]), sink, stack, times * trips)
+        elif name == "cond":
+            branches = [_jaxpr(b) for b in eqn.params["branches"]]
+            costs = [count_jaxpr(b, sink.paths, sink.root_name) for b in branches]
+            best = max(range(len(branches)), key=lambda i: (costs[i].flops, costs[i].macs))
+            _walk(branches[best], sink, stack, times)
+        else:
+            sink.add(stack, name, primitive_cost(eqn), times)
+
+
+def count_jaxpr(jaxpr: Any, paths: set[str] | frozenset[str] = frozenset(), root_name: str = "") -> OpCount:
+    """An ``OpCount`` of one (closed) jaxpr; ``paths``: the dotted layer paths equations are attributed to.
+
+    ``by_module`` holds each layer's own arithmetic (the caller rolls it up to parents),
+    ``by_operator`` and ``module_ops`` are keyed ``jax.<primitive>``.
+    """
+    sink = _Sink(set(paths), root_name)
+    _walk(_jaxpr(jaxpr), sink, "", 1)
+    return sink.result
+
+
+def _takes_training(call: Any) -> bool:
+    params = inspect.signature(call).parameters.values()
+    return any(p.name == "training" or p.kind is inspect.Parameter.VAR_KEYWORD for p in params)
+
+
+def count_traced(model: Any, inputs: Any, *, training: bool, paths: list[str]) -> OpCount:
+    """Trace ``model.stateless_call`` with ``jax.make_jaxpr`` (no compilation, no run) and count it.
+
+    ``by_module`` is nested (a parent includes its children and its own arithmetic).
+    """
+    trainable = [v.value for v in model.trainable_variables]
+    non_trainable = [v.value for v in model.non_trainable_variables]
+
+    # ``training`` only where ``call`` takes it (Keras' own __call__ makes the same check)
+    kwargs = {"training": training} if _takes_training(model.call) else {}
+
+    def call(trainable: Any, non_trainable: Any, inputs: Any) -> Any:
+        return model.stateless_call(trainable, non_trainable, inputs, **kwargs)[0]
+
+    closed = jax.make_jaxpr(call)(trainable, non_trainable, inputs)
+    result = count_jaxpr(closed, set(paths) - {""}, getattr(model, "name", ""))
+    own = result.by_module
+    parents = parent_names(paths)
+    nested: dict[str, OpStats] = {path: OpStats() for path in paths if path in own or path == ""}
+    for path, stats in own.items():
+        node: str | None = path
+        while node is not None:
+            nested.setdefault(node, OpStats()).add(stats.macs, stats.flops, 0)
+            node = parents.get(node, "" if node else None)
+    result.by_module = nested
+    return result
