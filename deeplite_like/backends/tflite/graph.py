@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 import os
+import struct
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
@@ -168,7 +169,8 @@ def load_model(model: Any) -> TFLiteModel:
     try:
         proto = schema.ModelT.InitFromPackedBuf(bytearray(content), 0)
         info = _describe(proto, content, name, schema)
-    except (IndexError, ValueError, TypeError, AttributeError, KeyError, UnicodeDecodeError) as exc:
+    except (struct.error, IndexError, ValueError, TypeError, AttributeError, KeyError, UnicodeDecodeError,
+            OverflowError, MemoryError) as exc:
         # the generated reader raises these on offsets past the end of a truncated or damaged buffer
         raise ValueError(f"{name!r} is a damaged TFLite flatbuffer ({len(content)} bytes): "
                          f"{type(exc).__name__}: {exc}") from None
