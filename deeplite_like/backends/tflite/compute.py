@@ -1,15 +1,9 @@
-"""``TFLiteProfiler``: the core ``Profiler`` with the TFLite backend's metrics, and its ``Compute*`` functions.
+"""``TFLiteProfiler`` (deeplite-profiler's name) and its ``Compute*`` functions; a file is read once, never changed.
 
-deeplite-profiler's names: ``TFLiteProfiler(model_bytes_or_path, data_splits)``, ``ComputeFlops``,
-``ComputeParams``, ``ComputeSize``, ``ComputeExecutionTime``; ``ComputeEvalMetric`` is the shared one
-(``deeplite_like.functions``): under this profiler its function receives the read model
-(``graph.TFLiteModel``), whose ``predict(x)`` runs the LiteRT interpreter (float data quantized
-for an int8 input, the output dequantized), so ``get_accuracy(model, loader)`` written against
-``model.predict`` works for the Keras model and its ``.tflite`` file alike.
-
-The file is read once and never changed. MACs and FLOPs come from ``count_ops`` at the file's stored
-shapes; parameters and size from the constant tensors at their stored dtype; latency from a LiteRT
-``Interpreter`` at a stated thread count (default 1), timed with the shared timing loop.
+MACs and FLOPs come from ``count_ops`` at the file's stored shapes, parameters and size from the
+constant tensors at their stored dtype, latency from a LiteRT ``Interpreter`` at a stated thread
+count (default 1). ``ComputeEvalMetric`` is the shared one: its function receives the read model,
+whose ``predict(x)`` runs the interpreter (int8 in and out (de)quantized), as Keras' ``model.predict``.
 """
 from __future__ import annotations
 

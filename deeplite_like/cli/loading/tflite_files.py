@@ -1,12 +1,6 @@
-"""``.tflite`` files on the command line: loading one safely.
-
-A TFLite file is a flatbuffer: data, no code. It is read by the TFLite backend's one loader
-(``backends.tflite.graph.load_model``, LiteRT's schema reader); no custom-op library is ever
-loaded (a custom op is named as untracked). A file that is not a TFLite model (a text file, random
-bytes, a truncated flatbuffer) is a usage error naming the file and its kind, never a traceback.
-
-Inputs: the file's stored input shapes (``--input-shape`` and ``--inputs`` are not read for TFLite
-files in this slice).
+"""``.tflite`` files on the command line: read by the backend's one loader (LiteRT's schema reader), no code and
+no custom-op library ever loaded; a file that is not one is a usage error naming it, never a traceback.
+The file's stored input shapes are used (``--input-shape`` / ``--inputs`` are refused for now).
 """
 from __future__ import annotations
 
