@@ -12,6 +12,8 @@ def test_the_package_is_lazy_and_a_missing_litert_names_the_extra():
     code = ("import sys; sys.modules['ai_edge_litert'] = None\n"  # an import of it now raises ImportError
             "import deeplite_like.backends.tflite as t\n"
             "assert 'TFLiteProfiler' in t.__all__\n"
+            "from deeplite_like.backends import backend_for\n"  # chosen by suffix or identifier, nothing imported
+            "assert backend_for('m.TFLite').name == backend_for(b'\\x1c\\0\\0\\0TFL3').name == 'tflite'\n"
             "try:\n    t.count_ops(b'')\nexcept ImportError as e:\n    print(e)\n")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=60,
                           env={"PYTHONPATH": str(REPO), "PATH": ""})
