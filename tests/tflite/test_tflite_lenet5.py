@@ -61,6 +61,11 @@ def test_peak_activation_memory(lenet5_float, lenet5_int8):
         stats = tensor_lifetimes(load_model(data))
         assert stats.peak_bytes == 6_904 * width and stats.peak_at.startswith("MAX_POOL_2D#1")
         assert stats.input_bytes == 1_024 * width and stats.output_bytes == 10 * width
+    # RESHAPE (Flatten) is a view: at its step the float file holds the input 4,096 B + pool2's output 5x5x16 x 4 =
+    # 1,600 B (the reshape's output is that storage, counted once) + PACK's int32 [2] shape 8 B = 5,704 B
+    # (a copy would make it 7,304)
+    stats = tensor_lifetimes(load_model(lenet5_float))
+    assert [v for k, v in stats.by_op.items() if k.startswith("RESHAPE#7")] == [5_704]
 
 
 def test_profiler_for_bytes_and_path_and_status(lenet5_int8, tmp_path):
