@@ -71,3 +71,16 @@ def families() -> bytes:
     s = layers.Softmax(name="softmax")(dense)
     out = layers.Concatenate(name="concat")([layers.Flatten(name="flat")(mm), s])
     return convert(keras.Model(x, out))
+
+
+@pytest.fixture(scope="session")
+def more_families() -> bytes:
+    """GELU, LEAKY_RELU, SUB, ELU and CONV_3D on 4x4x2 at batch 1 (two outputs)."""
+    layers = keras.layers
+    x = keras.Input((4, 4, 2), batch_size=1)
+    a = layers.Activation("gelu")(x)
+    b = layers.LeakyReLU(0.1)(a)
+    c = layers.Subtract()([b, x])
+    d = layers.Activation("elu")(c)
+    e = layers.Conv3D(2, 2)(layers.Reshape((4, 4, 2, 1))(d))
+    return convert(keras.Model(x, [d, e]))

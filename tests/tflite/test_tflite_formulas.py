@@ -80,3 +80,15 @@ def test_a_custom_op_is_named_untracked_never_silently_zero(families):
         counted = count_ops(bytes(builder.Output()))
     assert counted.untracked == {"CUSTOM:MyAdd": 1}
     assert counted.flops == count_ops(families).flops - 256  # the ADD's 256, no longer counted
+
+
+def test_more_activations_and_conv3d(more_families):
+    from deeplite_like.backends.tflite import count_ops
+
+    by_op = {name: (s.macs, s.flops) for name, s in count_ops(more_families).by_operator.items()}
+    # 4x4x2 = 32 elements each: GELU (erf form, Keras' default) 5, LEAKY_RELU 2, SUB 1, ELU 3 per output
+    assert by_op["GELU"] == (0, 5 * 32) and by_op["LEAKY_RELU"] == (0, 2 * 32)
+    assert by_op["SUB"] == (0, 32) and by_op["ELU"] == (0, 3 * 32)
+    # CONV_3D 2@2x2x2 on [4, 4, 2, 1] (valid): out 3x3x1x2 = 18 x (2x2x2 x 1) = 144 MACs; the zero bias is
+    # dropped by the converter, so FLOPs 2 x 144 = 288
+    assert by_op["CONV_3D"] == (144, 288)
