@@ -75,6 +75,15 @@ def _is_onnx(model: Any) -> bool:
     return any(n.startswith("onnx.") and n.endswith(".ModelProto") for n in _mro_names(model))
 
 
+def _is_tflite(model: Any) -> bool:
+    """A path to a ``.tflite`` file, a flatbuffer's bytes (file identifier ``TFL3`` at bytes 4-8), or a read model."""
+    if isinstance(model, (str, os.PathLike)):
+        return os.fspath(model).lower().endswith(".tflite")
+    if isinstance(model, (bytes, bytearray, memoryview)):
+        return bytes(model[4:8]) == b"TFL3"
+    return "deeplite_like.backends.tflite.graph.TFLiteModel" in _mro_names(model)
+
+
 _BACKENDS: dict[str, Backend] = {}
 
 
@@ -92,6 +101,7 @@ register_backend(Backend("torch", _is_torch, "deeplite_like.backends.torch:Torch
                          profile_module="deeplite_like.backends.torch.model_profile",
                          tensor_types=(("torch", "Tensor"),), adapter_module="deeplite_like.backends.torch.inputs"))
 register_backend(Backend("onnx", _is_onnx, "deeplite_like.backends.onnx:OnnxProfiler", "onnx", "onnx"))
+register_backend(Backend("tflite", _is_tflite, "deeplite_like.backends.tflite:TFLiteProfiler", "tflite", "ai_edge_litert"))
 
 
 def available_backends() -> tuple[str, ...]:

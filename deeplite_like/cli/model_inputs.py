@@ -27,6 +27,7 @@ from typing import IO, Any
 from deeplite_like.cli.exit_codes import UsageError
 from deeplite_like.cli.loading import LoadedModel
 from deeplite_like.cli.loading.onnx_files import onnx_inputs
+from deeplite_like.cli.loading.tflite_files import refuse_tflite_inputs
 from deeplite_like.cli.loading.preflight import check_input_bytes, shape_bytes
 from deeplite_like.cli.loading.torch_files import require_torch_kind
 from deeplite_like.units import format_bytes
@@ -68,6 +69,8 @@ def resolve_inputs(loaded: LoadedModel, shapes: list[tuple[int, ...]] | None,
         if inputs_file is not None:
             raise UsageError("--inputs is not read for ONNX files yet", "pass --input-shape NAME=SHAPE")
         return onnx_inputs(loaded, shapes or [])
+    if loaded.framework == "tflite":
+        return refuse_tflite_inputs(loaded, shapes, inputs_file)
     if inputs_file is not None:
         return _read_inputs(Path(inputs_file), loaded.framework)
     if any(getattr(shape, "name", None) for shape in shapes or []):

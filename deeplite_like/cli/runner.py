@@ -271,6 +271,10 @@ def _profiler(loaded: LoadedModel, args: tuple, kwargs: dict) -> Any:
             from deeplite_like.backends.onnx import OnnxProfiler
 
             return OnnxProfiler(loaded.model, name=loaded.name, inputs=onnx_profiler_inputs((args, kwargs)))
+        if loaded.framework == "tflite":  # the file's stored input shapes (tflite_files.refuse_tflite_inputs)
+            from deeplite_like.backends.tflite import TFLiteProfiler
+
+            return TFLiteProfiler(loaded.model, name=loaded.name)
         if len(args) == 1 and not kwargs:
             return profiler_for(loaded.model, {"test": [args[0]]}, name=loaded.name)
         return profiler_for(loaded.model, {"test": [Inputs(args, kwargs)]}, name=loaded.name,

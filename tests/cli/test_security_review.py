@@ -57,6 +57,14 @@ REVIEWED = {
     ("cli/loading/onnx_files.py", "load_model"):
         "graph.load_model, the ONNX loader above, on the .onnx file named on the command line (protobuf data; "
         "no custom-op library is loaded; a malformed file is a usage error, tests/onnx/test_onnx_cli.py)",
+    ("backends/tflite/graph.py", "load_model"):
+        "graph.load_model, the TFLite loader: a .tflite file is a flatbuffer (data, no code) read with LiteRT's "
+        "generated schema reader; the interpreter runs builtin kernels only, no custom-op library is registered",
+    ("backends/tflite/counting.py", "load_model"): "graph.load_model, the TFLite loader above",
+    ("backends/tflite/compute.py", "load_model"): "graph.load_model, the TFLite loader above",
+    ("cli/loading/tflite_files.py", "load_model"):
+        "graph.load_model, the TFLite loader above, on the .tflite file named on the command line; a malformed "
+        "file is a usage error (tests/tflite/test_tflite_cli.py fuzzes it)",
     # --- user code the user asked to run
     ("cli/loading/__init__.py", "module_spec.loader.exec_module"):
         "imports the Python file the user named as path/to/file.py:factory: running its code is what was asked; "

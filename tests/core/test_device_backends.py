@@ -32,7 +32,7 @@ def test_keras_is_checked_before_torch_and_no_framework_is_imported():
     Model = type("Model", (Layer,), {"__module__": "keras.src.models.model"})
     assert backend_for(Model()).name == "keras"
     assert backend_for(Module()).name == "torch"
-    assert available_backends() == ("keras", "torch", "onnx")
+    assert available_backends() == ("keras", "torch", "onnx", "tflite")
     with pytest.raises(TypeError, match="no backend handles a model of type builtins.list"):
         backend_for([])
     with pytest.raises(TypeError, match="no backend handles"):
@@ -40,7 +40,7 @@ def test_keras_is_checked_before_torch_and_no_framework_is_imported():
 
 
 def test_unknown_backend_name():
-    with pytest.raises(ValueError, match="unknown backend 'jax'; available: keras, torch, onnx"):
+    with pytest.raises(ValueError, match="unknown backend 'jax'; available: keras, torch, onnx, tflite"):
         get_backend("jax")
 
 
@@ -54,6 +54,6 @@ def test_missing_framework_names_the_extra_to_install():
 
 def test_import_does_not_import_a_framework():
     code = ("import sys, deeplite_like, deeplite_like.metrics\n"
-            "print(sorted(m for m in sys.modules if m.split('.')[0] in ('torch', 'tensorflow', 'keras', 'numpy')))")
+            "print(sorted(m for m in sys.modules if m.split('.')[0] in ('torch', 'tensorflow', 'keras', 'numpy', 'ai_edge_litert')))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"

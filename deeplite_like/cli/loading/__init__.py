@@ -13,6 +13,7 @@ Forms, tried in this order::
     path/to/model.pt2              a ``torch.export`` program (``torch.export.save``)
     path/to/model.keras            a saved Keras model (``model.save``)
     path/to/model.onnx             an ONNX file (``onnx_files``: protobuf data, no code, no custom-op library)
+    path/to/model.tflite           a TFLite file (``tflite_files``: flatbuffer data, no code, no custom-op library)
 
 A factory is called with ``--model-args`` (a JSON object of keyword arguments, or a JSON list
 of positional ones), or with no arguments. It returns the model, or ``(model, example)`` where
@@ -51,8 +52,9 @@ from deeplite_like.cli.exit_codes import ProfilingFailed, UsageError
 from deeplite_like.cli.loading.hub_models import load_hf, load_timm
 from deeplite_like.cli.loading.keras_files import keras_input_shapes, load_keras_application, load_keras_file
 from deeplite_like.cli.loading.onnx_files import load_onnx_file
+from deeplite_like.cli.loading.tflite_files import load_tflite_file
 from deeplite_like.cli.loading.preflight import (FORMS, FORMS_HINT, KERAS_SUFFIXES, MODEL_FILE_SUFFIXES, ONNX_SUFFIXES,
-                                                 LoadedModel, describe, kind_of, refuse_loader, refuse_stdlib_module,
+                                                 TFLITE_SUFFIXES, LoadedModel, describe, kind_of, refuse_loader, refuse_stdlib_module,
                                                  require_framework, require_known_model)
 from deeplite_like.cli.loading.torch_files import load_state_dict_into, load_torch_file, load_torchvision
 
@@ -165,6 +167,8 @@ def _load_file_or_factory(spec: str, model_args: tuple[tuple, dict]) -> LoadedMo
                              "drop --model-args")
         if suffix in ONNX_SUFFIXES:
             return load_onnx_file(spec, path)
+        if suffix in TFLITE_SUFFIXES:
+            return load_tflite_file(spec, path)
         if suffix in KERAS_SUFFIXES:
             return load_keras_file(spec, path)
         return load_torch_file(spec, path)

@@ -45,14 +45,15 @@ from deeplite_like.units import format_bytes
 FORMS = ("zoo:NAME", "hf:NAME_OR_DIR[?task=causal-lm]", "timm:NAME", "torchvision:NAME", "keras.applications:NAME",
          "path/to/file.py:factory",
          "package.module:factory", "a TorchScript file (.pt, .pth, .ts)", "a torch.export file (.pt2)",
-         "a Keras file (.keras)", "an ONNX file (.onnx)")
+         "a Keras file (.keras)", "an ONNX file (.onnx)", "a TFLite file (.tflite)")
 FORMS_HINT = "MODEL is one of: " + "; ".join(FORMS)
 
 TORCH_FILE_SUFFIXES = (".pt", ".pth", ".ts", ".jit", ".bin", ".ckpt")
 EXPORT_SUFFIXES = (".pt2",)
 KERAS_SUFFIXES = (".keras",)
 ONNX_SUFFIXES = (".onnx",)
-MODEL_FILE_SUFFIXES = TORCH_FILE_SUFFIXES + EXPORT_SUFFIXES + KERAS_SUFFIXES + ONNX_SUFFIXES
+TFLITE_SUFFIXES = (".tflite",)
+MODEL_FILE_SUFFIXES = TORCH_FILE_SUFFIXES + EXPORT_SUFFIXES + KERAS_SUFFIXES + ONNX_SUFFIXES + TFLITE_SUFFIXES
 
 
 @dataclass
@@ -62,7 +63,8 @@ class LoadedModel:
     Attributes:
         spec: the MODEL argument as given.
         name: the name shown in reports (the zoo name, the factory's name, the file's stem).
-        framework: ``"torch"``, ``"keras"`` or ``"onnx"`` (an ``onnx.ModelProto``).
+        framework: ``"torch"``, ``"keras"``, ``"onnx"`` (an ``onnx.ModelProto``) or ``"tflite"``
+            (a read ``TFLiteModel``).
         model: the model object.
         example: default inputs ``(args, kwargs)`` known from the spec (a zoo model's example,
             a factory's ``(model, example)``, an exported program's sample inputs), or ``None``.

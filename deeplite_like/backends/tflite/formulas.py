@@ -1,0 +1,167 @@
+"""The TFLite formula table: one pure function per builtin op family, from an operator to a ``Cost``.
+
+The conventions are the other backends' (docs/conventions.rst), so a ``.tflite`` file counts what
+the Keras model it was converted from counts:
+
+* contractions (``CONV_2D``, ``DEPTHWISE_CONV_2D``, ``FULLY_CONNECTED``, ``BATCH_MATMUL``,
+  ``TRANSPOSE_CONV``) give MACs; FLOPs = 2 x MACs + 1 per output for a bias;
+* a fused activation (``fused_activation_function`` of conv, FC, pooling, add/sub/mul/div) costs
+  what the separate activation op costs, per output: ``RELU`` and ``TANH`` 1, ``RELU6`` and
+  ``RELU_N1_TO_1`` 2 (a clip); so a converter that fuses ``Conv2D + ReLU`` counts what Keras counts
+  for the two layers;
+* a quantized op (int8 / uint8 / int16 tensors with a scale) counts as its float twin: the
+  integer arithmetic does the same multiply-accumulates; ``QUANTIZE`` / ``DEQUANTIZE`` (also int8
+  requantization) are free, as ONNX's ``QuantizeLinear`` / ``DequantizeLinear``;
+* per-element ops are priced on real-valued outputs only (float, or integer with a scale): the
+  int32 shape arithmetic converters emit (``SHAPE`` -> ``STRIDED_SLICE`` -> ``PACK``) is free;
+* data movement is in ``FREE``; an op in neither table (custom ops, control flow, the LSTM ops in
+  this slice) is untracked: ``counting.count_ops`` names it, never a silent zero.
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+from deeplite_like.backends.tflite.graph import OpView
+from deeplite_like.results import Cost
+
+__all__ = ["ACTIVATIONS", "FORMULAS", "FREE", "FUSED_ACTIVATIONS", "Formula", "formula"]
+
+Formula = Callable[[OpView], Cost]
+FORMULAS: dict[str, Formula] = {}
+
+#: Known to cost nothing: data movement, shapes, casts, comparisons, indexing, and the edges of quantization.
+FREE = frozenset({
+    "RESHAPE", "SQUEEZE", "EXPAND_DIMS", "TRANSPOSE", "CONCATENATION", "PAD", "PADV2", "MIRROR_PAD", "QUANTIZE",
+    "DEQUANTIZE", "SHAPE", "STRIDED_SLICE", "SLICE", "PACK", "UNPACK", "GATHER", "GATHER_ND", "SCATTER_ND", "SPLIT",
+    "SPLIT_V", "CAST", "TILE", "BROADCAST_TO", "BROADCAST_ARGS", "FILL", "ZEROS_LIKE", "ONES_LIKE", "RANGE",
+    "SPACE_TO_DEPTH", "DEPTH_TO_SPACE", "SPACE_TO_BATCH_ND", "BATCH_TO_SPACE_ND", "REVERSE_V2", "ARG_MAX", "ARG_MIN",
+    "TOPK_V2", "EQUAL", "NOT_EQUAL", "LESS", "LESS_EQUAL", "GREATER", "GREATER_EQUAL", "LOGICAL_AND", "LOGICAL_OR",
+    "LOGICAL_NOT", "SELECT", "SELECT_V2", "WHERE", "ONE_HOT", "RESIZE_NEAREST_NEIGHBOR", "EMBEDDING_LOOKUP",
+})
+
+
+def formula(*ops: str) -> Callable[[Formula], Formula]:
+    """Register ``function`` for the builtin op names; an op registered twice is a bug (refused)."""
+    def register(function: Formula) -> Formula:
+        for op in ops:
+            if op in FORMULAS or op in FREE:
+                raise ValueError(f"TFLite op {op!r} already has a formula or is free")
+            FORMULAS[op] = function
+        return function
+    return register
+
+
+#: ``ActivationFunctionType`` codes -> (name, FLOPs per output element). ``SIGN_BIT`` has no cost row.
+FUSED_ACTIVATIONS = {0: ("NONE", 0), 1: ("RELU", 1), 2: ("RELU_N1_TO_1", 2), 3: ("RELU6", 2), 4: ("TANH", 1)}
+
+
+def _fused(op: OpView) -> int:
+    """FLOPs of the op's fused activation over its outputs (0 for none)."""
+    code = op.option("fusedActivationFunction", 0) or 0
+    if code not in FUSED_ACTIVATIONS:
+        raise ValueError(f"{op.label}: fused activation code {code} has no per-element cost")
+    return FUSED_ACTIVATIONS[code][1] * op.numel_out()
+
+
+def _bias(op: OpView, at: int) -> int:
+    return op.numel_out() if op.has_input(at) else 0
+
+
+# ----------------------------------------------------------------------------- contractions
+@formula("CONV_2D", "CONV_3D")
+def conv(op: OpView) -> Cost:
+    """Conv: out x (C_in / groups) x kernel; filter ``[C_out, kh, kw, C_in / groups]`` (3-D: ``[kd, kh, kw,
+    C_in, C_out]``); + out for a bias, + the fused activation."""
+    weight = op.input(1).shape
+    per_output = weight[1] * weight[2] * weight[3] if op.op == "CONV_2D" else weight[0] * weight[1] * weight[2] * weight[3]
+    return Cost.contraction(op.numel_out() * per_output, _bias(op, 2) + _fused(op))
+
+
+@formula("DEPTHWISE_CONV_2D")
+def depthwise_conv(op: OpView) -> Cost:
+    """Depthwise conv: out x kh x kw (one input channel per output); filter ``[1, kh, kw, C_out]``."""
+    weight = op.input(1).shape
+    return Cost.contraction(op.numel_out() * weight[1] * weight[2], _bias(op, 2) + _fused(op))
+
+
+@formula("TRANSPOSE_CONV")
+def transpose_conv(op: OpView) -> Cost:
+    """Transposed conv (inputs: output shape, filter ``[C_out, kh, kw, C_in]``, input, bias): every input
+    element meets C_out x kh x kw weights: N_in x C_out x kh x kw, as ONNX's ``ConvTranspose``."""
+    c_out, kh, kw, _ = op.input(1).shape
+    return Cost.contraction(op.input(2).numel * c_out * kh * kw, _bias(op, 3) + _fused(op))
+
+
+@formula("FULLY_CONNECTED")
+def fully_connected(op: OpView) -> Cost:
+    """Fully connected: out x K, filter ``[units, K]``; + out for a bias, + the fused activation."""
+    return Cost.contraction(op.numel_out() * op.input(1).shape[-1], _bias(op, 2) + _fused(op))
+
+
+@formula("BATCH_MATMUL")
+def batch_matmul(op: OpView) -> Cost:
+    """Batch matmul: out x K, K the last dimension of A (its second last with ``adj_x``)."""
+    a = op.input(0).shape
+    k = a[-2] if op.option("adjX", False) else a[-1]
+    return Cost.contraction(op.numel_out() * k)
+
+
+# ----------------------------------------------------------------------------- per element
+#: Activation ops, the torch table's per-element costs (docs/conventions.rst, activation row).
+ACTIVATIONS = {"RELU": 1, "RELU6": 2, "RELU_N1_TO_1": 2, "RELU_0_TO_1": 2, "TANH": 1, "LOGISTIC": 4,
+               "HARD_SWISH": 5, "LEAKY_RELU": 2, "PRELU": 2, "ELU": 3}
+
+
+def _per_output(per: int, fused: bool = False) -> Formula:
+    def cost(op: OpView) -> Cost:
+        priced = op.outputs[0].numeric
+        return Cost.elementwise((per * op.numel_out() + (_fused(op) if fused else 0)) if priced else 0)
+    cost.__doc__ = f"{per} FLOP(s) per real-valued output element{' + the fused activation' if fused else ''}."
+    return cost
+
+
+for _op in ("ADD", "SUB", "MUL", "DIV"):
+    formula(_op)(_per_output(1, fused=True))
+for _op in ("MAXIMUM", "MINIMUM", "POW", "SQRT", "EXP", "LOG", "ABS", "NEG", "FLOOR", "CEIL", "ROUND", "SIN", "COS",
+            "SQUARE", "SIGN", "FLOOR_DIV", "FLOOR_MOD"):
+    formula(_op)(_per_output(1))
+formula("RSQRT")(_per_output(2))  # a square root and a reciprocal, as torch's rsqrt row
+formula("SQUARED_DIFFERENCE")(_per_output(2))  # a subtract and a multiply
+for _op, _cost in ACTIVATIONS.items():
+    formula(_op)(_per_output(_cost))
+
+
+@formula("GELU")
+def gelu(op: OpView) -> Cost:
+    """GELU: 5 per output (erf form), 9 with ``approximate`` (the tanh form)."""
+    return Cost.elementwise((9 if op.option("approximate", False) else 5) * op.numel_out() if op.outputs[0].numeric else 0)
+
+
+@formula("SOFTMAX", "LOG_SOFTMAX")
+def softmax(op: OpView) -> Cost:
+    """Softmax / log-softmax: 5 per input element (max, sub, exp, sum, div)."""
+    return Cost.elementwise(5 * op.input(0).numel)
+
+
+# ----------------------------------------------------------------------------- pooling and reductions
+@formula("MAX_POOL_2D", "AVERAGE_POOL_2D")
+def pool(op: OpView) -> Cost:
+    """Max pool: out x K; average pool: out x (K + 1) (the sums and a divide); K = filter height x width;
+    + the fused activation."""
+    window = int(op.option("filterHeight")) * int(op.option("filterWidth"))
+    per = window if op.op == "MAX_POOL_2D" else window + 1
+    return Cost.elementwise(per * op.numel_out() + _fused(op))
+
+
+#: (FLOPs per input element, per reduced output): the torch table's reduction row.
+_REDUCTIONS = {"SUM": (1, 0), "REDUCE_MAX": (1, 0), "REDUCE_MIN": (1, 0), "REDUCE_PROD": (1, 0), "MEAN": (1, 1)}
+
+
+@formula(*_REDUCTIONS)
+def reduction(op: OpView) -> Cost:
+    """Reductions: sum / max / min / prod N; mean N + R (R = reduced outputs); real-valued inputs only.
+    Keras' ``GlobalAveragePooling2D`` converts to ``MEAN``: N + R is the average pool's out x (K + 1)."""
+    if not op.input(0).numeric:
+        return Cost()
+    per_input, per_output = _REDUCTIONS[op.op]
+    return Cost.elementwise(per_input * op.input(0).numel + per_output * op.numel_out())

@@ -1,0 +1,268 @@
+"""Reading a ``.tflite`` file: its tensors (shapes, dtypes, quantization, buffers) and operators.
+
+The flatbuffer is read with LiteRT's maintained reader (``ai_edge_litert.schema_py_generated``, the
+schema's generated object API): no byte is parsed by hand. A model is a path or the file's bytes;
+it is read once, copied, and never changed. Only the main subgraph (subgraph 0) runs in this
+slice; the operators of other subgraphs (``WHILE`` / ``IF`` bodies) are not entered, so those
+control-flow ops are untracked and named.
+
+Shapes are the ones stored in the file (``shape``; ``shape_signature`` marks a dynamic dimension
+with -1, and the stored shape is then the converter's example, usually batch 1).
+"""
+from __future__ import annotations
+
+import math
+import os
+import struct
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+__all__ = ["DTYPE_BITS", "OpView", "TFLiteModel", "TensorInfo", "import_litert", "feed_arrays", "interpreter", "load_model", "predict"]
+
+EXTRA_HINT = "pip install 'deeplite-like[tflite]'"
+
+#: Bits per element of each ``TensorType`` name (sub-byte types are packed, rounded up per tensor).
+DTYPE_BITS = {"FLOAT32": 32, "FLOAT16": 16, "BFLOAT16": 16, "FLOAT64": 64, "INT32": 32, "UINT32": 32, "INT64": 64,
+              "UINT64": 64, "INT16": 16, "UINT16": 16, "INT8": 8, "UINT8": 8, "BOOL": 8, "INT4": 4, "UINT4": 4,
+              "INT2": 2, "COMPLEX64": 64, "COMPLEX128": 128, "FLOAT8_E4M3FN": 8, "FLOAT8_E5M2": 8}
+FLOAT_DTYPES = frozenset({"FLOAT32", "FLOAT16", "BFLOAT16", "FLOAT64"})
+#: How the flatbuffer stores quantization parameters: scales float32, zero points int64.
+SCALE_BYTES, ZERO_POINT_BYTES = 4, 8
+
+
+def import_litert() -> Any:
+    """The schema module of ai-edge-litert, or an ImportError naming the extra to install."""
+    try:
+        from ai_edge_litert import schema_py_generated
+    except ImportError as exc:
+        raise ImportError(f"the TFLite backend needs ai-edge-litert, which is not installed here; install it with: "
+                          f"{EXTRA_HINT}") from exc
+    return schema_py_generated
+
+
+def _names(enum: type) -> dict[int, str]:
+    return {v: k for k, v in vars(enum).items() if not k.startswith("_")}
+
+
+@dataclass(frozen=True)
+class TensorInfo:
+    """One tensor of the subgraph: what the file says about it.
+
+    Attributes:
+        index: its index in the subgraph.
+        name: the converter's name (scopes joined by ``/``, fused names by ``;``).
+        shape: the stored shape.
+        dtype: the ``TensorType`` name (``FLOAT32``, ``INT8``).
+        constant: it has data in a buffer (a weight, bias or stored constant).
+        scales / zero_points: quantization parameters (per-tensor: one each; per-channel: one per channel).
+    """
+
+    index: int
+    name: str
+    shape: tuple[int, ...]
+    dtype: str
+    constant: bool
+    scales: int = 0
+    zero_points: int = 0
+
+    @property
+    def numel(self) -> int:
+        return math.prod(self.shape)
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of the elements at the stored dtype (sub-byte types packed, rounded up)."""
+        return (self.numel * DTYPE_BITS.get(self.dtype, 8) + 7) // 8
+
+    @property
+    def quantized(self) -> bool:
+        return self.scales > 0
+
+    @property
+    def is_float(self) -> bool:
+        return self.dtype in FLOAT_DTYPES
+
+    @property
+    def numeric(self) -> bool:
+        """Real-valued data: floating point, or integers that carry a scale (quantized values)."""
+        return self.is_float or self.quantized
+
+    @property
+    def quantization_bytes(self) -> int:
+        return self.scales * SCALE_BYTES + self.zero_points * ZERO_POINT_BYTES
+
+
+@dataclass(frozen=True)
+class OpView:
+    """One operator in execution order: its op name, tensors and builtin options."""
+
+    index: int
+    op: str  # builtin name (``CONV_2D``) or ``CUSTOM:code``
+    inputs: tuple[TensorInfo | None, ...]  # None for an omitted optional input (index -1)
+    outputs: tuple[TensorInfo, ...]
+    options: Any  # the builtin options object (``Conv2DOptionsT``), or None
+
+    @property
+    def label(self) -> str:
+        return f"{self.op}#{self.index} ({self.outputs[0].name if self.outputs else 'no output'})"
+
+    def input(self, at: int) -> TensorInfo:
+        tensor = self.inputs[at] if at < len(self.inputs) else None
+        if tensor is None:
+            raise ValueError(f"{self.label}: input {at} is missing")
+        return tensor
+
+    def has_input(self, at: int) -> bool:
+        return at < len(self.inputs) and self.inputs[at] is not None
+
+    def numel_out(self) -> int:
+        return self.outputs[0].numel
+
+    def option(self, name: str, default: Any = None) -> Any:
+        return getattr(self.options, name, default) if self.options is not None else default
+
+
+@dataclass
+class TFLiteModel:
+    """A read ``.tflite`` file: its bytes, the main subgraph's tensors and operators in execution order."""
+
+    content: bytes
+    name: str
+    tensors: list[TensorInfo] = field(default_factory=list)
+    ops: list[OpView] = field(default_factory=list)
+    inputs: list[TensorInfo] = field(default_factory=list)
+    outputs: list[TensorInfo] = field(default_factory=list)
+    subgraphs: int = 1
+    version: int = 0
+
+    @property
+    def constants(self) -> list[TensorInfo]:
+        return [t for t in self.tensors if t.constant]
+
+    def predict(self, x: Any, num_threads: int = 1) -> Any:
+        """The first output for ``x`` through the LiteRT interpreter (``predict``), as Keras' ``model.predict``."""
+        return predict(self, x, num_threads)
+
+
+def _read_bytes(model: Any) -> tuple[bytes, str]:
+    if isinstance(model, TFLiteModel):
+        return model.content, model.name
+    if isinstance(model, (bytes, bytearray, memoryview)):
+        return bytes(model), "model"
+    if isinstance(model, (str, os.PathLike)):
+        path = os.fspath(model)
+        with open(path, "rb") as handle:  # FileNotFoundError names the path
+            return handle.read(), os.path.splitext(os.path.basename(path))[0]
+    raise TypeError(f"a TFLite model is a path to a .tflite file or its bytes, got {type(model).__name__}")
+
+
+def load_model(model: Any) -> TFLiteModel:
+    """Read a ``.tflite`` file (a path or its bytes); a file that is not one is a ``ValueError`` saying why."""
+    if isinstance(model, TFLiteModel):
+        return model
+    schema = import_litert()
+    content, name = _read_bytes(model)
+    if len(content) < 8 or not schema.Model.ModelBufferHasIdentifier(content, 0):
+        head = content[4:8] if len(content) >= 8 else content
+        raise ValueError(f"{name!r} is not a TFLite flatbuffer: the file identifier (bytes 4-8) is {head!r}, "
+                         f"not b'TFL3' ({len(content)} bytes)")
+    try:
+        proto = schema.ModelT.InitFromPackedBuf(bytearray(content), 0)
+        info = _describe(proto, content, name, schema)
+    except (struct.error, IndexError, ValueError, TypeError, AttributeError, KeyError, UnicodeDecodeError,
+            OverflowError, MemoryError) as exc:
+        # the generated reader raises these on offsets past the end of a truncated or damaged buffer
+        raise ValueError(f"{name!r} is a damaged TFLite flatbuffer ({len(content)} bytes): "
+                         f"{type(exc).__name__}: {exc}") from None
+    return info
+
+
+def _describe(proto: Any, content: bytes, name: str, schema: Any) -> TFLiteModel:
+    if not proto.subgraphs:
+        raise ValueError("it has no subgraph")
+    graph = proto.subgraphs[0]
+    dtypes, builtins = _names(schema.TensorType), _names(schema.BuiltinOperator)
+    buffers = proto.buffers or []
+    tensors = []
+    for index, t in enumerate(graph.tensors or []):
+        buffer = buffers[t.buffer] if 0 < t.buffer < len(buffers) else None
+        constant = buffer is not None and (buffer.data is not None and len(buffer.data) > 0 or buffer.size > 0)
+        q = t.quantization
+        scales = len(q.scale) if q is not None and q.scale is not None else 0
+        zeros = len(q.zeroPoint) if q is not None and q.zeroPoint is not None else 0
+        tname = t.name.decode("utf-8", "replace") if isinstance(t.name, bytes) else str(t.name or "")
+        shape = tuple(int(d) for d in t.shape) if t.shape is not None else ()
+        tensors.append(TensorInfo(index, tname, shape, dtypes.get(t.type, f"TYPE{t.type}"), constant, scales, zeros))
+    ops = []
+    codes = proto.operatorCodes or []
+    for index, op in enumerate(graph.operators or []):
+        code = codes[op.opcodeIndex]
+        if code.builtinCode == schema.BuiltinOperator.CUSTOM:
+            custom = code.customCode.decode("utf-8", "replace") if isinstance(code.customCode, bytes) else code.customCode
+            op_name = f"CUSTOM:{custom}"
+        else:
+            # builtin codes under 127 are also kept in the deprecated int8 field; the larger one is the code
+            op_name = builtins.get(max(code.builtinCode, code.deprecatedBuiltinCode), f"BUILTIN{code.builtinCode}")
+        ins = tuple(tensors[i] if i >= 0 else None for i in (op.inputs if op.inputs is not None else []))
+        outs = tuple(tensors[i] for i in (op.outputs if op.outputs is not None else []))
+        ops.append(OpView(index, op_name, ins, outs, op.builtinOptions))
+    return TFLiteModel(content, name, tensors, ops, [tensors[i] for i in (graph.inputs if graph.inputs is not None else [])],
+                       [tensors[i] for i in (graph.outputs if graph.outputs is not None else [])],
+                       len(proto.subgraphs), int(proto.version))
+
+
+def interpreter(model: TFLiteModel, num_threads: int = 1) -> Any:
+    """A LiteRT ``Interpreter`` on the model's bytes, tensors allocated, at ``num_threads`` threads."""
+    try:
+        from ai_edge_litert.interpreter import Interpreter
+    except ImportError as exc:
+        raise ImportError(f"running a TFLite model needs ai-edge-litert; install it with: {EXTRA_HINT}") from exc
+    runner = Interpreter(model_content=model.content, num_threads=num_threads)
+    runner.allocate_tensors()
+    return runner
+
+
+def _quantization(details: Mapping[str, Any]) -> tuple[float, int] | None:
+    scale, zero = details.get("quantization", (0.0, 0))
+    return (float(scale), int(zero)) if scale else None
+
+
+def feed_arrays(model: TFLiteModel, x: Any, runner: Any) -> None:
+    """Set the interpreter's inputs from ``x`` (one array, or a sequence in input order), resizing to its
+    shapes; float data given to a quantized input is quantized with the input's scale and zero point."""
+    import numpy as np
+
+    arrays = list(x) if isinstance(x, (list, tuple)) else [x]
+    details = runner.get_input_details()
+    if len(arrays) != len(details):
+        raise ValueError(f"{model.name!r} has {len(details)} input(s) "
+                         f"({', '.join(d['name'] for d in details)}), got {len(arrays)} array(s)")
+    resized = False
+    for array, detail in zip(arrays, details):
+        if tuple(np.shape(array)) != tuple(detail["shape"]):
+            runner.resize_tensor_input(detail["index"], list(np.shape(array)))
+            resized = True
+    if resized:
+        runner.allocate_tensors()
+    for array, detail in zip(arrays, runner.get_input_details()):
+        array = np.asarray(array)
+        dtype = np.dtype(detail["dtype"])
+        quant = _quantization(detail)
+        if quant is not None and np.issubdtype(array.dtype, np.floating) and np.issubdtype(dtype, np.integer):
+            info = np.iinfo(dtype)
+            array = np.clip(np.round(array / quant[0]) + quant[1], info.min, info.max)
+        runner.set_tensor(detail["index"], array.astype(dtype, copy=False))
+
+
+def predict(model: Any, x: Any, num_threads: int = 1) -> Any:
+    """Run ``x`` through the LiteRT interpreter; the first output, dequantized to float32 when quantized."""
+    import numpy as np
+
+    model = load_model(model)
+    runner = interpreter(model, num_threads)
+    feed_arrays(model, x, runner)
+    runner.invoke()
+    detail = runner.get_output_details()[0]
+    out = runner.get_tensor(detail["index"])
+    quant = _quantization(detail)
+    return (out.astype(np.float32) - quant[1]) * quant[0] if quant is not None else out
