@@ -3,6 +3,7 @@
 Every fused kernel is priced as its math reference (``_scaled_dot_product_attention_math``,
 which is what runs on the meta device, under dropout, or for shapes the fused kernels
 reject), so a model counts the same whichever kernel PyTorch picks.
+
 The forward's rows are in ``attention_cost``, the backward's in ``attention_backward_cost``, the
 varlen kernels' pairs in ``_sequence_pairs``.
 """

@@ -2,6 +2,7 @@
 
 Also ``multi_margin_loss`` (3 per element) and CTC (9 per recursion state; backward 11 per
 state + 3 per log-prob), with their backward.
+
 The forward table (and the reductions) is in ``_pointwise_loss``, the backward's in
 ``_pointwise_loss_backward``.
 """

@@ -1,4 +1,5 @@
 """Optimizer kernels: the ``_foreach_*`` list ops and the fused ``_fused_adam_`` / ``_fused_sgd_`` family.
+
 ``torch.optim``'s three implementations cost the same: the list ops' rows are in ``foreach``,
 the fused optimizers' in ``_fused``.
 """

@@ -5,6 +5,7 @@ layer and direction; GRU, vanilla RNN, LSTM with ``proj_size`` and packed sequen
 decompose into ``addmm``/``mm``, ``sigmoid``, ``tanh``, ``mul``, ``add`` (priced by those
 ops' formulas). The fused ops here are priced as exactly that decomposition, so the count
 does not depend on which path ran.
+
 The forward's count is in ``recurrent_layer_cost``, the backward's in
 ``recurrent_layer_backward_cost``.
 """
