@@ -63,7 +63,7 @@ def _in_main_thread() -> bool:
 
 @contextmanager
 def interrupt_guard() -> Iterator[None]:  # (protected below, once defined)
-    """Hold Ctrl-C inside ``uninterruptible()`` blocks, and never lose it (see the module docstring).
+    """Hold Ctrl-C inside ``uninterruptible()`` blocks, and never lose it (the rules are below).
 
     A generator, so that an interrupt landing between the setting up and the ``with`` body (where
     a class's ``__exit__`` would never run) still restores the handler: dropping the suspended
@@ -110,7 +110,7 @@ def interrupt_guard() -> Iterator[None]:  # (protected below, once defined)
 @contextmanager
 @protected
 def uninterruptible() -> Iterator[None]:
-    """Hold Ctrl-C for the block (restore code); raise it after the outermost block (see the module docstring)."""
+    """Hold Ctrl-C for the block (restore code); raise it after the outermost block (see ``interrupt_guard``)."""
     if not _in_main_thread():
         yield
         return
@@ -161,7 +161,7 @@ _locks_lock = threading.Lock()
 @contextmanager
 @protected
 def model_lock(modules: Iterable[Any]) -> Iterator[None]:
-    """Measure ``modules`` (a model's modules or layers) in one thread at a time (module docstring).
+    """Measure ``modules`` (a model's modules or layers) in one thread at a time (why: below).
 
     Re-entrant in one thread (a measurement inside another). A thread that finds any of them being
     measured by another thread is refused at once with ``ConcurrentMeasurementError`` naming that

@@ -28,7 +28,7 @@ __all__ = ["AUTO", "BlockTimes", "DEFAULT_NUM_THREADS", "MAX_BLOCKS_PER_MIN", "M
 #: Threads used while timing when ``num_threads`` is not given.
 DEFAULT_NUM_THREADS = 1
 
-#: ``num_threads=AUTO``: the timing picks the stabler setting (see the module docstring).
+#: ``num_threads=AUTO``: the timing picks the stabler setting (see ``check_num_threads``).
 AUTO = "auto"
 
 #: More threads than this many per CPU only oversubscribe the cores (timings get slower and

@@ -76,8 +76,8 @@ def measure_execution_time(
     sized once from one forward, blocks timed until the budget (``min_run_time``) and the number of
     measurements are reached, with a CUDA synchronisation around each block. It replaces
     ``torch.utils.benchmark.Timer``, whose ``timeit`` warms up again on every call and whose
-    ``blocked_autorange`` sizes blocks from the clock's read overhead (the module docstring of
-    ``timing_loop`` says why that mattered). The thread count is pinned while timing, as the Timer
+    ``blocked_autorange`` sizes blocks from the clock's read overhead (``deeplite_like.timing``'s
+    ``time_blocks`` is the loop used instead). The thread count is pinned while timing, as the Timer
     did.
 
     Threads: ``num_threads`` defaults to ``DEFAULT_NUM_THREADS`` (1, for stability: see

@@ -47,7 +47,7 @@ def peak_activation_memory(
     ``meta=True`` (implied by a model on the meta device) runs on meta tensors and allocates
     nothing. ``batch_size`` defaults to the leading
     dimension of the first input tensor. ``allow_fastpath=False`` (default) turns off the fused
-    transformer fast path during the forward so that its activations are seen (module docstring).
+    transformer fast path during the forward so that its activations are seen (below).
 
     The measurement is the storage ledger of the observation pass (``counting.engine.observe``),
     which counts the same forward's operations too: ``compute_network_status`` reads peak

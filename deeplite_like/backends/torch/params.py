@@ -100,7 +100,7 @@ def _packed_entries(model: nn.Module) -> Iterable[tuple[str, torch.Tensor]]:
 def parameter_stats(model: nn.Module) -> ParamStats:
     """Count ``model``'s parameters (elements) and their bytes, and its buffers apart.
 
-    See the module docstring for the sharing, dtype and packed-weight rules. Reads shapes and
+    The sharing, dtype and packed-weight rules are below. Reads shapes and
     dtypes only: a model on the meta device is counted without allocating.
 
     Rules (tested row by row in ``tests/torch/test_params.py``):
@@ -186,7 +186,7 @@ def module_param_counts(model: nn.Module) -> dict[str, int]:
     once per subtree, packed weights included), but the modules are visited once, bottom-up: a
     subtree's count is its own tensors plus its children's counts. Tensors that are shared (the
     same tensor in two places, or two tensors in one storage) are carried up as a short list and
-    counted with the sharing rules of the module docstring wherever two of them meet.
+    counted with the sharing rules of ``parameter_stats`` wherever two of them meet.
     """
     if not isinstance(model, nn.Module):
         raise TypeError(f"module_param_counts expects a torch.nn.Module, got {type(model).__name__}")

@@ -164,7 +164,7 @@ def is_free(op: Any) -> bool:
 # Keyed by ``id(op)``: ``OpOverload.__hash__`` is a Python method, too slow for once per op call.
 # The entry holds the op, so the id cannot be reused while the entry lives.
 _OP_INFO: dict[int, tuple[str, tuple, Callable, int, Any]] = {}
-NEW, IN_PLACE, POINTWISE_IN_PLACE = 1, 2, 3  # ops ``MetaOutputs`` may replay (see the module docstring)
+NEW, IN_PLACE, POINTWISE_IN_PLACE = 1, 2, 3  # ops ``MetaOutputs`` may replay (see ``op_info``)
 
 
 def holds_tensors(argument: Any) -> bool:

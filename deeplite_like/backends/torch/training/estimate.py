@@ -106,7 +106,7 @@ def estimate_training_memory(
     own choice otherwise; ``"cpu"`` forces it (``torch.lstm`` called directly); ``None`` keeps the
     generic path torch takes on meta.
     ``meta=False`` runs the same step on real copies on the model's device (to
-    check the meta figures). ``steady_state``: see the module docstring.
+    check the meta figures). ``steady_state``: see below.
 
     The training loop: ``foreach`` / ``fused`` choose the implementation of an optimizer given by
     name or class (``foreach=True``, torch's CUDA default; ``foreach=False``, the per-tensor loop
