@@ -4,7 +4,8 @@ Sources: LAPACK Working Note 41 (Blackford & Dongarra, "Installation Guide for L
 appendix: operation counts of the LAPACK routines) for the factorizations and solves, and
 Golub & Van Loan, *Matrix Computations* (4th ed., sections 8.3 and 8.6, 7.5) for the
 iterative ones (symmetric and general eigenvalue problems, the SVD). Leading terms only, real
-arithmetic (a complex matrix is priced as a real one of the same shape). A is (m, n); square n x n unless stated; B has k columns.
+arithmetic (a complex matrix is priced as a real one of the same shape). A is (m, n);
+square n x n unless stated; B has k columns.
 
     cholesky                  n^3 / 3                   (potrf)
     lu_factor, lu, det,       m n^2 - n^3 / 3, m >= n   (getrf; 2 n^3 / 3 square)
