@@ -6,16 +6,10 @@ model whose forward failed under the PyTorch or the Keras backend, from ``count_
 is unusable; ``NotProvidedError`` that a peer's name (deeplite-profiler, DeepSpeed) is absent on
 purpose, and what to use instead.
 
-Which public entry point the user called (``called_as``), so that deep errors name it: the
-errors of ``count_ops`` under ``compute_network_status`` say "check the inputs given to
-compute_network_status", not the name of an inner function. The outermost entry point wins.
-
 Arguments of the public entry points are checked before any work: a wrong argument must never
 give a wrong number (``backward='no'`` is truthy, ``batch_size=-5`` slices,
 ``min_run_time=float('inf')`` times forever). Each check raises ``TypeError`` (wrong kind) or
 ``ValueError`` (wrong value) naming the argument, the API and what to pass instead.
-``available_memory`` says how much a new allocation may take here, so that an input resized to
-a huge batch is refused with its estimate instead of dying in the allocator.
 """
 from __future__ import annotations
 
@@ -78,7 +72,12 @@ _CALLER: ContextVar[str | None] = ContextVar("deeplite_like_caller", default=Non
 
 @contextlib.contextmanager
 def called_as(name: str) -> Iterator[str]:
-    """Name the entry point for the block; an outer name, if set, is kept. Yields the name in force."""
+    """Name the entry point for the block; an outer name, if set, is kept. Yields the name in force.
+
+    Which public entry point the user called (``called_as``), so that deep errors name it: the
+    errors of ``count_ops`` under ``compute_network_status`` say "check the inputs given to
+    compute_network_status", not the name of an inner function. The outermost entry point wins.
+    """
     outer = _CALLER.get()
     if outer is not None:
         yield outer
@@ -219,7 +218,11 @@ def check_batch_agrees(batch_size: int | None, shapes: Any, api: str) -> None:
 
 
 def available_memory() -> int | None:
-    """Bytes of memory available to a new allocation here (Linux ``MemAvailable``), or ``None`` if unknown."""
+    """Bytes of memory available to a new allocation here (Linux ``MemAvailable``), or ``None`` if unknown.
+
+    ``available_memory`` says how much a new allocation may take here, so that an input resized to
+    a huge batch is refused with its estimate instead of dying in the allocator.
+    """
     meminfo = Path("/proc/meminfo")
     if meminfo.is_file():
         for line in meminfo.read_text().splitlines():

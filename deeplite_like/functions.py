@@ -1,32 +1,9 @@
 """Profiler functions: the callables that compute status keys, evaluation among them (no framework imports).
 
-``ProfilerFunction`` computes one or more status keys. The profiler pipes arguments to functions
-by name: it reads each function's ``__call__`` signature with ``inspect.signature`` and passes
-only the keyword arguments that signature accepts. That is why a registered function may not
-take ``*args`` or ``**kwargs``: the profiler could not tell which arguments belong to it. As in
-deeplite-profiler, the first two parameters receive the model and the data splits whatever they
-are named (``def __call__(self, net, loaders, ...)``), unless they have a default or are named
-after something the profiler supplies (``model``, ``data_splits``, ...).
-
-``ComplexityOptions`` is deeplite-profiler's ``ComputeComplexity(num_bytes=4, export=False)``
-constructor, shared by both backends: deeplite sized every tensor at ``num_bytes`` bytes and
-could ``export`` a per-layer report to a file; here sizes are read from each tensor's real
-dtype and the per-layer report is the ``layerwise_summary`` metric, so the options are accepted
-and a value that would change deeplite's output is warned about, saying what to do instead.
-
-``EvaluationFunction`` is deeplite-profiler's base of evaluation callables,
-``func(model, data_loader, device=None, **options) -> number | dict``; each backend supplies
-ready ones under deeplite's names (``get_accuracy``, ``get_missclass``, ``get_topk``,
-``EvalLossFunction``). ``ComputeEvalMetric`` runs one on a data split and times it.
-
-``shared_observations`` / ``observed``: work shared by the profiler functions of one status
-computation. Several built-in functions read the same instrumented forward: MACs/FLOPs, peak
-memory and the per-layer table on PyTorch; MACs/FLOPs and the layer table on Keras, and peak
-memory too on Keras' torch backend. ``Profiler`` enters ``shared_observations()`` around each
-``compute_network_status``/``compare`` computation; inside it, ``observed(key, make)`` runs
-``make()`` once per key (the model, its inputs and the options that change what the run sees)
-and hands every later caller the same result. Outside it, ``make()`` runs each time. Nothing
-outlives the scope: the next status measures afresh.
+``ProfilerFunction`` computes one or more status keys; ``ComplexityOptions`` takes deeplite-profiler's
+``ComputeComplexity`` options, ``EvaluationFunction`` is its base of evaluation callables, and
+``shared_observations`` / ``observed`` share work among the functions of one status computation.
+Each one's docstring holds its rules.
 """
 from __future__ import annotations
 
@@ -52,6 +29,14 @@ class ProfilerFunction(abc.ABC):
     computes several; a value may be wrapped in :class:`~deeplite_like.metrics.status_keys.Detailed`.
     Its parameters are filled by name from ``compute_network_status(**kwargs)`` and from the
     profiler's context (``model``, ``data_splits`` and whatever the backend adds).
+
+    The profiler pipes arguments to functions
+    by name: it reads each function's ``__call__`` signature with ``inspect.signature`` and passes
+    only the keyword arguments that signature accepts. That is why a registered function may not
+    take ``*args`` or ``**kwargs``: the profiler could not tell which arguments belong to it. As in
+    deeplite-profiler, the first two parameters receive the model and the data splits whatever they
+    are named (``def __call__(self, net, loaders, ...)``), unless they have a default or are named
+    after something the profiler supplies (``model``, ``data_splits``, ...).
     """
 
     @abc.abstractmethod
@@ -182,7 +167,14 @@ def check_complexity_options(num_bytes: int, export: bool) -> None:
 
 
 class ComplexityOptions:
-    """The constructor both backends' ``ComputeComplexity`` share: deeplite's options, checked and kept."""
+    """The constructor both backends' ``ComputeComplexity`` share: deeplite's options, checked and kept.
+
+    ``ComplexityOptions`` is deeplite-profiler's ``ComputeComplexity(num_bytes=4, export=False)``
+    constructor, shared by both backends: deeplite sized every tensor at ``num_bytes`` bytes and
+    could ``export`` a per-layer report to a file; here sizes are read from each tensor's real
+    dtype and the per-layer report is the ``layerwise_summary`` metric, so the options are accepted
+    and a value that would change deeplite's output is warned about, saying what to do instead.
+    """
 
     def __init__(self, num_bytes: int = 4, export: bool = False) -> None:
         check_complexity_options(num_bytes, export)
@@ -221,7 +213,13 @@ def mean_loss(losses: Iterable[Any], to_float: Callable[[Any], float]) -> float:
 
 
 class EvaluationFunction(abc.ABC):
-    """An evaluation of a model over a data loader: ``__call__(model, data_loader, device=None, ...)``."""
+    """An evaluation of a model over a data loader: ``__call__(model, data_loader, device=None, ...)``.
+
+    ``EvaluationFunction`` is deeplite-profiler's base of evaluation callables,
+    ``func(model, data_loader, device=None, **options) -> number | dict``; each backend supplies
+    ready ones under deeplite's names (``get_accuracy``, ``get_missclass``, ``get_topk``,
+    ``EvalLossFunction``). ``ComputeEvalMetric`` runs one on a data split and times it.
+    """
 
     @abc.abstractmethod
     def __call__(self, model: Any, data_loader: Iterable[Any], device: Any = None, **kwargs: Any) -> Any:
@@ -375,7 +373,16 @@ _SHARED: contextvars.ContextVar[dict | None] = contextvars.ContextVar("deeplite_
 
 @contextlib.contextmanager
 def shared_observations() -> Iterator[None]:
-    """Within the body, ``observed`` runs each distinct observation once."""
+    """Within the body, ``observed`` runs each distinct observation once.
+
+    Several built-in functions read the same instrumented forward: MACs/FLOPs, peak
+    memory and the per-layer table on PyTorch; MACs/FLOPs and the layer table on Keras, and peak
+    memory too on Keras' torch backend. ``Profiler`` enters ``shared_observations()`` around each
+    ``compute_network_status``/``compare`` computation; inside it, ``observed(key, make)`` runs
+    ``make()`` once per key (the model, its inputs and the options that change what the run sees)
+    and hands every later caller the same result. Outside it, ``make()`` runs each time. Nothing
+    outlives the scope: the next status measures afresh.
+    """
     token = _SHARED.set({})
     try:
         yield

@@ -3,25 +3,9 @@
 Backends fill these; ``Compute*`` functions turn them into status values. Keeping one
 definition means a field means the same thing whichever framework measured it.
 
-``OpCount`` is the result of a counting pass. Counts are per the batch that ran. ``by_module``
-is nested: a parent's figures include its children's; ``""`` is the root module.
-``module_ops`` holds, per module, the operators that ran directly inside it (not inside a
-child), which is what a detailed view shows as the gap between a parent and the sum of its
-children.
+``OpCount`` is the result of a counting pass.
 
 ``CommStats`` records which collectives ran, how often, how many bytes (``OpCount.communication``).
-Bytes follow the NCCL-tests convention (``docs/distributed.rst``):
-
-* ``payload_bytes``: the size ``S`` of the operation's buffer on one rank, as NCCL-tests calls
-  it: the tensor reduced (``all_reduce``), the *gathered* output (``all_gather``: ``n`` x the
-  rank's input), the *input* that is scattered (``reduce_scatter``: ``n`` x the rank's
-  output), the tensor sent (``broadcast``, ``send``/``recv``), the input (``all_to_all``).
-* ``bus_bytes``: what a ring algorithm moves through each rank's link, ``S x factor``:
-  ``2(n-1)/n`` for ``all_reduce``; ``(n-1)/n`` for ``all_gather``, ``reduce_scatter``,
-  ``all_to_all``, ``gather``, ``scatter``; ``1`` for ``broadcast``, ``reduce`` and point-to-point.
-  Rounded down to whole bytes (exact whenever ``S`` is a multiple of ``n``).
-
-Collectives cost 0 FLOPs: the reduction arithmetic of ``all_reduce`` is not counted.
 
 ``ParamStats``, ``ActivationMemory`` and ``TimingStats`` are the measurements of parameters,
 memory and time; ``percentile`` is the interpolation their quartiles use (NumPy's default).
@@ -82,6 +66,19 @@ class CommStats:
         calls: how many times it ran.
         payload_bytes: sum of the payload sizes ``S`` of those calls, per rank, in bytes.
         bus_bytes: sum of their bus bytes, per rank, in bytes.
+
+    Bytes follow the NCCL-tests convention (``docs/distributed.rst``):
+
+    * ``payload_bytes``: the size ``S`` of the operation's buffer on one rank, as NCCL-tests calls
+      it: the tensor reduced (``all_reduce``), the *gathered* output (``all_gather``: ``n`` x the
+      rank's input), the *input* that is scattered (``reduce_scatter``: ``n`` x the rank's
+      output), the tensor sent (``broadcast``, ``send``/``recv``), the input (``all_to_all``).
+    * ``bus_bytes``: what a ring algorithm moves through each rank's link, ``S x factor``:
+      ``2(n-1)/n`` for ``all_reduce``; ``(n-1)/n`` for ``all_gather``, ``reduce_scatter``,
+      ``all_to_all``, ``gather``, ``scatter``; ``1`` for ``broadcast``, ``reduce`` and point-to-point.
+      Rounded down to whole bytes (exact whenever ``S`` is a multiple of ``n``).
+
+    Collectives cost 0 FLOPs: the reduction arithmetic of ``all_reduce`` is not counted.
     """
 
     op: str
@@ -157,6 +154,12 @@ class OpCount:
             operator, process group, module and phase; they cost 0 FLOPs (``docs/distributed.rst``).
         logical_macs, logical_flops: under tensor parallel, this rank's share of what the unsharded
             model computes (``None`` when no sharded op ran: then they are ``macs``/``flops``).
+
+    Counts are per the batch that ran. ``by_module``
+    is nested: a parent's figures include its children's; ``""`` is the root module.
+    ``module_ops`` holds, per module, the operators that ran directly inside it (not inside a
+    child), which is what a detailed view shows as the gap between a parent and the sum of its
+    children.
     """
 
     macs: int = 0

@@ -1,26 +1,7 @@
 """Measuring safely: Ctrl-C never leaves a model half restored, and one model is measured by one thread at a time.
 
-Interrupts
-    ``interrupt_guard()`` wraps a whole measurement (in the main thread, where Python runs signal
-    handlers, and only while SIGINT has Python's default handler). Inside it Ctrl-C still raises
-    ``KeyboardInterrupt`` at once, so a long forward stays interruptible, except inside
-    ``uninterruptible()`` blocks: the code that puts the model back. There the interrupt is held
-    and raised when the outermost such block ends, after every restore step ran. An interrupt
-    that was raised but never reached the guard (Python swallows exceptions raised inside weakref
-    callbacks and ``__del__``: "Exception ignored in ...") is raised again when the guard exits.
-    The previous handler is put back on exit.
-
-Restore steps
-    ``restore_each(items, fn)`` applies ``fn`` to every item even when one raises, then raises the
-    first error: one failing step never skips the steps after it.
-
-Threads
-    ``model_lock(modules)`` lets one thread at a time measure a model (re-entrant in that thread):
-    another thread is refused at once with ``ConcurrentMeasurementError`` naming the thread that
-    holds it. Measuring snapshots and restores a model's mutable state (training flags, buffers,
-    gradients): two threads doing it at once would restore each other's snapshots, and waiting
-    could deadlock a forward that itself waits for such a thread. Different models are measured
-    in parallel; threads sharing one ``Profiler`` take turns.
+Interrupts: ``interrupt_guard`` and ``uninterruptible``; restore steps: ``restore_each``; threads:
+``model_lock``. Each docstring holds its rules.
 """
 from __future__ import annotations
 
@@ -82,11 +63,21 @@ def _in_main_thread() -> bool:
 
 @contextmanager
 def interrupt_guard() -> Iterator[None]:  # (protected below, once defined)
-    """Hold Ctrl-C inside ``uninterruptible()`` blocks, and never lose it (see the module docstring).
+    """Hold Ctrl-C inside ``uninterruptible()`` blocks, and never lose it (the rules are below).
 
     A generator, so that an interrupt landing between the setting up and the ``with`` body (where
     a class's ``__exit__`` would never run) still restores the handler: dropping the suspended
     generator runs its ``finally``. A handler of ours left by such an instant counts as Python's.
+
+    Interrupts
+        ``interrupt_guard()`` wraps a whole measurement (in the main thread, where Python runs signal
+        handlers, and only while SIGINT has Python's default handler). Inside it Ctrl-C still raises
+        ``KeyboardInterrupt`` at once, so a long forward stays interruptible, except inside
+        ``uninterruptible()`` blocks: the code that puts the model back. There the interrupt is held
+        and raised when the outermost such block ends, after every restore step ran. An interrupt
+        that was raised but never reached the guard (Python swallows exceptions raised inside weakref
+        callbacks and ``__del__``: "Exception ignored in ...") is raised again when the guard exits.
+        The previous handler is put back on exit.
     """
     if not _in_main_thread() or (_Sigint.depth == 0 and
                                  signal.getsignal(signal.SIGINT) not in (signal.default_int_handler, _handler)):
@@ -119,7 +110,7 @@ def interrupt_guard() -> Iterator[None]:  # (protected below, once defined)
 @contextmanager
 @protected
 def uninterruptible() -> Iterator[None]:
-    """Hold Ctrl-C for the block (restore code); raise it after the outermost block (see the module docstring)."""
+    """Hold Ctrl-C for the block (restore code); raise it after the outermost block (see ``interrupt_guard``)."""
     if not _in_main_thread():
         yield
         return
@@ -135,7 +126,12 @@ def uninterruptible() -> Iterator[None]:
 
 @protected
 def restore_each(items: Iterable[Any], fn: Callable[[Any], Any]) -> None:
-    """``fn(item)`` for every item; an error in one does not skip the others; the first is raised at the end."""
+    """``fn(item)`` for every item; an error in one does not skip the others; the first is raised at the end.
+
+    Restore steps
+        ``restore_each(items, fn)`` applies ``fn`` to every item even when one raises, then raises the
+        first error: one failing step never skips the steps after it.
+    """
     first: BaseException | None = None
     for item in items:
         try:
@@ -165,13 +161,21 @@ _locks_lock = threading.Lock()
 @contextmanager
 @protected
 def model_lock(modules: Iterable[Any]) -> Iterator[None]:
-    """Measure ``modules`` (a model's modules or layers) in one thread at a time (module docstring).
+    """Measure ``modules`` (a model's modules or layers) in one thread at a time (why: below).
 
     Re-entrant in one thread (a measurement inside another). A thread that finds any of them being
     measured by another thread is refused at once with ``ConcurrentMeasurementError`` naming that
     thread: waiting could deadlock (a forward that waits for a thread measuring the same model),
     and measuring at the same time would restore each other's snapshots. One ``Profiler`` shared by
     threads makes them take turns itself (``Profiler._exclusive``).
+
+    Threads
+        ``model_lock(modules)`` lets one thread at a time measure a model (re-entrant in that thread):
+        another thread is refused at once with ``ConcurrentMeasurementError`` naming the thread that
+        holds it. Measuring snapshots and restores a model's mutable state (training flags, buffers,
+        gradients): two threads doing it at once would restore each other's snapshots, and waiting
+        could deadlock a forward that itself waits for such a thread. Different models are measured
+        in parallel; threads sharing one ``Profiler`` take turns.
     """
     modules = list(modules)
     with uninterruptible(), _locks_lock:  # (a lock taken is always one to release)

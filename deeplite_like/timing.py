@@ -1,22 +1,9 @@
 """Time a model's forward, for every backend (no framework imports): the loop, threads, noise, values.
 
-* **The loop** (``time_blocks``): warm up once, size the blocks once, time blocks to the budget;
-  a *block* is ``number`` back-to-back forwards between two clock reads (and one device
-  synchronisation), and gives one measurement, its time divided by ``number``.
-* **Threads** (``num_threads``, the intra-op thread count while timing). The default is
-  **1 thread** (``DEFAULT_NUM_THREADS``), chosen for stability, as ``torch.utils.benchmark.Timer``
-  chooses it: on this project's reference machine the median of repeated measurements moved by a
-  few percent at 1 thread and by far more at all threads as soon as another process ran
-  (``benchmarks/bench_latency_stability.py``, figures in docs/benchmarks.rst). A figure at 1
-  thread is also comparable between machines with different core counts. ``num_threads=None``
-  keeps the thread count the framework has; ``num_threads="auto"`` lets the timing pick
-  (PyTorch: all threads unless contention is seen, then 1).
 * **Noise** (``NoisyTimingWarning``): a large spread, or a machine visibly busy.
-* **Values** (``timing_values``): ``execution_time`` is the median of the timed measurements,
-  with its spread in the details (``iqr``, quartiles ``q1`` and ``q3``, ``min``) so that every
-  report can show it and a compare can tell a difference from noise; ``throughput`` carries the
-  matching ``interval`` (samples per second at ``q3`` and ``q1``). On the meta device nothing
-  runs, so both are *not measured*, with the reason, instead of a number that means nothing.
+
+The loop (``time_blocks``), the thread count (``check_num_threads``) and the values
+(``timing_values``) have their rules in their docstrings.
 """
 from __future__ import annotations
 
@@ -41,7 +28,7 @@ __all__ = ["AUTO", "BlockTimes", "DEFAULT_NUM_THREADS", "MAX_BLOCKS_PER_MIN", "M
 #: Threads used while timing when ``num_threads`` is not given.
 DEFAULT_NUM_THREADS = 1
 
-#: ``num_threads=AUTO``: the timing picks the stabler setting (see the module docstring).
+#: ``num_threads=AUTO``: the timing picks the stabler setting (see ``check_num_threads``).
 AUTO = "auto"
 
 #: More threads than this many per CPU only oversubscribe the cores (timings get slower and
@@ -61,7 +48,17 @@ def max_threads() -> int:
 
 
 def check_num_threads(num_threads: object, argument: str = "num_threads") -> int | str | None:
-    """``num_threads`` as an int in ``1..max_threads()``, ``'auto'`` or ``None``; else ``ValueError``/``TypeError``."""
+    """``num_threads`` as an int in ``1..max_threads()``, ``'auto'`` or ``None``; else ``ValueError``/``TypeError``.
+
+    **Threads** (``num_threads``, the intra-op thread count while timing). The default is
+    **1 thread** (``DEFAULT_NUM_THREADS``), chosen for stability, as ``torch.utils.benchmark.Timer``
+    chooses it: on this project's reference machine the median of repeated measurements moved by a
+    few percent at 1 thread and by far more at all threads as soon as another process ran
+    (``benchmarks/bench_latency_stability.py``, figures in docs/benchmarks.rst). A figure at 1
+    thread is also comparable between machines with different core counts. ``num_threads=None``
+    keeps the thread count the framework has; ``num_threads="auto"`` lets the timing pick
+    (PyTorch: all threads unless contention is seen, then 1).
+    """
     if num_threads is None or num_threads == AUTO:
         return num_threads
     if isinstance(num_threads, bool) or not isinstance(num_threads, int):
@@ -211,6 +208,10 @@ def time_blocks(call: Callable[[], Any], sync: Callable[[], None], *, warmup: in
 
     ``min_run_time`` is in seconds. The clock is ``time.perf_counter``, looked up at each read.
     The garbage collector is off while timing (as in ``timeit``), and back on afterwards.
+
+    **The loop** (``time_blocks``): warm up once, size the blocks once, time blocks to the budget;
+    a *block* is ``number`` back-to-back forwards between two clock reads (and one device
+    synchronisation), and gives one measurement, its time divided by ``number``.
     """
     check_budget(warmup, min_run_time, min_blocks)
     share = min_run_time / min_blocks  # a block's share of the budget
@@ -268,7 +269,14 @@ META_NOT_TIMED = ("the meta device runs no arithmetic, so there is no time to me
 
 
 def timing_values(timing: TimingStats, **extra: Any) -> dict[str, Detailed]:
-    """``{execution_time, throughput}`` of ``timing``; ``extra`` details go with the execution time."""
+    """``{execution_time, throughput}`` of ``timing``; ``extra`` details go with the execution time.
+
+    **Values** (``timing_values``): ``execution_time`` is the median of the timed measurements,
+    with its spread in the details (``iqr``, quartiles ``q1`` and ``q3``, ``min``) so that every
+    report can show it and a compare can tell a difference from noise; ``throughput`` carries the
+    matching ``interval`` (samples per second at ``q3`` and ``q1``). On the meta device nothing
+    runs, so both are *not measured*, with the reason, instead of a number that means nothing.
+    """
     q1, q3 = timing.quartiles_s
     details = {"batch_size": timing.batch_size, "iqr": ExecutionTime(timing.iqr_s), "q1": ExecutionTime(q1),
                "q3": ExecutionTime(q3), "min": ExecutionTime(timing.min_s),

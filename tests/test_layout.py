@@ -34,13 +34,14 @@ def test_no_module_file_name_is_used_twice_outside_the_parallel_families(figures
 
 
 def test_modules_are_few_and_their_headers_short(figures):
-    # A ratchet, not the goal: 225 modules and 17.7% headers before the redesign, 144 and 13.9% after it
-    # (the issue aims at about 120 and under 12%; 34 of the modules are the formula families, and 7.9 of
-    # the 13.9 points are module docstrings). Lower these bounds as the figures fall. Added since: 1 for Keras on
-    # JAX (backends/keras/counting/jax_ops.py, the JAX twin of torch_ops.py, issue 28) and 7 for TFLite (issue 25:
-    # backends/tflite/ mirrors backends/onnx/ module for module, and cli/loading/tflite_files.py).
+    # A ratchet, not the goal: 225 modules and 17.7% headers before the redesign, 144 and 13.9% after it,
+    # 11.9% once module docstrings kept a summary and pointed to the function, class or doc section holding
+    # each rule (issue 26; the issue aims at about 120 modules; 34 of the modules are the formula families).
+    # Added since: 1 for Keras on JAX (backends/keras/counting/jax_ops.py, the JAX twin of torch_ops.py,
+    # issue 28) and 7 for TFLite (issue 25: backends/tflite/ mirrors backends/onnx/ module for module, and
+    # cli/loading/tflite_files.py). Lower these bounds as the figures fall.
     assert figures["modules"] <= 152
-    assert figures["header_share"] < 0.14
+    assert figures["header_share"] < 0.12
 
 
 def _documented_names():

@@ -4,21 +4,8 @@
   ``--batch-sizes`` / ``--seq-lens``, one table across a sweep: ``deeplite_like.cli.sweep``).
 * ``deeplite-like compare MODEL_A MODEL_B [...]``: models side by side, the first the reference.
 * ``deeplite-like demo``: profile and compare the bundled example models, no arguments needed.
-  The demo is a list of groups of MODEL specs (``demo_groups``): a group of one is profiled, a
-  group of two or more is compared, the first spec being the reference. Groups whose framework
-  is not installed are skipped with a note saying which extra to install.
-* ``deeplite-like memory MODEL --train``: will a training step fit? Bytes per rank, measured on
-  meta::
-
-    deeplite-like memory MODEL --train [--optimizer adamw] [--autocast bf16] [--checkpointing]
-                         [--sharding fsdp --world-size 8 [--fsdp-mixed-precision] [--no-reshard-after-forward]
-                          [--cpu-offload]]
-                         [--zero-grad-at after_forward] [--keep-output] [--fit 80GiB [--fit-axis seq]]
-                         [--meta-init] [--input-shape 1,2048 --int-inputs] [--format json|html] [-o FILE]
-
-  Without ``--train`` it measures the forward alone (``peak_activation_memory`` on meta). The
-  loss is the model's own (``output.loss``) or the sum of its output: pass a factory returning
-  a model that computes its loss for another one.
+  The groups are ``demo_groups``'s.
+* ``deeplite-like memory MODEL --train``: will a training step fit? (``add_memory_parser``)
 
 Each command has an ``add_*_parser`` (its options) and a ``run_*`` (what it does, returning the
 exit code); ``deeplite-like check`` lives in ``deeplite_like.cli.check``.
@@ -153,7 +140,12 @@ class DemoGroup:
 
 
 def demo_groups() -> list[DemoGroup]:
-    """The demo's groups, in the order shown."""
+    """The demo's groups, in the order shown.
+
+    The demo is a list of groups of MODEL specs: a group of one is profiled, a group of two or
+    more is compared, the first spec being the reference. Groups whose framework is not installed
+    are skipped with a note saying which extra to install.
+    """
     groups = []
     for name, entry in ZOO.items():
         if entry.framework != "torch" or entry.teacher:
@@ -267,6 +259,21 @@ SHARDINGS = ("ddp", "zero1", "zero2", "zero3", "fsdp")
 
 
 def add_memory_parser(commands: argparse._SubParsersAction) -> None:
+    """The ``memory`` command's options.
+
+    ``deeplite-like memory MODEL --train``: will a training step fit? Bytes per rank, measured on
+    meta::
+
+        deeplite-like memory MODEL --train [--optimizer adamw] [--autocast bf16] [--checkpointing]
+                             [--sharding fsdp --world-size 8 [--fsdp-mixed-precision] [--no-reshard-after-forward]
+                              [--cpu-offload]]
+                             [--zero-grad-at after_forward] [--keep-output] [--fit 80GiB [--fit-axis seq]]
+                             [--meta-init] [--input-shape 1,2048 --int-inputs] [--format json|html] [-o FILE]
+
+    Without ``--train`` it measures the forward alone (``peak_activation_memory`` on meta). The
+    loss is the model's own (``output.loss``) or the sum of its output: pass a factory returning
+    a model that computes its loss for another one.
+    """
     parser = commands.add_parser("memory", help="memory of a training step (or forward), per rank",
                                  description="Measure the memory of one training step - forward, loss, "
                                  "backward, optimizer step - on meta tensors: parameters, gradients, optimizer "

@@ -3,17 +3,8 @@
 * **Figures** (``count``, ``seconds``, ``rate``, ``share``): scaled with SI prefixes
   (``as_string=True``) or raw. Counts use 10**3 prefixes (``1.235 kMACs``, ``22.36 GFLOPs``),
   durations s/ms/us/ns, rates ``FLOP/s``; raw mode writes the stored value itself.
-* **The tree** (``render_tree``): the module tree, as ``print(model)`` draws it, each module's
-  header line (``(name): Type(extra_repr)``) and under it its figures (params, MACs, FLOPs,
-  forward latency, each with its share of the total, and the achieved forward FLOP/s; the
-  forward/backward split when backward was counted), the gap between it and the sum of its
-  children, and the operators called directly in it. Excluded modules (``ignore_modules``) are
-  marked ``[excluded]``; their figures are shown but not counted in their parents or the totals.
-* **The aggregated view** (``aggregate``, ``aggregated_report``): at each depth of the tree, the
-  top-k module types by cost. Depth 0 is the root; ``module_depth=-1`` shows every depth down to
-  the deepest one inclusive (DeepSpeed's profiler stops one level short of it),
-  ``module_depth=d`` depths 0..d. Modules of one type at one depth are summed and the types
-  ranked per metric; excluded modules and everything below them are left out.
+* **The tree** (``render_tree``) and **the aggregated view** (``aggregate``, ``aggregated_report``):
+  their docstrings say what they show.
 * **The summary** (``render_summary``, ``phase_report``) and the full report (``render_report``):
   totals, phases, latency, achieved FLOP/s, parallel layout. Figures are per device, as
   DeepSpeed's profiler reports them; the whole model's params and FLOPs are the per-device
@@ -120,7 +111,15 @@ def _header(node: "ModuleNode", excluded: set[int]) -> str:
 
 
 def render_tree(profile: "ModelProfile", module_depth: int = -1, as_string: bool = True) -> str:
-    """The tree down to ``module_depth`` (-1: every depth), one header and one figures line per module."""
+    """The tree down to ``module_depth`` (-1: every depth), one header and one figures line per module.
+
+    The module tree, as ``print(model)`` draws it, each module's
+    header line (``(name): Type(extra_repr)``) and under it its figures (params, MACs, FLOPs,
+    forward latency, each with its share of the total, and the achieved forward FLOP/s; the
+    forward/backward split when backward was counted), the gap between it and the sum of its
+    children, and the operators called directly in it. Excluded modules (``ignore_modules``) are
+    marked ``[excluded]``; their figures are shown but not counted in their parents or the totals.
+    """
     excluded = {id(node) for node in profile.excluded}
     split = any("backward" in node.phases for node in profile.modules())  # backward attributed to modules
     root_latency = profile.root.latency_s
@@ -168,6 +167,12 @@ def aggregate(profile: "ModelProfile", module_depth: int = -1, top_modules: int 
     ``value`` is the sum over the modules of that type at that depth (raw: elements, MACs,
     FLOPs, seconds); ties are broken by type name. ``latency_s`` is ranked only when module
     timing was on (``[]`` otherwise).
+
+    The aggregated view (also ``aggregated_report``'s): at each depth of the tree, the
+    top-k module types by cost. Depth 0 is the root; ``module_depth=-1`` shows every depth down to
+    the deepest one inclusive (DeepSpeed's profiler stops one level short of it),
+    ``module_depth=d`` depths 0..d. Modules of one type at one depth are summed and the types
+    ranked per metric; excluded modules and everything below them are left out.
     """
     if top_modules < 1:
         raise ValueError(f"top_modules must be at least 1, got {top_modules}")

@@ -6,24 +6,8 @@
 eval mode by default (``mode='train'`` to measure training-mode behaviour) so that batch-norm
 statistics are never updated by profiling.
 
-One observation, many figures: MACs/FLOPs, peak memory and the per-layer table are read from
-one instrumented forward (``counting.engine.observe``) under ``torch.no_grad()``. Inside
-``deeplite_like.functions.shared_observations()`` (the profiler enters it for each
-``compute_network_status`` and ``compare``) the first of these functions to run makes the
-observation with everything in it, and the others, asking for the same inputs and options, read
-the same one: the default metrics run the model once instrumented, plus the timing runs
-(``benchmarks/bench_status_cost.py``).
-
 Evaluation: ``accuracy`` / ``topk_accuracy`` (``evaluate``): classification accuracy over a data
 loader, in percent, the model left as found.
-
-deeplite-profiler's evaluation functions (``get_accuracy``, ``get_missclass``, ``get_topk``,
-``EvalLossFunction``; percentages in 0-100) are built on ``evaluate`` and differ from deeplite's
-on purpose in two ways: accuracy is the share of *samples* (deeplite averaged per-batch means, so
-a short last batch weighed as much as a full one), and the model is left as found (deeplite moved
-it to the device and left it in eval mode). ``device`` must be where the model already is: move
-the model yourself. ``transform(x, y) -> (x, y)`` is applied to each ``(inputs, targets)`` batch
-first.
 """
 from __future__ import annotations
 
@@ -121,6 +105,14 @@ def _observed(model: torch.nn.Module, data_splits: Mapping[str, Any], forward_pa
 
     Shared, the observation has counts, memory and layer facts whoever asks first; alone, only
     what was asked for.
+
+    One observation, many figures: MACs/FLOPs, peak memory and the per-layer table are read from
+    one instrumented forward (``counting.engine.observe``) under ``torch.no_grad()``. Inside
+    ``deeplite_like.functions.shared_observations()`` (the profiler enters it for each
+    ``compute_network_status`` and ``compare``) the first of these functions to run makes the
+    observation with everything in it, and the others, asking for the same inputs and options, read
+    the same one: the default metrics run the model once instrumented, plus the timing runs
+    (``benchmarks/bench_status_cost.py``).
     """
 
     def make() -> tuple[Any, int]:
@@ -461,7 +453,16 @@ def _check_device(model: nn.Module, device: Any) -> None:
 
 
 class TorchEvaluationFunction(EvaluationFunction):
-    """Base of the PyTorch evaluation functions: checks the device and applies ``transform``."""
+    """Base of the PyTorch evaluation functions: checks the device and applies ``transform``.
+
+    deeplite-profiler's evaluation functions (``get_accuracy``, ``get_missclass``, ``get_topk``,
+    ``EvalLossFunction``; percentages in 0-100) are built on ``evaluate`` and differ from deeplite's
+    on purpose in two ways: accuracy is the share of *samples* (deeplite averaged per-batch means, so
+    a short last batch weighed as much as a full one), and the model is left as found (deeplite moved
+    it to the device and left it in eval mode). ``device`` must be where the model already is: move
+    the model yourself. ``transform(x, y) -> (x, y)`` is applied to each ``(inputs, targets)`` batch
+    first.
+    """
 
     def __call__(self, model: nn.Module, data_loader: Iterable[Any], device: Any = None,
                  transform: Callable | None = None) -> Any:

@@ -1,19 +1,8 @@
 """Which kernels a measured run takes, where torch's choice would hide or misstate the work.
 
 Two switches, each entered for one measurement and put back in ``finally``:
-
-* ``unfused``: PyTorch's fused transformer fast path, turned off. ``nn.TransformerEncoderLayer``
-  (and ``nn.MultiheadAttention``) run one fused kernel in inference unless the fast path is off
-  (``torch.backends.mha.set_fastpath_enabled``): counting turns it off so that the layer's
-  children run and are attributed, memory so that the activations are seen. The switch is
-  global, so concurrent measurements (in several threads) share it: the first to enter turns it
-  off, the last to leave puts back what it was. ``eager_flex_attention`` likewise lets
-  FlexAttention's operator reach a dispatch mode (its eager form compiles itself otherwise).
-* ``AttentionKernel`` and ``RecurrentKernel``: the kernels the target device runs, where torch
-  picks by device. Two operators take a different kernel path per device, with different memory:
-  attention and the LSTM. On the meta device torch takes its generic path for both; these
-  ``TorchFunctionMode`` classes call the target device's ATen kernels instead, each with a meta
-  kernel and a derivative, so the step, backward included, is the one that device runs.
+``unfused`` (with ``eager_flex_attention``) and ``AttentionKernel`` / ``RecurrentKernel``. Their
+docstrings say what each switches and why.
 """
 from __future__ import annotations
 
@@ -66,6 +55,12 @@ class AttentionKernel(TorchFunctionMode):
 
     Grouped-query attention (``enable_gqa=True``): the flash kernels take fewer key/value heads as
     they are; for the efficient kernel (a mask on CUDA) they are repeated first.
+
+    ``AttentionKernel`` and ``RecurrentKernel``: the kernels the target device runs, where torch
+    picks by device. Two operators take a different kernel path per device, with different memory:
+    attention and the LSTM. On the meta device torch takes its generic path for both; these
+    ``TorchFunctionMode`` classes call the target device's ATen kernels instead, each with a meta
+    kernel and a derivative, so the step, backward included, is the one that device runs.
     """
 
     def __init__(self, kind: str) -> None:
@@ -297,7 +292,16 @@ _fast_path, _flex_compile = _SharedSwitch(), _SharedSwitch()
 @contextlib.contextmanager
 @protected
 def unfused() -> Iterator[None]:
-    """Turn the fused MHA / encoder-layer fast path off inside the block (restored by the last user)."""
+    """Turn the fused MHA / encoder-layer fast path off inside the block (restored by the last user).
+
+    ``unfused``: PyTorch's fused transformer fast path, turned off. ``nn.TransformerEncoderLayer``
+    (and ``nn.MultiheadAttention``) run one fused kernel in inference unless the fast path is off
+    (``torch.backends.mha.set_fastpath_enabled``): counting turns it off so that the layer's
+    children run and are attributed, memory so that the activations are seen. The switch is
+    global, so concurrent measurements (in several threads) share it: the first to enter turns it
+    off, the last to leave puts back what it was. ``eager_flex_attention`` likewise lets
+    FlexAttention's operator reach a dispatch mode (its eager form compiles itself otherwise).
+    """
     mha = getattr(torch.backends, "mha", None)  # absent before torch 2.2: nothing to switch
     if mha is None:
         yield

@@ -4,20 +4,11 @@
 ``deeplite_like.timing``'s loop (shared with the Keras backend), with the thread count pinned
 and the CUDA devices that hold the model synchronised (``synchronizer``) around each block.
 
-``module_forward_times``: forward wall time per module, for the per-layer table's time column,
-by ``ModuleTimer``, the one per-module timer of the backend (``get_model_profile`` and
-``FlopsProfiler`` use it too). ``ModuleTimer`` and ``StepTimer`` (optimizer-step time) use torch's
-*global* hooks (``register_module_forward_hook``, ``register_optimizer_step_*``), not hooks on the
-model: nothing is stored on the modules, so a copy or pickle of the model made while timing (an
-EMA, a checkpoint) is a plain copy. The module hooks time only the model's own modules (by
-identity).
-
-``PhaseCountingMode``: the counting engine's ``CountingMode`` for the DeepSpeed-style profiles,
-filing every operator under its phase (forward, backward, optimizer, other) and timing the
-phases.
-
 Every timer leaves the model as found (``state.preserved_model_state``: mode, buffer values, the
 random generators, ...), its hooks removed in ``finally``.
+
+``module_forward_times`` (per-module times, ``ModuleTimer``) and ``PhaseCountingMode`` (the
+phases of DeepSpeed-style profiles) describe themselves.
 """
 from __future__ import annotations
 
@@ -85,8 +76,8 @@ def measure_execution_time(
     sized once from one forward, blocks timed until the budget (``min_run_time``) and the number of
     measurements are reached, with a CUDA synchronisation around each block. It replaces
     ``torch.utils.benchmark.Timer``, whose ``timeit`` warms up again on every call and whose
-    ``blocked_autorange`` sizes blocks from the clock's read overhead (the module docstring of
-    ``timing_loop`` says why that mattered). The thread count is pinned while timing, as the Timer
+    ``blocked_autorange`` sizes blocks from the clock's read overhead (``deeplite_like.timing``'s
+    ``time_blocks`` is the loop used instead). The thread count is pinned while timing, as the Timer
     did.
 
     Threads: ``num_threads`` defaults to ``DEFAULT_NUM_THREADS`` (1, for stability: see
@@ -206,6 +197,14 @@ def module_forward_times(model: torch.nn.Module, args: tuple, kwargs: dict | Non
 
     ``num_threads``: the intra-op thread count to time at (restored after; ``None``: torch's
     current one), so that a report times every figure at the thread count it states.
+
+    ``module_forward_times``: forward wall time per module, for the per-layer table's time column,
+    by ``ModuleTimer``, the one per-module timer of the backend (``get_model_profile`` and
+    ``FlopsProfiler`` use it too). ``ModuleTimer`` and ``StepTimer`` (optimizer-step time) use torch's
+    *global* hooks (``register_module_forward_hook``, ``register_optimizer_step_*``), not hooks on the
+    model: nothing is stored on the modules, so a copy or pickle of the model made while timing (an
+    EMA, a checkpoint) is a plain copy. The module hooks time only the model's own modules (by
+    identity).
     """
     if repeats < 1 or warmup < 0:
         raise ValueError(f"repeats must be >= 1 and warmup >= 0, got {repeats} and {warmup}")
@@ -295,6 +294,10 @@ class PhaseCountingMode(CountingMode):
     for module calls. ``in_step`` is raised by the optimizer hooks. ``backward_s`` sums the wall time of the
     backward passes (first operator to the autograd engine's end-of-backward callback),
     synchronising with ``sync`` when given.
+
+    ``PhaseCountingMode``: the counting engine's ``CountingMode`` for the DeepSpeed-style profiles,
+    filing every operator under its phase (forward, backward, optimizer, other) and timing the
+    phases.
     """
 
     def __init__(self, sync: Callable[[], None] | None = None, time_backward: bool = True, meta: bool = False,

@@ -5,33 +5,7 @@ operator allocates is live from then until it is freed, so the live bytes are ex
 operator boundary, and the peak is the largest value reached right after an operator allocated
 its outputs (its inputs still alive, as they must be while it runs).
 
-What counts:
-
-* the inputs are live from the start (the caller holds them) and are included in
-  ``peak_bytes``; the outputs are live at the end;
-* parameters and buffers are excluded (they are the model's size, see ``params.py``);
-* in ``grad=True`` mode the tensors autograd saves for backward stay alive until the output
-  dies, so the peak and ``end_bytes`` show what a training forward holds.
-
-Fused fast paths: ``nn.TransformerEncoderLayer`` / ``nn.MultiheadAttention`` in eval mode
-under ``no_grad`` run one fused kernel whose intermediates are invisible (the layer would
-seem to cost only its output). The measurement therefore turns that fast path off
-(``kernels.unfused``, restored in ``finally``) so the layer's
-activations are seen op by op; ``allow_fastpath=True`` keeps it.
-
-On meta tensors ``scaled_dot_product_attention`` takes the math path (the attention matrix
-is materialised) where a CPU / CUDA device may use a flash or memory-efficient kernel that
-never holds it: for attention models a meta measurement is an upper bound.
-
-What it cannot see: scratch memory that a kernel allocates and frees inside itself (GEMM
-packing buffers, cuDNN / cuBLAS workspaces, intermediates of fused kernels such as
-``scaled_dot_product_attention``), and allocator rounding (the CUDA caching allocator rounds
-blocks up to 512 bytes). Those make ``torch.cuda.max_memory_allocated`` or the profiler's
-memory events read somewhat higher; see ``tests/torch/test_memory.py`` for the cross-checks.
-
-With ``meta=True`` the forward runs on meta tensors (meta copies of the parameters, buffers and
-inputs, swapped into the modules for the run: ``counting.engine.to_meta``): shapes, dtypes and
-storage sizes are real, no memory is allocated, so models too large for the machine can be measured.
+What it counts, what it cannot see and the meta run are in ``peak_activation_memory``.
 """
 from __future__ import annotations
 
@@ -73,13 +47,41 @@ def peak_activation_memory(
     ``meta=True`` (implied by a model on the meta device) runs on meta tensors and allocates
     nothing. ``batch_size`` defaults to the leading
     dimension of the first input tensor. ``allow_fastpath=False`` (default) turns off the fused
-    transformer fast path during the forward so that its activations are seen (module docstring).
+    transformer fast path during the forward so that its activations are seen (below).
 
     The measurement is the storage ledger of the observation pass (``counting.engine.observe``),
     which counts the same forward's operations too: ``compute_network_status`` reads peak
     memory, MACs and the per-layer table from one run.
 
     The model's mode, device, dtype, requires_grad, grads and hooks are left as found.
+
+    What counts:
+
+    * the inputs are live from the start (the caller holds them) and are included in
+      ``peak_bytes``; the outputs are live at the end;
+    * parameters and buffers are excluded (they are the model's size, see ``params.py``);
+    * in ``grad=True`` mode the tensors autograd saves for backward stay alive until the output
+      dies, so the peak and ``end_bytes`` show what a training forward holds.
+
+    Fused fast paths: ``nn.TransformerEncoderLayer`` / ``nn.MultiheadAttention`` in eval mode
+    under ``no_grad`` run one fused kernel whose intermediates are invisible (the layer would
+    seem to cost only its output). The measurement therefore turns that fast path off
+    (``kernels.unfused``, restored in ``finally``) so the layer's
+    activations are seen op by op; ``allow_fastpath=True`` keeps it.
+
+    On meta tensors ``scaled_dot_product_attention`` takes the math path (the attention matrix
+    is materialised) where a CPU / CUDA device may use a flash or memory-efficient kernel that
+    never holds it: for attention models a meta measurement is an upper bound.
+
+    What it cannot see: scratch memory that a kernel allocates and frees inside itself (GEMM
+    packing buffers, cuDNN / cuBLAS workspaces, intermediates of fused kernels such as
+    ``scaled_dot_product_attention``), and allocator rounding (the CUDA caching allocator rounds
+    blocks up to 512 bytes). Those make ``torch.cuda.max_memory_allocated`` or the profiler's
+    memory events read somewhat higher; see ``tests/torch/test_memory.py`` for the cross-checks.
+
+    With ``meta=True`` the forward runs on meta tensors (meta copies of the parameters, buffers and
+    inputs, swapped into the modules for the run: ``counting.engine.to_meta``): shapes, dtypes and
+    storage sizes are real, no memory is allocated, so models too large for the machine can be measured.
     """
     if not isinstance(model, nn.Module):
         raise TypeError(f"peak_activation_memory expects a torch.nn.Module, got {type(model).__name__}")

@@ -1,18 +1,8 @@
 """The DeepSpeed-style profiles of a PyTorch model: one call (``build_model_profile``) and a training step.
 
-``build_model_profile`` is ``get_model_profile``'s torch side: the ``ModelProfile`` of one call of
-the profiled entry point (``forward``, or any method named by ``func_name``, counted as the
-model's call) and optionally its backward, counted with ``latency.PhaseCountingMode`` on the real
-model or on meta copies (``ProfileRun``), then, on real tensors, timed without counting. A
-failing forward raises a ``ForwardError`` that says where it failed.
-
-``TorchFlopsProfiler`` (``FLOPS_PROFILER``) is the core ``FlopsProfiler`` (DeepSpeed's API) around
-a training step: between ``start_profile()`` and ``stop_profile()`` the forward, the backward and
-the optimizer step are counted operator by operator and timed (``latency.ModuleTimer``,
-``latency.StepTimer``).
-
-Both build their ``ModelProfile`` from the same parts of a counted run: module records
-(``module_records``) and phase totals (``phase_totals``). Nothing stays attached: hooks, optimizer
+Both (``build_model_profile`` and ``TorchFlopsProfiler``, the training step's) build their
+``ModelProfile`` from the same parts of a counted run: module records (``module_records``) and
+phase totals (``phase_totals``). Nothing stays attached: hooks, optimizer
 hooks and the dispatch mode are removed when a profile ends; no attribute is ever set on the
 model or its modules, so a copy (``copy.deepcopy``: an EMA, a best-model snapshot) or a
 ``torch.save`` made while profiling is a plain copy of the user's model, which is left as found.
@@ -63,6 +53,12 @@ def build_model_profile(model: nn.Module, *, input_shape: Sequence[int] | None =
     ResNet-50, +6.5 % on MobileNetV3-Large). So a default profile runs the model three times:
     counted, timed, timed per module. The model is left as found: mode, parameters, buffers
     (running statistics), gradients, hooks, and the random generators.
+
+    ``build_model_profile`` is ``get_model_profile``'s torch side: the ``ModelProfile`` of one call of
+    the profiled entry point (``forward``, or any method named by ``func_name``, counted as the
+    model's call) and optionally its backward, counted with ``latency.PhaseCountingMode`` on the real
+    model or on meta copies (``ProfileRun``), then, on real tensors, timed without counting. A
+    failing forward raises a ``ForwardError`` that says where it failed.
     """
     if not isinstance(model, nn.Module):
         raise TypeError(f"build_model_profile expects a torch.nn.Module, got {type(model).__name__}")
@@ -309,6 +305,11 @@ class TorchFlopsProfiler(FlopsProfiler):
     error that names both threads, and the profile keeps running, whole, until it is stopped from
     the thread that started it; if that thread has ended, its dispatch mode ended with it, and any
     thread may stop the profile (everything else is removed, the figures stay readable).
+
+    ``TorchFlopsProfiler`` (``FLOPS_PROFILER``) is the core ``FlopsProfiler`` (DeepSpeed's API) around
+    a training step: between ``start_profile()`` and ``stop_profile()`` the forward, the backward and
+    the optimizer step are counted operator by operator and timed (``latency.ModuleTimer``,
+    ``latency.StepTimer``).
     """
 
     def __init__(self, model: nn.Module, ds_engine: Any = None, recompute_fwd_factor: float = 0.0, *,

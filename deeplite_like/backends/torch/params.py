@@ -1,32 +1,8 @@
 """Parameter and buffer counts and sizes of a PyTorch model, and the per-layer table built on them.
 
-Counts and sizes are in elements and bytes. Rules (tested row by row in ``tests/torch/test_params.py``):
+Counts and sizes are in elements and bytes.
 
-* A tensor shared by several modules is counted once. Sharing is detected by identity (the
-  same ``Parameter`` object registered twice) *and* by storage: two different tensors whose
-  elements lie in the same storage (tied weights built with ``nn.Parameter(a.weight.data)``,
-  or a transposed view of a weight) are counted once. Precisely, within one storage a tensor
-  whose element span is already covered by tensors counted before it adds nothing; distinct
-  views into one flat storage (disjoint spans) are all counted.
-* Bytes are ``numel * element_size`` of each tensor's real dtype (fp16 = 2, bf16 = 2,
-  int8/qint8 = 1, ...).
-* Packed weights that a module keeps out of ``parameters()`` (``torch.ao.nn.quantized``
-  Linear / Conv and their dynamic variants store int8 weights in packed form) are found
-  through ``state_dict()``: any tensor entry that is neither a registered parameter nor a
-  registered buffer. Entries named ``scale`` / ``zero_point`` (the output quantization
-  parameters) or ``_extra_state`` are reported as buffers; every other one (packed weight,
-  its bias) counts as a non-trainable parameter.
-* Buffers (BatchNorm running statistics, its int64 ``num_batches_tracked``, ...) are reported
-  apart from parameters and never counted in ``total_params``.
-* Under ``torch.distributed`` a ``DTensor`` parameter (tensor parallel, FSDP2) counts its local
-  shard: the figures are what this rank holds (``distributed.profile_job`` adds the ranks up).
-
-Works on meta-device models: only shapes, dtypes and storage identities are read.
-
-The per-layer table (``layerwise_summary``, ``layer_table``) has one row per module: shapes,
-parameters, MACs, FLOPs and activation bytes. Every figure comes from one observation pass
-(``counting.engine.observe``): the counts per module, and each module's input and output shapes
-and output bytes at its first call; the rendering is a ``TableReport``.
+The counting rules (tested row by row in ``tests/torch/test_params.py``) are in ``parameter_stats``.
 """
 from __future__ import annotations
 
@@ -124,8 +100,31 @@ def _packed_entries(model: nn.Module) -> Iterable[tuple[str, torch.Tensor]]:
 def parameter_stats(model: nn.Module) -> ParamStats:
     """Count ``model``'s parameters (elements) and their bytes, and its buffers apart.
 
-    See the module docstring for the sharing, dtype and packed-weight rules. Reads shapes and
+    The sharing, dtype and packed-weight rules are below. Reads shapes and
     dtypes only: a model on the meta device is counted without allocating.
+
+    Rules (tested row by row in ``tests/torch/test_params.py``):
+
+    * A tensor shared by several modules is counted once. Sharing is detected by identity (the
+      same ``Parameter`` object registered twice) *and* by storage: two different tensors whose
+      elements lie in the same storage (tied weights built with ``nn.Parameter(a.weight.data)``,
+      or a transposed view of a weight) are counted once. Precisely, within one storage a tensor
+      whose element span is already covered by tensors counted before it adds nothing; distinct
+      views into one flat storage (disjoint spans) are all counted.
+    * Bytes are ``numel * element_size`` of each tensor's real dtype (fp16 = 2, bf16 = 2,
+      int8/qint8 = 1, ...).
+    * Packed weights that a module keeps out of ``parameters()`` (``torch.ao.nn.quantized``
+      Linear / Conv and their dynamic variants store int8 weights in packed form) are found
+      through ``state_dict()``: any tensor entry that is neither a registered parameter nor a
+      registered buffer. Entries named ``scale`` / ``zero_point`` (the output quantization
+      parameters) or ``_extra_state`` are reported as buffers; every other one (packed weight,
+      its bias) counts as a non-trainable parameter.
+    * Buffers (BatchNorm running statistics, its int64 ``num_batches_tracked``, ...) are reported
+      apart from parameters and never counted in ``total_params``.
+    * Under ``torch.distributed`` a ``DTensor`` parameter (tensor parallel, FSDP2) counts its local
+      shard: the figures are what this rank holds (``distributed.profile_job`` adds the ranks up).
+
+    Works on meta-device models: only shapes, dtypes and storage identities are read.
     """
     if not isinstance(model, nn.Module):
         raise TypeError(f"parameter_stats expects a torch.nn.Module, got {type(model).__name__}")
@@ -187,7 +186,7 @@ def module_param_counts(model: nn.Module) -> dict[str, int]:
     once per subtree, packed weights included), but the modules are visited once, bottom-up: a
     subtree's count is its own tensors plus its children's counts. Tensors that are shared (the
     same tensor in two places, or two tensors in one storage) are carried up as a short list and
-    counted with the sharing rules of the module docstring wherever two of them meet.
+    counted with the sharing rules of ``parameter_stats`` wherever two of them meet.
     """
     if not isinstance(model, nn.Module):
         raise TypeError(f"module_param_counts expects a torch.nn.Module, got {type(model).__name__}")
@@ -255,6 +254,11 @@ def layerwise_summary(model: torch.nn.Module, args: tuple, kwargs: dict | None =
     ``macs_share`` is the module's MACs over the whole model's, in percent. ``module`` is the
     qualified name (``""`` for the model itself, shown as ``(model)``); ``max_depth`` hides
     deeper modules (their cost stays in their parents).
+
+    The per-layer table (``layerwise_summary``, ``layer_table``) has one row per module: shapes,
+    parameters, MACs, FLOPs and activation bytes. Every figure comes from one observation pass
+    (``counting.engine.observe``): the counts per module, and each module's input and output shapes
+    and output bytes at its first call; the rendering is a ``TableReport``.
     """
     if isinstance(model, torch.jit.ScriptModule):
         raise TypeError(f"layerwise_summary: {type(model).__name__} is a TorchScript module; {SCRIPT_NO_LAYERS}")

@@ -1,35 +1,7 @@
 """Leave the user's model as it was found: snapshot and restore its mutable state.
 
 ``preserved_model_state(model)`` is the one place where measuring code promises not to alter
-a model. Everything a measurement may touch is snapshotted on entry and put back in
-``finally`` (also when the body raises):
-
-* the ``training`` flag of every module (restored flag by flag, not with ``.train()``, so a
-  model whose submodules were in mixed modes keeps that mix);
-* the module tree itself: each module's ``_parameters``, ``_buffers`` and ``_modules`` dicts
-  (a parameter or submodule replaced in the body is put back);
-* each parameter's and buffer's data: device, dtype and storage (``p.data`` is re-pointed at
-  the tensor it had, so ``model.to(...)`` / ``.half()`` inside the body is undone at no copy
-  cost);
-* the values of every buffer, in any mode: copied on entry and written back on exit. A forward
-  writes buffers in eval mode too (a counter, a cache, QAT observers and FakeQuantize
-  ``scale``/``zero_point``, whose ``observer_enabled`` does not follow ``.eval()``), and batch
-  norm updates its running statistics in train mode. Buffers are small next to a forward: the
-  copy costs little (``restore_buffer_values=False`` skips it);
-* tensors kept as plain attributes of a module (``self.cache = torch.zeros(...)``, not
-  registered as buffers): which tensor each attribute holds (one added by the body is removed)
-  and its values;
-* ``requires_grad`` of every parameter;
-* ``.grad`` of every parameter: it is *set aside* (the body sees ``None``) and put back on
-  exit, so a backward run inside the body neither reads nor accumulates into the user's
-  gradients;
-* every hook dict: each module's forward/backward/state-dict hook dicts and the tensor hooks of
-  parameters. Hook dicts are restored in place (cleared and refilled), because hook handles
-  refer to the dict object. torch's *global* module hooks are not snapshotted: they are shared
-  by every thread (restoring a snapshot would bring back another thread's removed hooks), and
-  each of ours is removed by its owner in ``finally`` (``remove_global_module_hooks``);
-* the random generators: CPU, and CUDA on the devices the model is on (a dropout in train mode,
-  ``torch.rand`` in a forward draw numbers), with ``torch.random.fork_rng``.
+a model; its docstring lists everything it restores and how.
 """
 from __future__ import annotations
 
@@ -335,6 +307,36 @@ def preserved_model_state(model: nn.Module, restore_buffer_values: bool = True) 
     Safe against Ctrl-C and threads (``deeplite_like.safety``): the restore runs to its end
     whatever interrupts it (the interrupt is raised after), one failing step does not skip the
     others, and two threads measuring the same model take turns.
+
+    Everything a measurement may touch is snapshotted on entry and put back in
+    ``finally`` (also when the body raises):
+
+    * the ``training`` flag of every module (restored flag by flag, not with ``.train()``, so a
+      model whose submodules were in mixed modes keeps that mix);
+    * the module tree itself: each module's ``_parameters``, ``_buffers`` and ``_modules`` dicts
+      (a parameter or submodule replaced in the body is put back);
+    * each parameter's and buffer's data: device, dtype and storage (``p.data`` is re-pointed at
+      the tensor it had, so ``model.to(...)`` / ``.half()`` inside the body is undone at no copy
+      cost);
+    * the values of every buffer, in any mode: copied on entry and written back on exit. A forward
+      writes buffers in eval mode too (a counter, a cache, QAT observers and FakeQuantize
+      ``scale``/``zero_point``, whose ``observer_enabled`` does not follow ``.eval()``), and batch
+      norm updates its running statistics in train mode. Buffers are small next to a forward: the
+      copy costs little (``restore_buffer_values=False`` skips it);
+    * tensors kept as plain attributes of a module (``self.cache = torch.zeros(...)``, not
+      registered as buffers): which tensor each attribute holds (one added by the body is removed)
+      and its values;
+    * ``requires_grad`` of every parameter;
+    * ``.grad`` of every parameter: it is *set aside* (the body sees ``None``) and put back on
+      exit, so a backward run inside the body neither reads nor accumulates into the user's
+      gradients;
+    * every hook dict: each module's forward/backward/state-dict hook dicts and the tensor hooks of
+      parameters. Hook dicts are restored in place (cleared and refilled), because hook handles
+      refer to the dict object. torch's *global* module hooks are not snapshotted: they are shared
+      by every thread (restoring a snapshot would bring back another thread's removed hooks), and
+      each of ours is removed by its owner in ``finally`` (``remove_global_module_hooks``);
+    * the random generators: CPU, and CUDA on the devices the model is on (a dropout in train mode,
+      ``torch.rand`` in a forward draw numbers), with ``torch.random.fork_rng``.
     """
     if not isinstance(model, nn.Module):
         raise TypeError(f"preserved_model_state expects a torch.nn.Module, got {type(model).__name__}")

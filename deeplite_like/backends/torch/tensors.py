@@ -5,18 +5,13 @@
   ``batch_size_of`` / ``required_batch_size`` / ``first_tensor_batch`` (the batch of the inputs).
 * Local shards: what one rank holds of a ``DTensor`` (tensor parallel, FSDP2 parameters):
   ``local_tensor``, ``local_numel``, ``is_dtensor``, ``is_fully_sharded``.
-  ``torch.distributed.tensor`` is looked up in ``sys.modules``, never imported: when it is not
-  loaded no DTensor exists, and every tensor is its own local shard.
 * Nested tensors (``torch.nested``, both layouts) as the counting engine and its formulas see
-  them: an op on nested tensors is priced as the sum of the same op over its components
-  (``price_per_component``).
+  them: ``price_per_component``.
 * How a call's arguments read in error messages (``describe_args``):
   ``(Tensor[2, 3] float32, mask=Tensor[2] bool)``.
 * What the per-layer table shows of a module call (``layer_facts``): input and output shapes,
   output bytes, never the tensors.
-* Storages and their live bytes: ``storage_key``, ``tensor_span``, ``spanned_bytes``, and the
-  ``StorageLedger`` that the observation pass (``counting/recorder.py``) and the training step
-  (``training/step.py``) tell of every operator's outputs; ``memory.py`` says what it measures.
+* Storages and their live bytes: ``storage_key``, ``tensor_span``, ``spanned_bytes``, ``StorageLedger``.
 """
 from __future__ import annotations
 
@@ -123,7 +118,11 @@ def _dtensor_class() -> type | None:
 
 
 def is_dtensor(tensor: torch.Tensor) -> bool:
-    """Whether ``tensor`` is a ``DTensor`` (a parameter sharded or replicated over a device mesh)."""
+    """Whether ``tensor`` is a ``DTensor`` (a parameter sharded or replicated over a device mesh).
+
+    ``torch.distributed.tensor`` is looked up in ``sys.modules``, never imported: when it is not
+    loaded no DTensor exists, and every tensor is its own local shard.
+    """
     cls = _dtensor_class()
     return cls is not None and isinstance(tensor, cls)
 

@@ -1,29 +1,12 @@
 """Keras on JAX: MACs and FLOPs counted from the program JAX traces (``jax.make_jaxpr``, no compilation).
 
 Used by ``engine.observe``; imported only when Keras runs on JAX (nothing else imports jax).
-The model's stateless call is traced once; every equation of the jaxpr is priced by the
-conventions of ``docs/conventions.rst`` (the torch backend's, per primitive)::
-
-    dot_general             MACs = numel(out) * prod(contracting dims)       FLOPs 2 * MACs
-    conv_general_dilated    MACs = numel(out) * C_in/groups * prod(kernel)   FLOPs 2 * MACs
-                            (lhs_dilation > 1, a transposed conv: numel(in) * C_out/groups * prod(kernel))
-    elementwise (add, mul, exp, tanh, logistic, max, ...)   1 FLOP per float output element
-    clamp                   2 FLOPs per element (two bounds, as torch's clamp)
-    logistic                4 FLOPs per element (torch's sigmoid: neg, exp, add, divide)
-    reductions (reduce_sum/max/min/prod, argmax, cumsum)    1 FLOP per float input element
-    reduce_window_max/min/sum (pooling)   numel(out) * prod(window)  (an average pool's divide is its own div)
-    free (reshape, transpose, broadcast_in_dim, convert_element_type, slice, gather,
-          comparisons, integer arithmetic, random bits, ...)  0
-    anything else           untracked by name (``jax.<primitive>``), never a silent zero
-
-Sub-programs: ``pjit``/``closed_call``/``custom_jvp_call``/``custom_vjp_call``/``remat`` are
-walked; ``scan`` body x ``length``; ``while`` body x the trip count when the jaxpr proves it
-(a counter starting at a literal, stepped by a literal 1, compared ``<`` with a literal bound),
-otherwise counted once and named ``jax.while (trip count unknown, counted once)`` in
-``untracked``; ``cond``: the costliest branch (by FLOPs), as an upper bound.
-
-Each equation goes to its innermost Keras layer, read from ``eqn.source_info.name_stack``
-(Keras' JAX backend opens a name scope per layer call: ``att/dense``).
+The model's stateless call is traced once and every equation of the jaxpr priced by the
+conventions of the torch backend, per primitive: the table, and the rules for ``scan``,
+``while`` and ``cond``, are docs/conventions.rst's "Keras on JAX: the traced program"
+(``primitive_cost`` and ``count_jaxpr`` apply them). Each equation goes to its innermost Keras
+layer, read from ``eqn.source_info.name_stack`` (Keras' JAX backend opens a name scope per
+layer call: ``att/dense``).
 """
 from __future__ import annotations
 
@@ -198,7 +181,12 @@ def count_jaxpr(jaxpr: Any, paths: set[str] | frozenset[str] = frozenset(), root
     """An ``OpCount`` of one (closed) jaxpr; ``paths``: the dotted layer paths equations are attributed to.
 
     ``by_module`` holds each layer's own arithmetic (the caller rolls it up to parents),
-    ``by_operator`` and ``module_ops`` are keyed ``jax.<primitive>``.
+    ``by_operator`` and ``module_ops`` are keyed ``jax.<primitive>``. Sub-programs
+    (``pjit``/``closed_call``/``custom_jvp_call``/``custom_vjp_call``/``remat``) are walked;
+    a ``scan`` body counts x ``length``; a ``while`` body x the trip count when the jaxpr proves it
+    (a counter starting at a literal, stepped by a literal 1, compared ``<`` with a literal bound),
+    otherwise once, named ``jax.while (trip count unknown, counted once)`` in ``untracked``; a
+    ``cond`` its costliest branch (by FLOPs), an upper bound.
     """
     sink = _Sink(set(paths), root_name)
     _walk(_jaxpr(jaxpr), sink, "", 1)

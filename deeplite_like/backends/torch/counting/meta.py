@@ -4,33 +4,14 @@ On meta, tensors have shapes and dtypes but no values and no memory, so models t
 machine can be counted. Three gaps are closed here.
 
 Output shapes (``meta_output``) for ops whose meta kernel refuses what their real kernels accept.
-torch's meta kernel for ``_grouped_mm`` wants bf16 operands with 16-byte aligned strides (the CUDA
-kernel's constraints), while the CPU kernel runs any float dtype: a float32 mixture-of-experts
-model runs for real but not on meta. Counting needs only the output's shape and dtype, which
-follow from the operands' shapes, so for these ops the meta run builds the output from them.
 
 Values (``MetaValues``) of the small integer and boolean tensors of a meta run, so value-dependent
-control flow works. A meta tensor has a shape and a dtype but no values, so a forward that reads
-one (``.item()``, ``bool(t)``, ``if mask.all():``, ``torch.nonzero``) cannot run on meta. Real
-models do this, and almost always on *index* tensors that do not depend on the weights at all:
-transformers 5's decoders decide whether a batch holds packed sequences from the position ids
-(``find_packed_sequence_indices``: ``(mask[:, -1] == 0).all()``), others check an attention mask
-for padding or build indices with ``nonzero``.
-
-``MetaValues`` keeps, beside each such meta tensor, a CPU twin holding its real values: the
-model's own integer inputs and buffers seed it, and every op whose outputs are integer or
-boolean and whose tensor arguments all have values (factory ops such as ``arange`` have none to
-need) is run a second time on the twins. Views of twins are views and in-place ops write the
-twins, so aliasing behaves as in a real run. A floating-point tensor gets a twin only when it is
-built from constants (``torch.ones``/``full``/``zeros`` then masked with integer or boolean
-tensors that have twins: BART's default causal mask, DETR's pixel mask); the model's float
-inputs, buffers and weights never have one, so nothing computed from them does (that would be the
-real computation meta avoids). Tensors over ``MAX_ELEMENTS`` elements get none. When a read
-needs a value that no twin holds (it depends on the weights or on float data), the error names
-the op and the module, and says to count with real tensors.
+control flow works.
 
 Replays (``MetaOutputs``): the outputs of repeated ops are replayed instead of running their
 (often Python) meta kernels again.
+
+Each class and function below says how it closes its gap.
 """
 from __future__ import annotations
 
@@ -78,7 +59,13 @@ _SHAPES: dict[Any, Callable[..., torch.Tensor]] = {
 
 
 def meta_output(func: Any, args: tuple, kwargs: dict) -> torch.Tensor | None:
-    """The meta output of ``func(*args, **kwargs)`` from shapes, or None when ``func`` has no rule here."""
+    """The meta output of ``func(*args, **kwargs)`` from shapes, or None when ``func`` has no rule here.
+
+    torch's meta kernel for ``_grouped_mm`` wants bf16 operands with 16-byte aligned strides (the CUDA
+    kernel's constraints), while the CPU kernel runs any float dtype: a float32 mixture-of-experts
+    model runs for real but not on meta. Counting needs only the output's shape and dtype, which
+    follow from the operands' shapes, so for these ops the meta run builds the output from them.
+    """
     rule = _SHAPES.get(getattr(func, "overloadpacket", func))
     if rule is None or not all(not isinstance(a, torch.Tensor) or a.is_meta for a in args):
         return None
@@ -130,6 +117,25 @@ class MetaValues:
     instead of an error (the training step's optimizer, ``training/step.py``). ``made_on_meta``:
     tensors made from nothing land on meta (``wrap``); the training step keeps them where torch
     puts them (an optimizer's step counters live on the host).
+
+    A meta tensor has a shape and a dtype but no values, so a forward that reads
+    one (``.item()``, ``bool(t)``, ``if mask.all():``, ``torch.nonzero``) cannot run on meta. Real
+    models do this, and almost always on *index* tensors that do not depend on the weights at all:
+    transformers 5's decoders decide whether a batch holds packed sequences from the position ids
+    (``find_packed_sequence_indices``: ``(mask[:, -1] == 0).all()``), others check an attention mask
+    for padding or build indices with ``nonzero``.
+
+    ``MetaValues`` keeps, beside each such meta tensor, a CPU twin holding its real values: the
+    model's own integer inputs and buffers seed it, and every op whose outputs are integer or
+    boolean and whose tensor arguments all have values (factory ops such as ``arange`` have none to
+    need) is run a second time on the twins. Views of twins are views and in-place ops write the
+    twins, so aliasing behaves as in a real run. A floating-point tensor gets a twin only when it is
+    built from constants (``torch.ones``/``full``/``zeros`` then masked with integer or boolean
+    tensors that have twins: BART's default causal mask, DETR's pixel mask); the model's float
+    inputs, buffers and weights never have one, so nothing computed from them does (that would be the
+    real computation meta avoids). Tensors over ``MAX_ELEMENTS`` elements get none. When a read
+    needs a value that no twin holds (it depends on the weights or on float data), the error names
+    the op and the module, and says to count with real tensors.
     """
 
     def __init__(self, where: Callable[[], str]) -> None:

@@ -3,12 +3,7 @@
 It is also the observation pass (``engine.observe``): with a ``ledger`` (``tensors.StorageLedger``)
 it adds each operator's fresh output storages to the live bytes, for peak memory; with ``layers``
 it keeps each module's first call's shapes and output bytes, for the per-layer table. Counts,
-memory and shapes therefore come from one forward and one module attribution, the one below.
-
-``CountingMode`` sees each operator once, below autograd and after composite ops are
-decomposed, however it was called (modules, ``torch.nn.functional``, ``torch.*``, tensor
-methods, Python operators). It knows no particular op: it asks the formula table
-(``registry.lookup`` / ``registry.is_free``) once per op overload and caches the answer.
+memory and shapes therefore come from one forward and one module attribution, ``CountingMode``'s.
 
 How ``CountingMode`` attributes each operator to a module call (forward and backward), leaves the
 model as found, counts under ``torch.distributed`` and stays fast: its class docstring.
@@ -224,6 +219,11 @@ class CountingMode(LightDispatchMode):
         On the meta device, ``meta.MetaOutputs`` replays the outputs of repeated ops instead
         of running their (often Python) meta kernels. ``benchmarks/bench_torch_count.py`` measures the result
         (``docs/benchmarks.rst``).
+
+    ``CountingMode`` sees each operator once, below autograd and after composite ops are
+    decomposed, however it was called (modules, ``torch.nn.functional``, ``torch.*``, tensor
+    methods, Python operators). It knows no particular op: it asks the formula table
+    (``registry.lookup`` / ``registry.is_free``) once per op overload and caches the answer.
     """
 
     # (LightDispatchMode: no TorchDynamo wrapper nor import unless torch._dynamo is loaded; this holds

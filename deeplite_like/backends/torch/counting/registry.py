@@ -12,17 +12,7 @@ The engine (``engine.py``) knows nothing of any particular op: it looks the form
 op's overload (``aten.add.Tensor``) first, then by its packet (``aten.add``). An op found
 neither in the formula table nor in the free set is *untracked*.
 
-Per-op facts (``op_info``), cached for the process by op identity: an op's name, the arguments
-its schema declares written (``Tensor(a!)``: ``add_``, ``clamp_``, ``copy_``, ``out=``), the C++
-callable to run it, and whether ``meta.MetaOutputs`` may replay its outputs (``NEW``: it returns
-new tensors; ``IN_PLACE``: it writes ``self`` only and returns it; ``POINTWISE_IN_PLACE``: an
-in-place pointwise op whose only tensor is ``self``, such as ``relu_`` or ``hardtanh_``, which
-cannot change the metadata of ``self``). None of this changes while the process runs; the
-formula look-up, which may, is the counting mode's (once per count).
-
-Module formulas (``register_module_formula``) price a module as one unit instead of the operators
-inside it; a module's own ``compute_module_complexity(inputs, outputs)`` method (deeplite-profiler's)
-is priced the same way (``own_complexity_formula``).
+Per-op facts are ``op_info``'s; module formulas are ``register_module_formula``'s.
 """
 from __future__ import annotations
 
@@ -174,7 +164,7 @@ def is_free(op: Any) -> bool:
 # Keyed by ``id(op)``: ``OpOverload.__hash__`` is a Python method, too slow for once per op call.
 # The entry holds the op, so the id cannot be reused while the entry lives.
 _OP_INFO: dict[int, tuple[str, tuple, Callable, int, Any]] = {}
-NEW, IN_PLACE, POINTWISE_IN_PLACE = 1, 2, 3  # ops ``MetaOutputs`` may replay (see the module docstring)
+NEW, IN_PLACE, POINTWISE_IN_PLACE = 1, 2, 3  # ops ``MetaOutputs`` may replay (see ``op_info``)
 
 
 def holds_tensors(argument: Any) -> bool:
@@ -189,7 +179,16 @@ def holds_tensors(argument: Any) -> bool:
 def op_info(func: Any) -> tuple[str, tuple, Callable, int, Any]:
     """``(name, written, run, replay, op)`` of an op: its name, the ``(index, name)`` of each
     argument its schema declares written (``Tensor(a!)``), what to call to run it, whether
-    ``MetaOutputs`` may replay it (0, ``NEW`` or ``IN_PLACE``), and the op itself."""
+    ``MetaOutputs`` may replay it (0, ``NEW`` or ``IN_PLACE``), and the op itself.
+
+    Per-op facts (``op_info``), cached for the process by op identity: an op's name, the arguments
+    its schema declares written (``Tensor(a!)``: ``add_``, ``clamp_``, ``copy_``, ``out=``), the C++
+    callable to run it, and whether ``meta.MetaOutputs`` may replay its outputs (``NEW``: it returns
+    new tensors; ``IN_PLACE``: it writes ``self`` only and returns it; ``POINTWISE_IN_PLACE``: an
+    in-place pointwise op whose only tensor is ``self``, such as ``relu_`` or ``hardtanh_``, which
+    cannot change the metadata of ``self``). None of this changes while the process runs; the
+    formula look-up, which may, is the counting mode's (once per count).
+    """
     info = _OP_INFO.get(id(func))
     if info is None or info[4] is not func:
         schema = getattr(func, "_schema", None)
@@ -242,6 +241,10 @@ def register_module_formula(module_cls: type, *, override: bool = False) -> Call
 
     Registering a class that already has a formula raises ``ValueError`` unless
     ``override=True``.
+
+    Module formulas (``register_module_formula``) price a module as one unit instead of the operators
+    inside it; a module's own ``compute_module_complexity(inputs, outputs)`` method (deeplite-profiler's)
+    is priced the same way (``own_complexity_formula``).
     """
     if not (isinstance(module_cls, type) and issubclass(module_cls, torch.nn.Module)):
         raise TypeError(f"register_module_formula expects a torch.nn.Module subclass, got {module_cls!r}")

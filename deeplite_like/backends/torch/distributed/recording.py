@@ -5,28 +5,7 @@ recorder's hook point (``counting.recorder.register_distributed``), and the back
 imports it. The mode asks it only about tensor subclasses and collective operators, so a count of
 plain tensors runs nothing of it.
 
-DTensor
-    A ``TorchDispatchMode`` sees an operator on ``DTensor`` arguments first, as the *logical*
-    op on global shapes (``aten.addmm`` of the whole layer). Counting that would give every
-    rank the whole job's FLOPs. ``subclass_dispatch`` has DTensor run it instead: DTensor
-    propagates the sharding, redistributes (functional collectives) and runs the op on its
-    local shards; those local ops and collectives reach the mode again as plain tensors and
-    are counted. The sharding propagation runs the op on ``FakeTensor``\\ s to learn the output
-    shape; inside a DTensor op those fake ops run uncounted (the fake mode below runs them).
-
-    The check costs plain tensors nothing beyond ``if types:`` in the mode: an operator on
-    plain tensors has an empty ``types``. ``torch.distributed.tensor`` is never imported here:
-    when it is not loaded, no DTensor exists.
-
-Collectives
-    ``CommLog.formula`` is the formula the mode uses for a collective operator: 0 MACs and 0
-    FLOPs, and one ``CommStats`` row per (operator, group, module, phase) that adds the call's
-    payload and bus bytes (``deeplite_like.results``). A collective belongs to the module
-    whose call issued it, hooks included (``issuing_module``): tensor parallel's output
-    all-reduce runs in a forward hook of the row-wise layer, FSDP2's all-gather in a pre-hook of
-    the unit. In backward, where no module code runs, it belongs to the module whose forward
-    created the autograd node running (the count's backward attribution); DDP's bucket
-    all-reduces run in ``AccumulateGrad`` hooks, which belong to the root.
+DTensor operators: ``subclass_dispatch``; collectives: ``CommLog``.
 """
 from __future__ import annotations
 
@@ -58,6 +37,19 @@ def subclass_dispatch(mode: Any, func: Any, types: tuple, args: tuple, kwargs: d
     Returns ``PLAIN`` when the op is to be counted as usual, else the op's result (or
     ``NotImplemented``, which hands it to the subclass). ``mode._in_dtensor`` is True while a
     DTensor op runs.
+
+    DTensor
+        A ``TorchDispatchMode`` sees an operator on ``DTensor`` arguments first, as the *logical*
+        op on global shapes (``aten.addmm`` of the whole layer). Counting that would give every
+        rank the whole job's FLOPs. ``subclass_dispatch`` has DTensor run it instead: DTensor
+        propagates the sharding, redistributes (functional collectives) and runs the op on its
+        local shards; those local ops and collectives reach the mode again as plain tensors and
+        are counted. The sharding propagation runs the op on ``FakeTensor``\\ s to learn the output
+        shape; inside a DTensor op those fake ops run uncounted (the fake mode below runs them).
+
+        The check costs plain tensors nothing beyond ``if types:`` in the mode: an operator on
+        plain tensors has an empty ``types``. ``torch.distributed.tensor`` is never imported here:
+        when it is not loaded, no DTensor exists.
     """
     dtensor = _class("torch.distributed.tensor._api", "DTensor")
     if dtensor is not None and any(issubclass(t, dtensor) for t in types):
@@ -163,6 +155,16 @@ class CommLog:
     """``CommStats`` rows of one count, filled by the formulas ``formula`` makes.
 
     ``where()`` tells the module the op runs in (qualified name) and the phase.
+
+    Collectives
+        ``CommLog.formula`` is the formula the mode uses for a collective operator: 0 MACs and 0
+        FLOPs, and one ``CommStats`` row per (operator, group, module, phase) that adds the call's
+        payload and bus bytes (``deeplite_like.results``). A collective belongs to the module
+        whose call issued it, hooks included (``issuing_module``): tensor parallel's output
+        all-reduce runs in a forward hook of the row-wise layer, FSDP2's all-gather in a pre-hook of
+        the unit. In backward, where no module code runs, it belongs to the module whose forward
+        created the autograd node running (the count's backward attribution); DDP's bucket
+        all-reduces run in ``AccumulateGrad`` hooks, which belong to the root.
     """
 
     def __init__(self, where: Callable[[], tuple[str, str]]):

@@ -6,24 +6,6 @@ storage sizes are real, nothing is allocated), under the storage-lifetime tracke
 ``memory.py`` (``step.py`` records the events). Every byte in the result is a storage
 that an operator allocated and that was alive at that moment; nothing is a rule of thumb.
 
-Choices that make the meta step the step a CUDA run would take:
-
-* optimizers built from a name or a class get ``foreach=True``, the implementation torch picks
-  by default for CUDA parameters (its temporaries differ from the per-tensor loop that torch
-  picks for CPU / meta parameters); ``foreach=False`` / ``fused=True`` choose the others (torch
-  refuses ``fused=True`` on meta: it is measured with ``meta=False``). An optimizer's state made
-  in its ``__init__`` (Adagrad's sums) is live from the start; its host scalars (the ``step``
-  counters) are ``optimizer_host_bytes``, outside every device figure.
-* ``nn.LSTM`` runs the CPU's oneDNN path (``rnn="auto"``, ``kernels.py``).
-* ``steady_state=True`` (default) measures a step after the first: the optimizer's states
-  exist before the forward starts (a warm-up ``optimizer.step()`` on zero gradients creates
-  them; it is not part of the figures) and the gradients are ``None`` at the start
-  (``zero_grad(set_to_none=True)``), as in every step of a run but the first.
-* ``autocast=torch.bfloat16`` applies CUDA autocast's policy (``step.AutocastPolicy``) over the
-  forward and the loss: the float32 parameters are the master weights, their low-precision
-  copies are activations / temporaries.
-* the model's fused transformer fast path is off (as in a training forward).
-
 The user's model is left as found (``preserved_model_state``): the step runs on copies.
 
 The result is ``TrainingMemory``: plain byte fields, phases, timeline, allowance.
@@ -124,7 +106,7 @@ def estimate_training_memory(
     own choice otherwise; ``"cpu"`` forces it (``torch.lstm`` called directly); ``None`` keeps the
     generic path torch takes on meta.
     ``meta=False`` runs the same step on real copies on the model's device (to
-    check the meta figures). ``steady_state``: see the module docstring.
+    check the meta figures). ``steady_state``: see below.
 
     The training loop: ``foreach`` / ``fused`` choose the implementation of an optimizer given by
     name or class (``foreach=True``, torch's CUDA default; ``foreach=False``, the per-tensor loop
@@ -147,6 +129,24 @@ def estimate_training_memory(
     ``CPUOffloadPolicy``: the rank's shards of parameters, gradients and states are host memory
     (``offloaded_bytes``, outside every device figure) and the optimizer step runs on the host
     (``optimizers.py``).
+
+    Choices that make the meta step the step a CUDA run would take:
+
+    * optimizers built from a name or a class get ``foreach=True``, the implementation torch picks
+      by default for CUDA parameters (its temporaries differ from the per-tensor loop that torch
+      picks for CPU / meta parameters); ``foreach=False`` / ``fused=True`` choose the others (torch
+      refuses ``fused=True`` on meta: it is measured with ``meta=False``). An optimizer's state made
+      in its ``__init__`` (Adagrad's sums) is live from the start; its host scalars (the ``step``
+      counters) are ``optimizer_host_bytes``, outside every device figure.
+    * ``nn.LSTM`` runs the CPU's oneDNN path (``rnn="auto"``, ``kernels.py``).
+    * ``steady_state=True`` (default) measures a step after the first: the optimizer's states
+      exist before the forward starts (a warm-up ``optimizer.step()`` on zero gradients creates
+      them; it is not part of the figures) and the gradients are ``None`` at the start
+      (``zero_grad(set_to_none=True)``), as in every step of a run but the first.
+    * ``autocast=torch.bfloat16`` applies CUDA autocast's policy (``step.AutocastPolicy``) over the
+      forward and the loss: the float32 parameters are the master weights, their low-precision
+      copies are activations / temporaries.
+    * the model's fused transformer fast path is off (as in a training forward).
     """
     settings = _checked_settings(
         model, inputs, kwargs, autocast=autocast, activation_checkpointing=activation_checkpointing,

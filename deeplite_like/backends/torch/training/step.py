@@ -10,10 +10,6 @@ serial number, bytes, phase and module), each free, and a mark after every opera
 ``estimate.py`` derives the peak, the phases, the per-module activations and, by
 re-weighting the same events, the per-rank figures of a sharded run.
 
-On meta, the small integer and boolean tensors derived from the inputs keep their values (the
-counting pass's ``MetaValues``), so value-dependent control flow on index tensors (transformers'
-packed-sequence check on position ids) takes the branch a real run takes.
-
 Two ways the measured step can differ from the model's plain forward live here too: activation
 checkpointing applied to chosen modules for the step, then undone (``checkpointed``), and CUDA
 autocast's cast policy (``AutocastPolicy``), applied where ``torch.autocast`` does not run: on
@@ -69,6 +65,10 @@ class StepTracker(StorageLedger):
 
     ``mode``: the ``CountingMode`` the step runs under (``mode.ledger`` is this tracker); it
     names the module running (``CountingMode.module_running``) and keeps the phase.
+
+    On meta, the small integer and boolean tensors derived from the inputs keep their values (the
+    counting pass's ``MetaValues``), so value-dependent control flow on index tensors (transformers'
+    packed-sequence check on position ids) takes the branch a real run takes.
     """
 
     def __init__(self, base_bytes: int, external: set[tuple[str, int]], mode: CountingMode) -> None:

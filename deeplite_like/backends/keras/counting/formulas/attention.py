@@ -1,35 +1,7 @@
 """Attention layers, priced whole (opaque), as the torch backend prices attention.
 
-``MultiHeadAttention`` and ``GroupedQueryAttention`` (q, k, v = the projected tensors, S =
-number of attention scores = batch dims x heads x query positions x key positions; GQA
-counts its key/value heads repeated to the query heads, as torch's math path)::
-
-    projections           query, key, value, output (and gate) ``EinsumDense``: einsum MACs,
-                          + 1 FLOP per output element for each bias
-    scale the query       numel(q) FLOPs (Keras multiplies q by 1/sqrt(key_dim) once)
-    Q @ K^T               S * key_dim MACs
-    mask add              S FLOPs when any mask applies (attention_mask, use_causal_mask,
-                          query/value/key masks, a sliding window)
-    softmax               5 * S FLOPs
-    dropout (training)    2 * S FLOPs
-    P @ V                 S * value_dim MACs
-    gate (use_gate)       the gate projection + 1 multiply per attention-output element
-
-Attention is dense by default; with ``count_ops(..., causal_half=True)`` a causal call
-(``use_causal_mask=True``) counts half of the two contractions' MACs. Torch's
-``nn.MultiheadAttention`` with ``need_weights=True`` scales q once as here; its SDPA path
-scales q and k (``BH * (Lq + Lk) * E``) and, with ``need_weights``, averages the weights
-over heads: those are the only differences for the same architecture.
-
-``Attention`` (Luong) and ``AdditiveAttention`` (Bahdanau), with S = batch x Tq x Tv and D
-the feature size::
-
-    Attention dot         Q @ K^T S*D MACs; + S for the scale (use_scale)
-    Attention concat      per score and feature: add, tanh, sum (+ scale) = 3 (4); + S for
-                          the score weight
-    AdditiveAttention     per score and feature: add, tanh, sum (+ scale) = 3 (4)
-    then                  mask add S (a value mask or use_causal_mask), softmax 5S, dropout
-                          2S (training), P @ V S*Dv MACs
+``multi_head_attention`` prices ``MultiHeadAttention`` and ``GroupedQueryAttention`` (and says how
+they differ from torch's), ``attention`` the Luong and Bahdanau layers.
 """
 from __future__ import annotations
 
@@ -94,7 +66,29 @@ def _multi_head(call: LayerCall, attention_axes: tuple, use_gate: bool, dropout:
 
 @register_layer_formula("keras.layers.MultiHeadAttention")
 def multi_head_attention(call: LayerCall) -> Cost:
-    """Projections + scale q + QK^T + mask + softmax (5/score) + dropout + PV (+ gate); see module doc."""
+    """Projections + scale q + QK^T + mask + softmax (5/score) + dropout + PV (+ gate); see module doc.
+
+    ``MultiHeadAttention`` and ``GroupedQueryAttention`` (q, k, v = the projected tensors, S =
+    number of attention scores = batch dims x heads x query positions x key positions; GQA
+    counts its key/value heads repeated to the query heads, as torch's math path)::
+
+        projections           query, key, value, output (and gate) ``EinsumDense``: einsum MACs,
+                              + 1 FLOP per output element for each bias
+        scale the query       numel(q) FLOPs (Keras multiplies q by 1/sqrt(key_dim) once)
+        Q @ K^T               S * key_dim MACs
+        mask add              S FLOPs when any mask applies (attention_mask, use_causal_mask,
+                              query/value/key masks, a sliding window)
+        softmax               5 * S FLOPs
+        dropout (training)    2 * S FLOPs
+        P @ V                 S * value_dim MACs
+        gate (use_gate)       the gate projection + 1 multiply per attention-output element
+
+    Attention is dense by default; with ``count_ops(..., causal_half=True)`` a causal call
+    (``use_causal_mask=True``) counts half of the two contractions' MACs. Torch's
+    ``nn.MultiheadAttention`` with ``need_weights=True`` scales q once as here; its SDPA path
+    scales q and k (``BH * (Lq + Lk) * E``) and, with ``need_weights``, averages the weights
+    over heads: those are the only differences for the same architecture.
+    """
     layer = call.layer
     return _multi_head(call, tuple(layer._attention_axes), bool(getattr(layer, "_use_gate", False)),
                        layer._dropout, getattr(layer, "_sliding_window", None))
@@ -120,7 +114,18 @@ def _luong_inputs(call: LayerCall) -> tuple[TensorSpec, TensorSpec, TensorSpec, 
 
 @register_layer_formula("keras.layers.Attention")
 def attention(call: LayerCall) -> Cost:
-    """dot: S*D MACs (+S scale); concat: S*D*(3 or 4) + S FLOPs; then mask, softmax 5S, dropout, S*Dv MACs."""
+    """dot: S*D MACs (+S scale); concat: S*D*(3 or 4) + S FLOPs; then mask, softmax 5S, dropout, S*Dv MACs.
+
+    ``Attention`` (Luong) and ``AdditiveAttention`` (Bahdanau), with S = batch x Tq x Tv and D
+    the feature size::
+
+        Attention dot         Q @ K^T S*D MACs; + S for the scale (use_scale)
+        Attention concat      per score and feature: add, tanh, sum (+ scale) = 3 (4); + S for
+                              the score weight
+        AdditiveAttention     per score and feature: add, tanh, sum (+ scale) = 3 (4)
+        then                  mask add S (a value mask or use_causal_mask), softmax 5S, dropout
+                              2S (training), P @ V S*Dv MACs
+    """
     layer = call.layer
     query, value, key, masked = _luong_inputs(call)
     scores = query.numel // query.shape[-1] * key.shape[-2]

@@ -1,20 +1,9 @@
 """Convolutions of rank 1-3: regular (grouped, dilated, strided), depthwise, separable, transposed.
 
 One multiply-accumulate per (output element, weight tap) pair the kernel forms, padding
-included, as the torch backend counts it (K = prod(kernel_size))::
-
-    Conv{1,2,3}D             MACs = numel(out) * K * C_in / groups
-    DepthwiseConv{1,2}D      MACs = numel(out) * K                (each output sees one input channel)
-    SeparableConv{1,2}D      depthwise numel(mid) * K + pointwise numel(out) * C_in * depth_multiplier,
-                             mid = the depthwise output (spatial_out x C_in*depth_multiplier)
-    Conv{1,2,3}DTranspose    MACs = numel(input) * K * filters     (each input scatters into the kernel)
-    bias                     1 FLOP per output element
-    activation=              its per-element cost per output element (conventions.py)
-    LoRA (enable_lora)       the merged kernel is rebuilt every call: a @ b MACs, + scale and add
-                             (2 FLOPs per kernel element)
-
-Stride and dilation enter through the output size only; ``padding='causal'`` pads (free) and
-runs a valid convolution.
+included, as the torch backend counts it (K = prod(kernel_size)); each formula's docstring
+gives its count. Stride and dilation enter through the output size only; ``padding='causal'``
+pads (free) and runs a valid convolution.
 """
 from __future__ import annotations
 
@@ -23,7 +12,8 @@ from ._common import activation_cost, channel_axis, prod
 
 
 def lora_cost(layer) -> Cost:
-    """Rebuilding a LoRA kernel each call: ``lora_a (..., r) @ lora_b (r, ...)``, scaled and added."""
+    """Rebuilding a LoRA kernel each call (``enable_lora``): ``lora_a (..., r) @ lora_b (r, ...)`` MACs,
+    scaled and added (2 FLOPs per kernel element)."""
     if not getattr(layer, "lora_enabled", False):
         return Cost()
     a, b = tuple(layer.lora_kernel_a.shape), tuple(layer.lora_kernel_b.shape)
@@ -32,6 +22,8 @@ def lora_cost(layer) -> Cost:
 
 
 def _epilogue(call: LayerCall, out_elements: int) -> Cost:
+    """Bias: 1 FLOP per output element; ``activation=``: its per-element cost per output element
+    (``conventions.py``)."""
     layer = call.layer
     bias = out_elements if getattr(layer, "use_bias", False) else 0
     return Cost.elementwise(bias) + activation_cost(call, getattr(layer, "activation", None), out_elements)
@@ -48,14 +40,18 @@ def conv(call: LayerCall) -> Cost:
 
 @register_layer_formula("keras.layers.DepthwiseConv1D", "keras.layers.DepthwiseConv2D", opaque=False)
 def depthwise_conv(call: LayerCall) -> Cost:
-    """numel(out) * prod(kernel_size) MACs; + bias and activation per output element."""
+    """numel(out) * prod(kernel_size) MACs (each output sees one input channel); + bias and activation
+    per output element."""
     out = call.output
     return Cost.contraction(out.numel * prod(call.layer.kernel_size)) + _epilogue(call, out.numel)
 
 
 @register_layer_formula("keras.layers.SeparableConv1D", "keras.layers.SeparableConv2D", opaque=False)
 def separable_conv(call: LayerCall) -> Cost:
-    """Depthwise numel(mid) * K + pointwise numel(out) * C_in * depth_multiplier MACs; bias, activation."""
+    """Depthwise numel(mid) * K + pointwise numel(out) * C_in * depth_multiplier MACs; bias, activation.
+
+    mid = the depthwise output (spatial_out x C_in*depth_multiplier).
+    """
     layer, x, out = call.layer, call.input, call.output
     c_in = x.shape[channel_axis(layer, x.rank)]
     mid_channels = c_in * layer.depth_multiplier
@@ -68,7 +64,8 @@ def separable_conv(call: LayerCall) -> Cost:
 @register_layer_formula("keras.layers.Conv1DTranspose", "keras.layers.Conv2DTranspose",
                         "keras.layers.Conv3DTranspose", opaque=False)
 def conv_transpose(call: LayerCall) -> Cost:
-    """numel(input) * prod(kernel_size) * filters MACs; + bias and activation per output element."""
+    """numel(input) * prod(kernel_size) * filters MACs (each input scatters into the kernel); + bias and
+    activation per output element."""
     layer, x, out = call.layer, call.input, call.output
     macs = x.numel * prod(layer.kernel_size) * layer.filters
     return Cost.contraction(macs) + _epilogue(call, out.numel)

@@ -1,19 +1,4 @@
 """Convolutional LSTMs (``ConvLSTM1D/2D/3D``), as the LSTM formula with convolutions for matmuls.
-
-Per time step, with S = the output's spatial positions per sample, K = prod(kernel_size),
-C = input channels, F = filters (the hidden channels), rows = batch x steps x S::
-
-    MACs   rows * 4F * K * (C + F)      input convolution (the layer's padding, strides,
-                                        dilation) + recurrent convolution ('same', stride 1,
-                                        on the hidden state, whose positions are the output's)
-    FLOPs  2 * MACs
-           + rows * 4F                  the input convolution's bias (use_bias)
-           + rows * F * gate math       as LSTM: 4 + 3r + 2a + 4 (22 with sigmoid/tanh)
-    training with dropout / recurrent_dropout: one multiply per gate (4) per input / hidden
-    element and step.
-
-Priced whole (opaque): the cell's steps, and the probe call Keras makes on the first step to
-learn the output shape, are not counted again.
 """
 from __future__ import annotations
 
@@ -24,7 +9,23 @@ from ._common import activation_flops, prod
 
 @register_layer_formula("keras.layers.ConvLSTM1D", "keras.layers.ConvLSTM2D", "keras.layers.ConvLSTM3D")
 def conv_lstm(call: LayerCall) -> Cost:
-    """rows * 4F * K * (C + F) MACs; 2 per MAC + bias 4F + LSTM gate math per hidden element and step."""
+    """rows * 4F * K * (C + F) MACs; 2 per MAC + bias 4F + LSTM gate math per hidden element and step.
+
+    Per time step, with S = the output's spatial positions per sample, K = prod(kernel_size),
+    C = input channels, F = filters (the hidden channels), rows = batch x steps x S::
+
+        MACs   rows * 4F * K * (C + F)      input convolution (the layer's padding, strides,
+                                            dilation) + recurrent convolution ('same', stride 1,
+                                            on the hidden state, whose positions are the output's)
+        FLOPs  2 * MACs
+               + rows * 4F                  the input convolution's bias (use_bias)
+               + rows * F * gate math       as LSTM: 4 + 3r + 2a + 4 (22 with sigmoid/tanh)
+        training with dropout / recurrent_dropout: one multiply per gate (4) per input / hidden
+        element and step.
+
+    Priced whole (opaque): the cell's steps, and the probe call Keras makes on the first step to
+    learn the output shape, are not counted again.
+    """
     layer, x = call.layer, call.input  # (batch, time, *spatial, C) or (batch, time, C, *spatial)
     cell = layer.cell
     first = cell.data_format == "channels_first"

@@ -1,17 +1,7 @@
 """Core layers: ``Dense``, ``EinsumDense``, ``Embedding``, ``ReversibleEmbedding``.
 
-As the torch backend's matmul and einsum formulas::
-
-    Dense             x (..., I) @ kernel (I, U): rows * I * U MACs, rows = numel(x) / I;
-                      bias rows * U FLOPs; activation per output element
-    EinsumDense       einsum(equation, x, kernel): one MAC per point of the joint index space
-                      (``abc,cd->abd``: a*b*c*d); bias 1 FLOP per output element (broadcast over
-                      the bias axes); activation per output element
-    Embedding         a look-up: 0 (as torch's ``embedding``), LoRA rebuild when enabled
-    ReversibleEmbedding  forward: a look-up (0); ``reverse=True``: x (..., D) @ table^T (D, V):
-                      rows * D * V MACs, + logit soft-cap (divide, tanh, multiply: 3 per logit)
-
-LoRA (``enable_lora``) rebuilds the merged kernel every call (conv.lora_cost).
+As the torch backend's matmul and einsum formulas; each formula's docstring gives its count. LoRA
+(``enable_lora``) rebuilds the merged kernel every call (conv.lora_cost).
 """
 from __future__ import annotations
 
@@ -22,7 +12,10 @@ from .conv import lora_cost
 
 @register_layer_formula("keras.layers.Dense", opaque=False)
 def dense(call: LayerCall) -> Cost:
-    """rows * in * units MACs; + rows*units for the bias; + activation per output element."""
+    """rows * in * units MACs; + rows*units for the bias; + activation per output element.
+
+    x (..., I) @ kernel (I, U), rows = numel(x) / I.
+    """
     layer, x, out = call.layer, call.input, call.output
     in_features = x.shape[-1]
     rows = x.numel // max(in_features, 1)
@@ -32,7 +25,11 @@ def dense(call: LayerCall) -> Cost:
 
 @register_layer_formula("keras.layers.EinsumDense", opaque=False)
 def einsum_dense(call: LayerCall) -> Cost:
-    """einsum MACs (joint index space); + numel(out) for the bias; + activation per output element."""
+    """einsum MACs (joint index space); + numel(out) for the bias; + activation per output element.
+
+    One MAC per point of the joint index space (``abc,cd->abd``: a*b*c*d); the bias is broadcast
+    over the bias axes.
+    """
     layer, x, out = call.layer, call.input, call.output
     cost = einsum_cost(layer.equation, x.shape, tuple(layer.kernel.shape))
     bias = out.numel if getattr(layer, "bias", None) is not None else 0
@@ -41,13 +38,16 @@ def einsum_dense(call: LayerCall) -> Cost:
 
 @register_layer_formula("keras.layers.Embedding", opaque=False)
 def embedding(call: LayerCall) -> Cost:
-    """A look-up: 0 FLOPs (+ the LoRA rebuild when LoRA is enabled)."""
+    """A look-up: 0 FLOPs, as torch's ``embedding`` (+ the LoRA rebuild when LoRA is enabled)."""
     return lora_cost(call.layer)
 
 
 @register_layer_formula("keras.layers.ReversibleEmbedding", opaque=False)
 def reversible_embedding(call: LayerCall) -> Cost:
-    """Look-up 0; reverse: rows * D * V MACs (+3 FLOPs per logit with a logit soft-cap)."""
+    """Look-up 0; reverse: rows * D * V MACs (+3 FLOPs per logit with a logit soft-cap).
+
+    ``reverse=True``: x (..., D) @ table^T (D, V); the soft-cap is a divide, a tanh and a multiply.
+    """
     if not call.argument("reverse", 1, False):
         return lora_cost(call.layer)
     x, out = call.input, call.output

@@ -1,19 +1,6 @@
-"""Normalisation layers, as the torch backend's norm formulas (N = input elements)::
+"""Normalisation layers, as the torch backend's norm formulas (N = input elements).
 
-    BatchNormalization   inference (moving statistics): 2N + 2C (+N gamma, +N beta)
-                         training (batch statistics, trainable layer): 6N + 4C (+N, +N)
-                         C = channels (the size of ``axis``). Moving-average updates are
-                         book-keeping and not counted, as in torch.
-    LayerNormalization   6N + 4R (+N gamma, +N beta), R = N / prod(sizes of ``axis``);
-                         ``rms_scaling=True`` (deprecated): Keras divides by the standard
-                         deviation without centring (var 4N + 2R, add eps and rsqrt 2R, x*inv
-                         N, gamma N): 6N + 4R + N, a layer norm without beta
-    GroupNormalization   6N + 4R (+N, +N), R = batch * groups
-    RMSNormalization     3N + 3R + N (scale), R = N / prod(sizes of ``axis``)
-    UnitNormalization    x / ||x||_2: square N, sum N, sqrt R, divide N -> 3N + R
-
-Keras' batch norm uses batch statistics only when called with ``training=True`` *and*
-``trainable`` (a frozen batch norm always uses its moving statistics).
+Each layer's count is in its formula's docstring.
 """
 from __future__ import annotations
 
@@ -24,7 +11,12 @@ from ._common import axes_of, float_elements, prod
 
 @register_layer_formula("keras.layers.BatchNormalization")
 def batch_norm(call: LayerCall) -> Cost:
-    """Inference 2N + 2C (+N, +N); training (trainable) 6N + 4C (+N gamma, +N beta)."""
+    """Inference 2N + 2C (+N, +N); training (trainable) 6N + 4C (+N gamma, +N beta).
+
+    C = channels (the size of ``axis``). Moving-average updates are book-keeping and not counted,
+    as in torch. Keras' batch norm uses batch statistics only when called with ``training=True``
+    *and* ``trainable`` (a frozen batch norm always uses its moving statistics).
+    """
     layer, x = call.layer, call.input
     n = float_elements(x)
     if not n:
@@ -41,7 +33,11 @@ def _rows(x, axis) -> int:
 
 @register_layer_formula("keras.layers.LayerNormalization")
 def layer_norm(call: LayerCall) -> Cost:
-    """6N + 4R (+N gamma, +N beta), R = N / prod(normalised sizes); rms_scaling: 6N + 4R (+N gamma)."""
+    """6N + 4R (+N gamma, +N beta), R = N / prod(normalised sizes); rms_scaling: 6N + 4R (+N gamma).
+
+    ``rms_scaling=True`` (deprecated): Keras divides by the standard deviation without centring
+    (var 4N + 2R, add eps and rsqrt 2R, x*inv N, gamma N): 6N + 4R + N, a layer norm without beta.
+    """
     layer, x = call.layer, call.input
     n = float_elements(x)
     if not n:
@@ -72,7 +68,7 @@ def rms_norm(call: LayerCall) -> Cost:
 
 @register_layer_formula("keras.layers.UnitNormalization")
 def unit_norm(call: LayerCall) -> Cost:
-    """x / ||x||_2 over ``axis``: 3N + R."""
+    """x / ||x||_2 over ``axis``: square N, sum N, sqrt R, divide N -> 3N + R."""
     x = call.input
     n = float_elements(x)
     return Cost.elementwise(3 * n + _rows(x, call.layer.axis)) if n else Cost()

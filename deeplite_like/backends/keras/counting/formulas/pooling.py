@@ -1,12 +1,5 @@
-"""Pooling of ranks 1-3, as the torch backend's pooling formulas (K = prod(pool_size))::
-
-    MaxPooling{1,2,3}D              numel(out) * K          (one max per window element)
-    AveragePooling{1,2,3}D          numel(out) * (K + 1)    (sum the window, one divide)
-    GlobalMaxPooling{1,2,3}D        N                       (torch: adaptive max pool to 1)
-    GlobalAveragePooling{1,2,3}D    N + numel(out)          (torch: adaptive avg pool to 1, or mean)
-    AdaptiveMaxPooling{1,2,3}D      one FLOP per element of every output window
-    AdaptiveAveragePooling{1,2,3}D  the same + one divide per output; window i spans
-                                    [floor(i*In/Out), ceil((i+1)*In/Out)) per dimension
+"""Pooling of ranks 1-3, as the torch backend's pooling formulas (K = prod(pool_size)); each
+formula's docstring gives its count (the global pools as torch's adaptive pools to 1, or ``mean``).
 
 Windows are priced dense: positions that fall in ``'same'`` padding count as window
 elements, as in torch (Keras' average pool divides by the valid count; the cost is the same).
@@ -23,13 +16,13 @@ _RANKS = ("1D", "2D", "3D")
 
 @register_layer_formula(*(f"keras.layers.MaxPooling{r}" for r in _RANKS))
 def max_pool(call: LayerCall) -> Cost:
-    """numel(out) * prod(pool_size) FLOPs."""
+    """numel(out) * prod(pool_size) FLOPs (one max per window element)."""
     return Cost.elementwise(float_elements(call.output) * prod(call.layer.pool_size))
 
 
 @register_layer_formula(*(f"keras.layers.AveragePooling{r}" for r in _RANKS))
 def avg_pool(call: LayerCall) -> Cost:
-    """numel(out) * (prod(pool_size) + 1) FLOPs."""
+    """numel(out) * (prod(pool_size) + 1) FLOPs (sum the window, one divide)."""
     return Cost.elementwise(float_elements(call.output) * (prod(call.layer.pool_size) + 1))
 
 
@@ -48,6 +41,8 @@ def global_avg_pool(call: LayerCall) -> Cost:
 
 
 def _adaptive(divide: bool, name: str, doc: str) -> LayerFormula:
+    """Adaptive max: one FLOP per element of every output window; adaptive average: the same + one
+    divide per output. Window i spans [floor(i*In/Out), ceil((i+1)*In/Out)) per dimension."""
     def formula(call: LayerCall) -> Cost:
         x, out = call.input, call.output
         if not out.is_float:

@@ -1,30 +1,7 @@
 """Recurrent layers and cells, as the torch backend's recurrent formulas.
 
-Per direction, with ``rows`` = batch x time steps (a cell call: rows = batch), input size I,
-hidden size H and G gates (LSTM 4, GRU 3, SimpleRNN 1)::
-
-    MACs   rows * G*H * (I + H)         input and recurrent projections
-    FLOPs  2 * MACs
-           + rows * G*H per bias vector  LSTM and SimpleRNN have one; GRU with
-                                         ``reset_after=True`` (the default) has two, as torch
-           + rows * H * gate math        per hidden unit and step, with a = activation and
-                                         r = recurrent_activation costs (tanh 1, sigmoid 4):
-               LSTM  4 + 3r + 2a + 4  = 22   gate adds, i/f/o, g and c activations, f*c, i*g, add, o*act(c)
-               GRU   2 + 2r + 2 + a + 3 = 16 r/z adds and activations, r*hn, add, activation,
-                                             h - n, z*(h - n), add (torch's form of the blend)
-               RNN   1 + a            = 2
-    training with dropout / recurrent_dropout: one multiply per input / hidden element and
-    step (LSTM and GRU with ``implementation=1`` multiply once per gate: G per element).
-
-``LSTM``, ``GRU`` and ``SimpleRNN`` are priced whole (opaque): the cell calls that may run
-inside them are not counted again, whichever path Keras takes. The generic ``RNN(cell)``
-layer (and ``StackedRNNCells``) is priced as T steps of each cell's own formula, T = the
-input's time axis: Keras' backends also call the cell once more on the first step to learn
-its output shape (a probe), which is not the model's arithmetic and is not counted. A cell
-with no formula (``ConvLSTMCell``, a user cell) is reported untracked.
-``Bidirectional`` prices its merge (``sum``/``mul`` 1, ``ave`` 2 per output element;
-``concat`` free); its two layers are counted as children. ``TimeDistributed`` does no
-arithmetic of its own: the inner layer is recorded once per time step.
+The counts are in ``_recurrent_formula``; ``rnn`` says which calls are priced whole and which
+step by step.
 """
 from __future__ import annotations
 
@@ -61,7 +38,24 @@ def _recurrent(call: LayerCall, kind: str, rows: int) -> Cost:
 
 def _recurrent_formula(kind: str, cell: bool, name: str, doc: str):
     """A whole layer over ``(batch, time, features)`` (rows = batch x time), or a cell over ``(batch,
-    features)`` (rows = batch)."""
+    features)`` (rows = batch).
+
+    Per direction, with ``rows`` = batch x time steps (a cell call: rows = batch), input size I,
+    hidden size H and G gates (LSTM 4, GRU 3, SimpleRNN 1)::
+
+        MACs   rows * G*H * (I + H)         input and recurrent projections
+        FLOPs  2 * MACs
+               + rows * G*H per bias vector  LSTM and SimpleRNN have one; GRU with
+                                             ``reset_after=True`` (the default) has two, as torch
+               + rows * H * gate math        per hidden unit and step, with a = activation and
+                                             r = recurrent_activation costs (tanh 1, sigmoid 4):
+                   LSTM  4 + 3r + 2a + 4  = 22   gate adds, i/f/o, g and c activations, f*c, i*g, add, o*act(c)
+                   GRU   2 + 2r + 2 + a + 3 = 16 r/z adds and activations, r*hn, add, activation,
+                                                 h - n, z*(h - n), add (torch's form of the blend)
+                   RNN   1 + a            = 2
+        training with dropout / recurrent_dropout: one multiply per input / hidden element and
+        step (LSTM and GRU with ``implementation=1`` multiply once per gate: G per element).
+    """
     def formula(call: LayerCall) -> Cost:
         x = call.input
         rows = x.numel // max(x.shape[-1], 1) if cell else x.shape[0] * x.shape[1]
@@ -86,7 +80,15 @@ register_layer_formula("keras.layers.SimpleRNNCell")(_recurrent_formula(
 
 @register_layer_formula("keras.layers.RNN")
 def rnn(call: LayerCall) -> Cost:
-    """T steps of each cell's formula (StackedRNNCells: cell by cell), T = the time axis."""
+    """T steps of each cell's formula (StackedRNNCells: cell by cell), T = the time axis.
+
+    ``LSTM``, ``GRU`` and ``SimpleRNN`` are priced whole (opaque): the cell calls that may run
+    inside them are not counted again, whichever path Keras takes. The generic ``RNN(cell)``
+    layer (and ``StackedRNNCells``) is priced as T steps of each cell's own formula, T = the
+    input's time axis: Keras' backends also call the cell once more on the first step to learn
+    its output shape (a probe), which is not the model's arithmetic and is not counted. A cell
+    with no formula (``ConvLSTMCell``, a user cell) is reported untracked.
+    """
     layer, x = call.layer, call.input
     batch, steps = x.shape[0], x.shape[1]
     cells = list(getattr(layer.cell, "cells", None) or [layer.cell])
@@ -112,7 +114,12 @@ _MERGE = {"sum": 1, "mul": 1, "ave": 2, "concat": 0, None: 0}
 
 @register_layer_formula("keras.layers.Bidirectional", opaque=False)
 def bidirectional(call: LayerCall) -> Cost:
-    """The merge of the two directions: sum/mul 1, ave 2 per output element, concat and None free."""
+    """The merge of the two directions: sum/mul 1, ave 2 per output element, concat and None free.
+
+    ``Bidirectional`` prices its merge (``sum``/``mul`` 1, ``ave`` 2 per output element;
+    ``concat`` free); its two layers are counted as children. ``TimeDistributed`` does no
+    arithmetic of its own: the inner layer is recorded once per time step.
+    """
     mode = call.layer.merge_mode
     if mode not in _MERGE:
         call.report_untracked(f"Bidirectional(merge_mode={mode!r})")

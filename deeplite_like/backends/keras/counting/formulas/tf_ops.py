@@ -1,30 +1,9 @@
 """What one executed TensorFlow operation costs, with the torch backend's conventions.
 
-``KerasFlopsProfiler`` (Keras on TensorFlow) sees every eager operation of a training step
-through an op callback - the backward pass, the optimizer's update, the loss - with its
-inputs' and outputs' shapes; ``tf_op_cost`` prices one. The rules are the torch backend's:
-
-    MatMul / BatchMatMul*             m*n*k MACs (per batch matrix), 2 FLOPs per MAC (k = 1: m*n FLOPs)
-    Conv2D / Conv3D / Depthwise       out elements x window x in-channels per group MACs
-    Einsum                            the joint index space (as the einsum layer formula)
-    MaxPool / AvgPool                 K / K + 1 per output element; FusedBatchNorm as BatchNormalization
-    FFT / IFFT                        5 N log2 N per complex transform; RFFT / IRFFT 2.5 N log2 N
-    Conv*BackpropInput / Filter       the forward convolution's MACs (as torch's convolution_backward)
-    elementwise math, activations     1 FLOP per float output element (Sigmoid 4, Softmax 5, ...)
-    activation gradients              as torch's *_backward (ReluGrad 1, SigmoidGrad 3, ...)
-    reductions                        1 per input element (Mean: + 1 per output element)
-    pooling gradients                 max: 1 per grad element; average: window + 1
-    FusedBatchNormGrad                training 13N + 2C, inference 7N (as torch's batch-norm backward)
-    cross-entropy with logits         the log-softmax, the picked values and the gradient made with them
-    Assign{Add,Sub}VariableOp         1 per element (an optimizer's ``p -= lr * g``: torch's ``add_``)
-    moves, reads, casts, comparisons  free (``TF_FREE``)
-
-Integer arithmetic (step counters, indices) is book-keeping: 0. An op type in neither table is
-*untracked* (``tf_op_cost`` returns ``None``). ``FREE_TF_OPS`` is also what
-``count_ops(method='graph')`` leaves out of its untracked list.
-
 Inputs and outputs are TensorFlow tensors (anything with ``.shape`` and ``.dtype``); nothing
 here imports TensorFlow.
+
+``tf_op_cost`` prices one executed operation and lists the rules.
 """
 from __future__ import annotations
 
@@ -282,7 +261,31 @@ TF_FREE = frozenset(FREE_TF_OPS | {
 
 
 def tf_op_cost(op_type: str, inputs: Sequence[Any], attrs: Any, outputs: Sequence[Any]) -> tuple[int, int] | None:
-    """``(macs, flops)`` of one executed TensorFlow op; ``(0, 0)`` when free; ``None`` when unknown."""
+    """``(macs, flops)`` of one executed TensorFlow op; ``(0, 0)`` when free; ``None`` when unknown.
+
+    ``KerasFlopsProfiler`` (Keras on TensorFlow) sees every eager operation of a training step
+    through an op callback - the backward pass, the optimizer's update, the loss - with its
+    inputs' and outputs' shapes; ``tf_op_cost`` prices one. The rules are the torch backend's:
+
+        MatMul / BatchMatMul*             m*n*k MACs (per batch matrix), 2 FLOPs per MAC (k = 1: m*n FLOPs)
+        Conv2D / Conv3D / Depthwise       out elements x window x in-channels per group MACs
+        Einsum                            the joint index space (as the einsum layer formula)
+        MaxPool / AvgPool                 K / K + 1 per output element; FusedBatchNorm as BatchNormalization
+        FFT / IFFT                        5 N log2 N per complex transform; RFFT / IRFFT 2.5 N log2 N
+        Conv*BackpropInput / Filter       the forward convolution's MACs (as torch's convolution_backward)
+        elementwise math, activations     1 FLOP per float output element (Sigmoid 4, Softmax 5, ...)
+        activation gradients              as torch's *_backward (ReluGrad 1, SigmoidGrad 3, ...)
+        reductions                        1 per input element (Mean: + 1 per output element)
+        pooling gradients                 max: 1 per grad element; average: window + 1
+        FusedBatchNormGrad                training 13N + 2C, inference 7N (as torch's batch-norm backward)
+        cross-entropy with logits         the log-softmax, the picked values and the gradient made with them
+        Assign{Add,Sub}VariableOp         1 per element (an optimizer's ``p -= lr * g``: torch's ``add_``)
+        moves, reads, casts, comparisons  free (``TF_FREE``)
+
+    Integer arithmetic (step counters, indices) is book-keeping: 0. An op type in neither table is
+    *untracked* (``tf_op_cost`` returns ``None``). ``FREE_TF_OPS`` is also what
+    ``count_ops(method='graph')`` leaves out of its untracked list.
+    """
     if op_type in TF_FREE:
         return 0, 0
     cost = TF_COSTS.get(op_type)

@@ -1,29 +1,9 @@
 """Activations and their backward ops: FLOPs per output element, from the textbook formula.
 
 Each elementary step is 1 FLOP (a transcendental such as ``exp``, ``tanh``, ``erf`` is one);
-selecting a branch (``x > 0 ? a : b``) is free, as comparisons are everywhere::
-
-    relu        max(x, 0)                                   1
-    hardtanh    min(max(x, lo), hi)   (relu6)               2
-    leaky_relu  max(x, a*x)           (prelu, rrelu)        2
-    elu         x>0 ? x : alpha*(exp(x)-1)                  3   (+1 scale != 1 (selu), +1 input_scale != 1)
-    celu        x>0 ? x : alpha*(exp(x/alpha)-1)            4
-    sigmoid     1 / (1 + exp(-x))                           4
-    tanh        tanh(x)                                     1
-    silu        x * sigmoid(x)                              5
-    gelu        x/2 * (1 + erf(x/sqrt2))                    5
-    gelu tanh   x/2 * (1 + tanh(c*(x + 0.044715 x^3)))      9
-    hardsigmoid min(max(x+3, 0), 6) / 6                     4
-    hardswish   x * hardsigmoid(x)                          5
-    softplus    log(1 + exp(x))                             3   (+2 when beta != 1: x*beta, /beta)
-    mish        x * tanh(softplus(x))                       5
-    logsigmoid  -log(1 + exp(-x))                           5
-    glu         a * sigmoid(b), per output element          5
-    threshold, hardshrink  select                           1
-    softshrink  x -/+ lambda, select                        2
-
-``selu`` runs as ``elu`` with a scale; ``softsign`` and ``tanhshrink`` decompose into ops
-priced elsewhere (abs, add, div; tanh, sub).
+selecting a branch (``x > 0 ? a : b``) is free, as comparisons are everywhere. Each constant below
+carries its formula; ``selu`` runs as ``elu`` with a scale; ``softsign`` and ``tanhshrink``
+decompose into ops priced elsewhere (abs, add, div; tanh, sub).
 """
 from __future__ import annotations
 
@@ -31,22 +11,22 @@ from ..registry import Cost, OpCall, register_formula
 from ._common import bind, ops, per_element, per_input_element, scalar_is
 from .elementwise import elementwise
 
-RELU = 1
-HARDTANH = 2
-LEAKY_RELU = 2
-SOFTSHRINK = 2
-CELU = 4
-SIGMOID = 4
-TANH = 1
-SILU = 5
-GELU = 5
-GELU_TANH = 9
-HARDSIGMOID = 4
-HARDSWISH = 5
-SOFTPLUS = 3
-MISH = 5
-LOG_SIGMOID = 5
-GLU = 5
+RELU = 1  # max(x, 0); threshold, hardshrink: a select, 1
+HARDTANH = 2  # min(max(x, lo), hi)  (relu6)
+LEAKY_RELU = 2  # max(x, a*x)  (prelu, rrelu)
+SOFTSHRINK = 2  # x -/+ lambda, select
+CELU = 4  # x>0 ? x : alpha*(exp(x/alpha)-1)
+SIGMOID = 4  # 1 / (1 + exp(-x))
+TANH = 1  # tanh(x)
+SILU = 5  # x * sigmoid(x)
+GELU = 5  # x/2 * (1 + erf(x/sqrt2))
+GELU_TANH = 9  # x/2 * (1 + tanh(c*(x + 0.044715 x^3)))
+HARDSIGMOID = 4  # min(max(x+3, 0), 6) / 6
+HARDSWISH = 5  # x * hardsigmoid(x)
+SOFTPLUS = 3  # log(1 + exp(x)); +2 when beta != 1 (x*beta, /beta)
+MISH = 5  # x * tanh(softplus(x))
+LOG_SIGMOID = 5  # -log(1 + exp(-x))
+GLU = 5  # a * sigmoid(b), per output element
 
 _FORWARD: tuple[tuple[int, tuple[str, ...]], ...] = (
     (RELU, ("relu", "threshold", "hardshrink")),
@@ -76,7 +56,8 @@ def gelu(call: OpCall) -> Cost:
 
 @register_formula(*ops("elu", inplace=True))
 def elu(call: OpCall) -> Cost:
-    """ELU: 3 FLOPs/element (exp, sub, mul), +1 if scale != 1 (SELU), +1 if input_scale != 1."""
+    """ELU, x>0 ? x : alpha*(exp(x)-1): 3 FLOPs/element (exp, sub, mul), +1 if scale != 1 (SELU), +1 if
+    input_scale != 1."""
     a = bind(call)
     return per_element(call, 3 + (not scalar_is(a.get("scale", 1), 1)) + (not scalar_is(a.get("input_scale", 1), 1)))
 

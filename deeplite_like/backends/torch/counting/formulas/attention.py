@@ -2,34 +2,10 @@
 
 Every fused kernel is priced as its math reference (``_scaled_dot_product_attention_math``,
 which is what runs on the meta device, under dropout, or for shapes the fused kernels
-reject), so a model counts the same whichever kernel PyTorch picks. With BH = batch * query
-heads, Lq/Lk the query/key lengths, E the q/k head size and Ev the value head size::
+reject), so a model counts the same whichever kernel PyTorch picks.
 
-    Q @ K^T                  BH * Lq * Lk * E   MACs
-    P @ V                    BH * Lq * Lk * Ev  MACs
-    scale q and k            BH * (Lq + Lk) * E FLOPs   (each by sqrt(scale), as the math path)
-    mask add                 BH * Lq * Lk       FLOPs   (attn_mask given, or is_causal)
-    softmax                  5 * BH * Lq * Lk   FLOPs
-    dropout (p > 0)          2 * BH * Lq * Lk   FLOPs   (scale the mask, multiply)
-
-Attention is dense by default: a causal mask is an add like any mask. With
-``CountOptions.causal_half`` an ``is_causal=True`` kernel counts half of the two contractions'
-MACs (an explicit mask tensor is never inspected, so it always counts dense). GQA (fewer
-key/value heads) costs as if K and V were repeated to the query heads, as the math path does.
-
-Backward, as the kernel that runs does it. The math reference's autograd: dS = dO @ V^T,
-dV = P^T @ dO, dQ = dS @ K, dK = dS^T @ Q (2 * (QK + PV) MACs), softmax backward 4 FLOPs per
-score, the two scale grads BH*(Lq + Lk)*E, a dropout mask multiply 1 per score, and for GQA the
-sums of dK, dV over repeated heads BH*Lk*(E + Ev). The fused kernels (CPU flash, CUDA flash,
-memory-efficient, cuDNN) keep no probabilities: their backward first recomputes Q @ K^T and
-P = exp(scale * S - logsumexp) block by block, one more QK of MACs and 3 FLOPs per score (scale,
-subtract, exp; +1 with a mask), so a fused backward is 2.5x its forward's MACs when E = Ev, as
-FlopCounterMode counts it (``docs/conventions.rst`` has both figures).
-
-The varlen kernels ``_flash_attention_forward/_backward`` and ``_efficient_attention_*`` take
-(batch, L, heads, E) tensors, or packed (total tokens, heads, E) ones with cumulative sequence
-lengths: a packed batch is priced sequence by sequence (sum of Lq_i * Lk_i), which needs the
-lengths' values (real tensors; on the meta device they are refused by name).
+The forward's rows are in ``attention_cost``, the backward's in ``attention_backward_cost``, the
+varlen kernels' pairs in ``_sequence_pairs``.
 """
 from __future__ import annotations
 
@@ -55,7 +31,23 @@ def _dims(query, key, value) -> tuple[int, int, int, int, int, int]:
 
 def attention_cost(bh: int, lq: int, lk: int, e: int, ev: int, *, masked: bool = False, causal: bool = False,
                    dropout: bool = False, options: CountOptions | None = None) -> Cost:
-    """SDPA's math reference: QK^T and PV MACs, q/k scaling, mask add, softmax, dropout FLOPs."""
+    """SDPA's math reference: QK^T and PV MACs, q/k scaling, mask add, softmax, dropout FLOPs.
+
+    With BH = batch * query
+    heads, Lq/Lk the query/key lengths, E the q/k head size and Ev the value head size::
+
+        Q @ K^T                  BH * Lq * Lk * E   MACs
+        P @ V                    BH * Lq * Lk * Ev  MACs
+        scale q and k            BH * (Lq + Lk) * E FLOPs   (each by sqrt(scale), as the math path)
+        mask add                 BH * Lq * Lk       FLOPs   (attn_mask given, or is_causal)
+        softmax                  5 * BH * Lq * Lk   FLOPs
+        dropout (p > 0)          2 * BH * Lq * Lk   FLOPs   (scale the mask, multiply)
+
+    Attention is dense by default: a causal mask is an add like any mask. With
+    ``CountOptions.causal_half`` an ``is_causal=True`` kernel counts half of the two contractions'
+    MACs (an explicit mask tensor is never inspected, so it always counts dense). GQA (fewer
+    key/value heads) costs as if K and V were repeated to the query heads, as the math path does.
+    """
     return _forward_cost(bh, lq * lk, lq, lk, e, ev, masked=masked, causal=causal, dropout=dropout, options=options)
 
 
@@ -63,7 +55,17 @@ def attention_backward_cost(bh: int, lq: int, lk: int, e: int, ev: int, *, gqa: 
                             dropout: bool = False, options: CountOptions | None = None, recompute: bool = False,
                             masked: bool = False) -> Cost:
     """Autograd of SDPA's math reference; ``recompute``: a fused kernel's, which first recomputes
-    the scores and probabilities (see the module docstring)."""
+    the scores and probabilities (below).
+
+    Backward, as the kernel that runs does it. The math reference's autograd: dS = dO @ V^T,
+    dV = P^T @ dO, dQ = dS @ K, dK = dS^T @ Q (2 * (QK + PV) MACs), softmax backward 4 FLOPs per
+    score, the two scale grads BH*(Lq + Lk)*E, a dropout mask multiply 1 per score, and for GQA the
+    sums of dK, dV over repeated heads BH*Lk*(E + Ev). The fused kernels (CPU flash, CUDA flash,
+    memory-efficient, cuDNN) keep no probabilities: their backward first recomputes Q @ K^T and
+    P = exp(scale * S - logsumexp) block by block, one more QK of MACs and 3 FLOPs per score (scale,
+    subtract, exp; +1 with a mask), so a fused backward is 2.5x its forward's MACs when E = Ev, as
+    FlopCounterMode counts it (``docs/conventions.rst`` has both figures).
+    """
     return _backward_cost(bh, lq * lk, lq, lk, e, ev, gqa=gqa, causal=causal, dropout=dropout, options=options,
                           recompute=recompute, masked=masked)
 
@@ -84,7 +86,7 @@ def _forward_cost(heads: int, pairs: int, q_tokens: int, k_tokens: int, e: int, 
 
 def _backward_cost(heads: int, pairs: int, q_tokens: int, k_tokens: int, e: int, ev: int, *, gqa: bool,
                    causal: bool, dropout: bool, options: CountOptions | None, recompute: bool, masked: bool) -> Cost:
-    """The backward of ``_forward_cost``'s attention (see the module docstring)."""
+    """The backward of ``_forward_cost``'s attention (below)."""
     qk, pv = heads * pairs * e, heads * pairs * ev
     if causal and options is not None and options.causal_half:
         qk, pv = qk // 2, pv // 2
@@ -143,6 +145,11 @@ def _sequence_pairs(query: Any, key: Any, cum_q: Any, cum_k: Any, name: str) -> 
 
     ``pairs``: the (query, key) pairs per head over the batch: B * Lq * Lk for padded tensors,
     sum(Lq_i * Lk_i) for a packed batch (``cum_q``/``cum_k``: cumulative sequence starts).
+
+    The varlen kernels ``_flash_attention_forward/_backward`` and ``_efficient_attention_*`` take
+    (batch, L, heads, E) tensors, or packed (total tokens, heads, E) ones with cumulative sequence
+    lengths: a packed batch is priced sequence by sequence (sum of Lq_i * Lk_i), which needs the
+    lengths' values (real tensors; on the meta device they are refused by name).
     """
     q, k = shape(query), shape(key)
     if cum_q is None or cum_k is None or len(q) == 4:

@@ -12,16 +12,6 @@ Interpolation weights depend only on the output position, are shared by every ba
 channel, and are not counted. The count depends only on the output size, so ``size=`` and
 ``scale_factor=`` that produce the same output cost the same. ``mode='area'`` runs as
 adaptive average pooling (pooling.py).
-
-Anti-aliased resize (``antialias=True``) runs separable passes, last dim first, one per
-resized dim; each output of a pass is a weighted sum of ``taps = 2*ceil(support) + 1``
-inputs, support = interp_size/2 * max(scale, 1) (interp_size 2 bilinear, 4 bicubic,
-scale = in/out): (2*taps - 1) FLOPs per element of that pass's output. Taps are the
-kernel's maximum window; the few border windows that are clipped are still priced full.
-
-Backward: each grad_output element is spread over its n neighbours (n multiplies and
-n adds, 2n FLOPs); nearest backward sums grads, 1 FLOP per grad_output element.
-``grid_sample`` backward adds the same again for the grid's gradient.
 """
 from __future__ import annotations
 
@@ -43,6 +33,14 @@ register_formula(*ops("upsample_bicubic2d"))(elementwise(BICUBIC))
 
 
 def _aa_taps(size_in: int, size_out: int, interp_size: int, align_corners: bool, scale_factor) -> int:
+    """Inputs weighed per output of one anti-aliased pass.
+
+    Anti-aliased resize (``antialias=True``) runs separable passes, last dim first, one per
+    resized dim; each output of a pass is a weighted sum of ``taps = 2*ceil(support) + 1``
+    inputs, support = interp_size/2 * max(scale, 1) (interp_size 2 bilinear, 4 bicubic,
+    scale = in/out): (2*taps - 1) FLOPs per element of that pass's output. Taps are the
+    kernel's maximum window; the few border windows that are clipped are still priced full.
+    """
     if align_corners:
         scale = (size_in - 1) / (size_out - 1) if size_out > 1 else 0.0
     elif scale_factor:
@@ -84,6 +82,12 @@ register_formula(*ops("_upsample_bicubic2d_aa"))(_aa(4))
 
 
 def _backward(flops_per_grad: int):
+    """An upsample backward charging ``flops_per_grad`` FLOPs per grad_output element.
+
+    Backward: each grad_output element is spread over its n neighbours (n multiplies and
+    n adds, 2n FLOPs); nearest backward sums grads, 1 FLOP per grad_output element.
+    ``grid_sample`` backward adds the same again for the grid's gradient.
+    """
     return per_input_element(flops_per_grad, f"Upsample backward: {flops_per_grad} FLOP(s) per grad_output element.")
 
 

@@ -4,10 +4,8 @@ Sources: LAPACK Working Note 41 (Blackford & Dongarra, "Installation Guide for L
 appendix: operation counts of the LAPACK routines) for the factorizations and solves, and
 Golub & Van Loan, *Matrix Computations* (4th ed., sections 8.3 and 8.6, 7.5) for the
 iterative ones (symmetric and general eigenvalue problems, the SVD). Leading terms only, real
-arithmetic (a complex matrix is priced as a real one of the same shape). The counts are
-FLOPs (multiplies + adds); they are almost all multiply-add pairs, so MACs = FLOPs / 2
-(rounded down) and FLOPs are reported as 2 x MACs, like a matmul. Per matrix, times the batch
-(leading dimensions). A is (m, n); square n x n unless stated; B has k columns.
+arithmetic (a complex matrix is priced as a real one of the same shape). A is (m, n);
+square n x n unless stated; B has k columns.
 
     cholesky                  n^3 / 3                   (potrf)
     lu_factor, lu, det,       m n^2 - n^3 / 3, m >= n   (getrf; 2 n^3 / 3 square)
@@ -27,8 +25,6 @@ FLOPs (multiplies + adds); they are almost all multiply-add pairs, so MACs = FLO
     svd (m >= n)              values only 4 m n^2 - 4 n^3 / 3; thin U, V 14 m n^2 + 8 n^3;
                               full U 4 m^2 n + 8 m n^2 + 9 n^3   (G&VL 8.6, Golub-Reinsch)
     pinv                      thin SVD + V diag(1/s) U^T: 16 m n^2 + 8 n^3
-
-For m < n, the transposed problem is priced (the counts are of min/max dimensions).
 """
 from __future__ import annotations
 
@@ -39,13 +35,21 @@ from ._common import bind, ops, prod, shape
 
 
 def _flops(call_matrix, flops: Fraction | int) -> Cost:
-    """``flops`` per matrix times the batch of ``call_matrix``'s leading dimensions, as MACs = FLOPs / 2."""
+    """``flops`` per matrix times the batch of ``call_matrix``'s leading dimensions, as MACs = FLOPs / 2.
+
+    The counts are FLOPs (multiplies + adds); they are almost all multiply-add pairs, so MACs =
+    FLOPs / 2 (rounded down) and FLOPs are reported as 2 x MACs, like a matmul. Per matrix, times
+    the batch (leading dimensions).
+    """
     batch = prod(shape(call_matrix)[:-2])
     return Cost.contraction(int(batch * Fraction(flops) / 2))
 
 
 def _tall(matrix) -> tuple[int, int]:
-    """(m, n) with m >= n (the transposed problem for a wide matrix)."""
+    """(m, n) with m >= n (the transposed problem for a wide matrix).
+
+    The counts of the table are of min/max dimensions.
+    """
     m, n = shape(matrix)[-2:]
     return (m, n) if m >= n else (n, m)
 

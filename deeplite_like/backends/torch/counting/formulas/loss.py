@@ -1,29 +1,10 @@
 """Loss functions (reached when ``count_ops`` is given a ``loss_fn``). N = input elements.
 
-Reduction adds ``sum`` N or ``mean`` N + 1 (a sum and one divide); ``none`` adds 0::
-
-    mse_loss                 sub, square                                  2N
-    l1_loss                  sub, abs                                     2N
-    smooth_l1 / huber        sub, abs, quadratic branch d*d*0.5/beta      5N
-    soft_margin_loss         log(1 + exp(-y*x)): mul, neg, exp, add, log  5N
-    binary_cross_entropy     -(y log x + (1-y) log(1-x)): 2 log, 2 sub,
-                             2 mul, add, neg                              8N (+N weight)
-    bce_with_logits          (1-y) x + log(1 + exp(-x)): sub, mul, neg,
-                             exp, add, log, add                           7N (+N weight, +3N pos_weight)
-    nll_loss                 pick one log-prob per target (free), negate
-                             and sum B = numel(target)                    B (+B weight) (+1 mean)
-
-``cross_entropy`` runs as ``_log_softmax`` + ``nll_loss_forward``; ``kl_div`` and label
-smoothing decompose. Backward::
-
-    mse_loss_backward        2 * (x - y) * g (/ N): sub, mul, mul          3N (+N mean)
-    smooth_l1 / huber       sign or clamp of the difference, times g      4N (+N mean)
-    binary_cross_entropy     g * (x - y) / (x * (1 - x)): sub, sub, mul,
-                             div, mul                                      5N (+N weight) (+N mean)
-    nll_loss_backward        -w * g scattered to B positions               B (+B weight) (+B mean)
-
 Also ``multi_margin_loss`` (3 per element) and CTC (9 per recursion state; backward 11 per
 state + 3 per log-prob), with their backward.
+
+The forward table (and the reductions) is in ``_pointwise_loss``, the backward's in
+``_pointwise_loss_backward``.
 """
 from __future__ import annotations
 
@@ -38,6 +19,21 @@ def _reduce(n: int, reduction: int) -> int:
 
 
 def _pointwise_loss(per_element: int):
+    """A pointwise loss charging ``per_element`` FLOPs per input element (+N weight), + the reduction.
+
+    Reduction adds ``sum`` N or ``mean`` N + 1 (a sum and one divide); ``none`` adds 0::
+
+        mse_loss                 sub, square                                  2N
+        l1_loss                  sub, abs                                     2N
+        smooth_l1 / huber        sub, abs, quadratic branch d*d*0.5/beta      5N
+        soft_margin_loss         log(1 + exp(-y*x)): mul, neg, exp, add, log  5N
+        binary_cross_entropy     -(y log x + (1-y) log(1-x)): 2 log, 2 sub,
+                                 2 mul, add, neg                              8N (+N weight)
+        bce_with_logits          (1-y) x + log(1 + exp(-x)): sub, mul, neg,
+                                 exp, add, log, add                           7N (+N weight, +3N pos_weight)
+        nll_loss                 pick one log-prob per target (free), negate
+                                 and sum B = numel(target)                    B (+B weight) (+1 mean)
+    """
     def formula(call: OpCall) -> Cost:
         a = bind(call)
         x = a["self"]
@@ -81,6 +77,17 @@ register_formula(*ops("nll_loss_forward", "nll_loss2d_forward", "nll_loss", "nll
 
 
 def _pointwise_loss_backward(per_element: int):
+    """A pointwise loss's backward charging ``per_element`` FLOPs per input element.
+
+    ``cross_entropy`` runs as ``_log_softmax`` + ``nll_loss_forward``; ``kl_div`` and label
+    smoothing decompose. Backward::
+
+        mse_loss_backward        2 * (x - y) * g (/ N): sub, mul, mul          3N (+N mean)
+        smooth_l1 / huber       sign or clamp of the difference, times g      4N (+N mean)
+        binary_cross_entropy     g * (x - y) / (x * (1 - x)): sub, sub, mul,
+                                 div, mul                                      5N (+N weight) (+N mean)
+        nll_loss_backward        -w * g scattered to B positions               B (+B weight) (+B mean)
+    """
     def formula(call: OpCall) -> Cost:
         a = bind(call)
         x = a["self"]

@@ -1,23 +1,8 @@
 """Normalisation layers. N = input elements, R = statistics groups (rows for layer norm,
-channels for batch norm, batch*groups for group norm, batch*channels for instance norm)::
+channels for batch norm, batch*groups for group norm, batch*channels for instance norm). Instance norm runs as
+batch norm over (1, batch*channels, ...), so it is priced by the same formula.
 
-    batch statistics   mean N+R; variance (sub, square, sum) 3N + divide R; rstd (add eps,
-                       rsqrt) 2R                                            -> 4N + 4R
-    normalise          (x - mean) * rstd                                   -> 2N
-    affine             * weight N, + bias N (each only when present)
-    layer / group / instance / batch norm (training):  6N + 4R (+N weight, +N bias)
-    batch norm with running statistics (eval): rstd 2C + normalise 2N      -> 2N + 2C (+N, +N)
-    RMS norm:  square N, mean N+R, add eps R, rsqrt R, scale N             -> 3N + 3R (+N weight)
-               (exactly what ``nn.RMSNorm`` costs where it decomposes, as on CPU)
-
-Running-statistics updates (momentum, per channel) are book-keeping and not counted.
-Instance norm runs as batch norm over (1, batch*channels, ...), so it is priced by the same
-formula. Backward (per element of the input; R as above)::
-
-    grad_input   xhat 2N, g = dy*w N (with weight), g*xhat N, two sums 2N, two means 2R,
-                 combine (sub, mul, sub, mul) 4N                            -> 9N + 2R (+N)
-    grad_weight  sum(dy * xhat) 2N;   grad_bias  sum(dy) N
-    batch norm eval: grad_input dy*rstd (*w) N (+N); grad_weight xhat 2N + 2N; grad_bias N
+The forward's counts are in ``normalisation_cost``, the backward's in ``_norm_backward``.
 """
 from __future__ import annotations
 
@@ -28,7 +13,19 @@ from ._common import aten, bind, is_float, numel, ops, prod, shape
 
 
 def normalisation_cost(n: int, groups: int, weight: bool, bias: bool) -> Cost:
-    """Normalise with batch statistics over ``groups`` groups of ``n`` elements in total."""
+    """Normalise with batch statistics over ``groups`` groups of ``n`` elements in total (N = n, R = groups)::
+
+        batch statistics   mean N+R; variance (sub, square, sum) 3N + divide R; rstd (add eps,
+                           rsqrt) 2R                                            -> 4N + 4R
+        normalise          (x - mean) * rstd                                   -> 2N
+        affine             * weight N, + bias N (each only when present)
+        layer / group / instance / batch norm (training):  6N + 4R (+N weight, +N bias)
+        batch norm with running statistics (eval): rstd 2C + normalise 2N      -> 2N + 2C (+N, +N)
+        RMS norm:  square N, mean N+R, add eps R, rsqrt R, scale N             -> 3N + 3R (+N weight)
+                   (exactly what ``nn.RMSNorm`` costs where it decomposes, as on CPU)
+
+    Running-statistics updates (momentum, per channel) are book-keeping and not counted.
+    """
     return Cost.elementwise(6 * n + 4 * groups + n * int(weight) + n * int(bias))
 
 
@@ -116,6 +113,15 @@ def rms_norm(call: OpCall) -> Cost:
 
 
 def _norm_backward(n: int, groups: int, weight: bool, mask) -> Cost:
+    """Backward of ``normalisation_cost``'s norm: the gradients that ``mask`` asks for.
+
+    Per element of the input; R as above)::
+
+        grad_input   xhat 2N, g = dy*w N (with weight), g*xhat N, two sums 2N, two means 2R,
+                     combine (sub, mul, sub, mul) 4N                            -> 9N + 2R (+N)
+        grad_weight  sum(dy * xhat) 2N;   grad_bias  sum(dy) N
+        batch norm eval: grad_input dy*rstd (*w) N (+N); grad_weight xhat 2N + 2N; grad_bias N
+    """
     flops = 0
     if mask[0]:
         flops += 9 * n + 2 * groups + (n if weight else 0)

@@ -1,35 +1,7 @@
 """Optimizer kernels: the ``_foreach_*`` list ops and the fused ``_fused_adam_`` / ``_fused_sgd_`` family.
 
-``torch.optim`` updates parameters with one of three implementations (``foreach=False``,
-``foreach=True`` - the default on CUDA - and ``fused=True``). The same update must cost the
-same whichever ran, so these formulas follow the elementwise conventions of
-``elementwise.py`` (1 FLOP per elementary operation per element, a Scalar factor other than 1
-adds 1) and price a list op as the sum of the single-tensor op over the list:
-
-    _foreach_<unary>, mul, div, pow, maximum, ...   1 per element (sigmoid 4, as ``sigmoid``)
-    _foreach_add / _foreach_sub                     1 per element, +1 when alpha != 1
-    _foreach_addcmul / _foreach_addcdiv             2 per element, +1 when value != 1
-                                                    (a ``Tensor`` of values is priced as != 1)
-    _foreach_lerp                                   3 per element (sub, mul, add)
-    _foreach_norm                                   as ``linalg_vector_norm`` per tensor
-    _foreach_max                                    N per tensor (one max per element)
-    _foreach_mm                                     m*n*k MACs per pair
-    _foreach_zero_, _foreach_copy_, _foreach_clone  free (moves)
-
-Fused optimizers, per parameter element, derived from the single-tensor algorithm in
-``torch/optim`` (the step counters are incremented outside the kernel, by ``_foreach_add_``):
-
-    Adam/AdamW   13 = lerp 3 (m) + mul 1 and addcmul 3 (v) + sqrt, div, add eps 3 (denominator)
-                      + addcdiv 3 (update); + weight decay (Adam: grad + wd*p, 2 - 1 when wd=1;
-                      AdamW: p *= 1 - lr*wd, 1); + amsgrad (maximum, 1); + maximize (neg, 1)
-    SGD          2 (p + (-lr)*d) + weight decay 2 (1 when wd=1) + momentum after the first
-                      step: mul 1 + add 1 (2 when dampening != 0) + nesterov 2 (1 when
-                      momentum=1) + maximize 1
-    Adagrad      7 = addcmul 2 (sum of squares) + sqrt, add eps 2 + addcdiv 3; + weight decay 2
-                      (1 when wd=1) + maximize 1
-
-A ``grad_scale`` (AMP) unscales each gradient inside the fused kernel: +1 per element.
-``torch.optim`` also wraps every step in ``record_function``: those profiler markers are free.
+``torch.optim``'s three implementations cost the same: the list ops' rows are in ``foreach``,
+the fused optimizers' in ``_fused``.
 """
 from __future__ import annotations
 
@@ -57,7 +29,24 @@ def _scalars(value: Any, count: int) -> list[Any]:
 
 
 def foreach(per_element: int) -> Formula:
-    """A list op charging ``per_element`` FLOPs per floating element of its first list argument."""
+    """A list op charging ``per_element`` FLOPs per floating element of its first list argument.
+
+    ``torch.optim`` updates parameters with one of three implementations (``foreach=False``,
+    ``foreach=True`` - the default on CUDA - and ``fused=True``). The same update must cost the
+    same whichever ran, so these formulas follow the elementwise conventions of
+    ``elementwise.py`` (1 FLOP per elementary operation per element, a Scalar factor other than 1
+    adds 1) and price a list op as the sum of the single-tensor op over the list:
+
+        _foreach_<unary>, mul, div, pow, maximum, ...   1 per element (sigmoid 4, as ``sigmoid``)
+        _foreach_add / _foreach_sub                     1 per element, +1 when alpha != 1
+        _foreach_addcmul / _foreach_addcdiv             2 per element, +1 when value != 1
+                                                        (a ``Tensor`` of values is priced as != 1)
+        _foreach_lerp                                   3 per element (sub, mul, add)
+        _foreach_norm                                   as ``linalg_vector_norm`` per tensor
+        _foreach_max                                    N per tensor (one max per element)
+        _foreach_mm                                     m*n*k MACs per pair
+        _foreach_zero_, _foreach_copy_, _foreach_clone  free (moves)
+    """
 
     def formula(call: OpCall) -> Cost:
         return Cost.elementwise(per_element * sum(_float_elements(call.args[0])))
@@ -155,6 +144,21 @@ if hasattr(torch.ops.profiler, "_record_function_enter"):
 
 # -- fused optimizers -----------------------------------------------------------------------
 def _fused(per_element: Callable[[dict], int]) -> Formula:
+    """Fused optimizers, per parameter element, derived from the single-tensor algorithm in
+    ``torch/optim`` (the step counters are incremented outside the kernel, by ``_foreach_add_``):
+
+        Adam/AdamW   13 = lerp 3 (m) + mul 1 and addcmul 3 (v) + sqrt, div, add eps 3 (denominator)
+                          + addcdiv 3 (update); + weight decay (Adam: grad + wd*p, 2 - 1 when wd=1;
+                          AdamW: p *= 1 - lr*wd, 1); + amsgrad (maximum, 1); + maximize (neg, 1)
+        SGD          2 (p + (-lr)*d) + weight decay 2 (1 when wd=1) + momentum after the first
+                          step: mul 1 + add 1 (2 when dampening != 0) + nesterov 2 (1 when
+                          momentum=1) + maximize 1
+        Adagrad      7 = addcmul 2 (sum of squares) + sqrt, add eps 2 + addcdiv 3; + weight decay 2
+                          (1 when wd=1) + maximize 1
+
+    A ``grad_scale`` (AMP) unscales each gradient inside the fused kernel: +1 per element.
+    ``torch.optim`` also wraps every step in ``record_function``: those profiler markers are free.
+    """
     def formula(call: OpCall) -> Cost:
         a = bind(call)
         scale = 1 if a.get("grad_scale") is not None else 0

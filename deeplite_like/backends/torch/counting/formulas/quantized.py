@@ -2,23 +2,15 @@
 
 A quantized model does the same arithmetic as the float model it was converted from, in int8:
 each ``quantized::`` op is priced as its float counterpart (a MAC is a MAC, whatever the
-width), so a quantized model counts the MACs of its float twin. Weights live in packed
-parameter objects, whose shapes are read with ``quantized::conv2d_unpack`` / ``conv3d_unpack``
-/ ``linear_unpack`` (free): the conv weight is (C_out, C_in / groups, *kernel), the transposed
-conv weight (C_in, C_out / groups, *kernel), the linear weight (out, in).
-
-    conv{1,2,3}d[_relu]          out * (C_in/groups) * prod(kernel) MACs; + out bias, + out relu
-    conv_transpose{1,2,3}d       input * (C_out/groups) * prod(kernel) MACs; + out for a bias
-    linear[_relu][_dynamic]      rows * in * out MACs; + rows*out bias, + rows*out relu
-    add, mul [_relu], _scalar    1 FLOP per output element (+1 relu)
-    matmul                       as ``aten.matmul``: out * k MACs
-    cat                          free (``cat_relu``: 1 FLOP per output element)
-    activations, softmax, norms  the float formula's FLOPs per element (``activation.py``, ...)
+width), so a quantized model counts the MACs of its float twin.
 
 Re-quantising an output (scale, round, clamp to int8) is part of every quantized kernel and
 is not counted, as a float kernel's rounding is not; ``quantize_per_tensor`` /
 ``quantize_per_channel`` / ``dequantize`` (float <-> int8 conversions at the model's edges,
 which the float twin does not run) are free, as casts are.
+
+The packed weights are read by ``_conv_weight`` / ``_linear_weight``; the cost of each op
+family is listed in ``_q``.
 """
 from __future__ import annotations
 
@@ -36,7 +28,18 @@ quantized = torch.ops.quantized
 
 
 def _q(*names: str) -> list[Any]:
-    """The ``quantized::`` packets named that this torch build has (the others are recorded in ``MISSING``)."""
+    """The ``quantized::`` packets named that this torch build has (the others are recorded in ``MISSING``).
+
+    What each family of them costs::
+
+        conv{1,2,3}d[_relu]          out * (C_in/groups) * prod(kernel) MACs; + out bias, + out relu
+        conv_transpose{1,2,3}d       input * (C_out/groups) * prod(kernel) MACs; + out for a bias
+        linear[_relu][_dynamic]      rows * in * out MACs; + rows*out bias, + rows*out relu
+        add, mul [_relu], _scalar    1 FLOP per output element (+1 relu)
+        matmul                       as ``aten.matmul``: out * k MACs
+        cat                          free (``cat_relu``: 1 FLOP per output element)
+        activations, softmax, norms  the float formula's FLOPs per element (``activation.py``, ...)
+    """
     found = []
     for name in names:
         if hasattr(quantized, name):
@@ -47,13 +50,20 @@ def _q(*names: str) -> list[Any]:
 
 
 def _conv_weight(packed: Any) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """(weight, bias) of a packed conv: ``conv{2,3}d_unpack`` (1-D convs are packed as 2-D)."""
+    """(weight, bias) of a packed conv: ``conv{2,3}d_unpack`` (1-D convs are packed as 2-D).
+
+    Weights live in packed
+    parameter objects, whose shapes are read with ``quantized::conv2d_unpack`` / ``conv3d_unpack``
+    / ``linear_unpack`` (free): the conv weight is (C_out, C_in / groups, *kernel), the transposed
+    conv weight (C_in, C_out / groups, *kernel), the linear weight (out, in).
+    """
     unpack = quantized.conv3d_unpack if "Conv3d" in str(getattr(packed, "_type", lambda: "")()) else \
         quantized.conv2d_unpack
     return unpack(packed)
 
 
 def _linear_weight(packed: Any) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """(weight, bias) of a packed linear: ``linear_unpack``; the weight is (out, in)."""
     return quantized.linear_unpack(packed)
 
 

@@ -1,21 +1,10 @@
 """Reductions: priced per INPUT element N, plus a per-output term R where a step runs once per
-output (a divide for ``mean``, a ``sqrt`` for ``std``)::
-
-    sum, nansum, prod, cumsum, cumprod      N        (one add / mul per element reduced)
-    mean, nanmean                           N + R    (sum, then one divide per output)
-    amax, amin, max, min, argmax, argmin    N        (one max/min per element, as relu is 1)
-    aminmax                                 2N
-    var, var_mean                           4N + 2R  (mean N+R; sub, square, sum 3N; divide R)
-    std, std_mean                           4N + 3R  (var, then sqrt R)
-    logsumexp                               4N + 2R  (max, sub, exp, sum N each; log, add R)
-    logcumsumexp                            3N       (exp, add, log per element)
-    norm p=2 (vector_norm)                  2N + R   (square, sum; sqrt)
-    norm p=1 / p=inf                        2N       (abs; sum or max)
-    norm p other                            3N + R   (abs, pow, sum; root)
-    cdist (pairs x D)                       3*pairs*D + pairs
+output (a divide for ``mean``, a ``sqrt`` for ``std``).
 
 Only floating-point inputs are priced: counting booleans or ids (``sum`` of a mask) is free.
 Sorting, ``topk``, ``median``, ``all``/``any`` and counting are selection (free.py).
+
+The table of counts is in ``reduction``.
 """
 from __future__ import annotations
 
@@ -32,7 +21,21 @@ def _sizes(call: OpCall) -> tuple[int, int]:
 
 
 def reduction(per_input: int, per_output: int = 0):
-    """A formula charging ``per_input`` FLOPs per input element and ``per_output`` per output."""
+    """A formula charging ``per_input`` FLOPs per input element and ``per_output`` per output::
+
+        sum, nansum, prod, cumsum, cumprod      N        (one add / mul per element reduced)
+        mean, nanmean                           N + R    (sum, then one divide per output)
+        amax, amin, max, min, argmax, argmin    N        (one max/min per element, as relu is 1)
+        aminmax                                 2N
+        var, var_mean                           4N + 2R  (mean N+R; sub, square, sum 3N; divide R)
+        std, std_mean                           4N + 3R  (var, then sqrt R)
+        logsumexp                               4N + 2R  (max, sub, exp, sum N each; log, add R)
+        logcumsumexp                            3N       (exp, add, log per element)
+        norm p=2 (vector_norm)                  2N + R   (square, sum; sqrt)
+        norm p=1 / p=inf                        2N       (abs; sum or max)
+        norm p other                            3N + R   (abs, pow, sum; root)
+        cdist (pairs x D)                       3*pairs*D + pairs
+    """
 
     def formula(call: OpCall) -> Cost:
         n, r = _sizes(call)

@@ -4,28 +4,10 @@ On CPU, ``nn.LSTM`` (no projection, not packed) runs as ``mkldnn_rnn_layer``, on
 layer and direction; GRU, vanilla RNN, LSTM with ``proj_size`` and packed sequences
 decompose into ``addmm``/``mm``, ``sigmoid``, ``tanh``, ``mul``, ``add`` (priced by those
 ops' formulas). The fused ops here are priced as exactly that decomposition, so the count
-does not depend on which path ran. Per layer and direction, with ``rows`` = time steps x
-batch (``sum(batch_sizes)`` when packed), input size I, hidden size H, G gates
-(LSTM 4, GRU 3, RNN 1) and P = proj_size (hidden input size Hh = P or H)::
+does not depend on which path ran.
 
-    MACs   rows * G*H * (I + Hh)            input and recurrent projections
-           + rows * H * P                   LSTM projection
-    FLOPs  2 * MACs
-           + 2 * rows * G*H                 the two biases (when present)
-           + rows * H * c                   gate math, c per hidden unit and step:
-               LSTM 22: gates add 4, 3 sigmoids 12, tanh g 1, f*c 1, i*g 1, c add 1,
-                        tanh c 1, o*tanh(c) 1
-               GRU 16:  r add 1 + sigmoid 4, z add 1 + sigmoid 4, r*hn 1, add 1, tanh 1,
-                        h - n 1, z*(h - n) 1, add 1
-               RNN 2:   add 1 + tanh or relu 1
-
-Backward of a fused layer computes every gradient (input, both weights and biases, initial
-h and c): the four products dX, dW_ih, dH, dW_hh are 2 x the forward MACs, the bias grads
-sum the gate grads (rows * G*H each), and the gate math costs, per hidden unit and step:
-LSTM 23 (dh + dh_next 1; o, tanh(c) grads 2; tanh backward 3; dc + dc_next 1; f, c_prev,
-i, g grads 4; three sigmoid backward 9; tanh backward of g 3), GRU 16, RNN tanh 4, RNN relu 2.
-(The decomposed path differs by a few adds: no dh/dc add at the last step, and per-step
-accumulation of dW_hh, which a fused kernel does inside one product.)
+The forward's count is in ``recurrent_layer_cost``, the backward's in
+``recurrent_layer_backward_cost``.
 """
 from __future__ import annotations
 
@@ -39,7 +21,23 @@ GATE_MATH_BACKWARD = {RNN_RELU: 2, RNN_TANH: 4, LSTM: 23, GRU: 16}
 
 
 def recurrent_layer_cost(mode: int, rows: int, input_size: int, hidden: int, biases: bool, proj: int = 0) -> Cost:
-    """One layer, one direction, over ``rows`` (time x batch) input vectors."""
+    """One layer, one direction, over ``rows`` (time x batch) input vectors.
+
+    Per layer and direction, with ``rows`` = time steps x
+    batch (``sum(batch_sizes)`` when packed), input size I, hidden size H, G gates
+    (LSTM 4, GRU 3, RNN 1) and P = proj_size (hidden input size Hh = P or H)::
+
+        MACs   rows * G*H * (I + Hh)            input and recurrent projections
+               + rows * H * P                   LSTM projection
+        FLOPs  2 * MACs
+               + 2 * rows * G*H                 the two biases (when present)
+               + rows * H * c                   gate math, c per hidden unit and step:
+                   LSTM 22: gates add 4, 3 sigmoids 12, tanh g 1, f*c 1, i*g 1, c add 1,
+                            tanh c 1, o*tanh(c) 1
+                   GRU 16:  r add 1 + sigmoid 4, z add 1 + sigmoid 4, r*hn 1, add 1, tanh 1,
+                            h - n 1, z*(h - n) 1, add 1
+                   RNN 2:   add 1 + tanh or relu 1
+    """
     gates = GATES[mode] * hidden
     macs = rows * gates * (input_size + (proj or hidden)) + rows * hidden * proj
     flops = (2 * rows * gates if biases else 0) + rows * hidden * GATE_MATH[mode]
@@ -61,7 +59,16 @@ def mkldnn_rnn_layer(call: OpCall) -> Cost:
 
 
 def recurrent_layer_backward_cost(mode: int, rows: int, input_size: int, hidden: int, biases: bool) -> Cost:
-    """Backward of one layer and direction: 2 x the forward MACs, bias grads, gate math."""
+    """Backward of one layer and direction: 2 x the forward MACs, bias grads, gate math.
+
+    Backward of a fused layer computes every gradient (input, both weights and biases, initial
+    h and c): the four products dX, dW_ih, dH, dW_hh are 2 x the forward MACs, the bias grads
+    sum the gate grads (rows * G*H each), and the gate math costs, per hidden unit and step:
+    LSTM 23 (dh + dh_next 1; o, tanh(c) grads 2; tanh backward 3; dc + dc_next 1; f, c_prev,
+    i, g grads 4; three sigmoid backward 9; tanh backward of g 3), GRU 16, RNN tanh 4, RNN relu 2.
+    (The decomposed path differs by a few adds: no dh/dc add at the last step, and per-step
+    accumulation of dW_hh, which a fused kernel does inside one product.)
+    """
     gates = GATES[mode] * hidden
     macs = 2 * rows * gates * (input_size + hidden)
     flops = (2 * rows * gates if biases else 0) + rows * hidden * GATE_MATH_BACKWARD[mode]
