@@ -198,7 +198,7 @@ def measure(root: Path = ROOT) -> dict:
         "small_modules": len(small),
         "circles": circles(edges),
         "repeated_names": {name: sorted(mods) for name, mods in sorted(by_name.items()) if len(mods) > 1},
-        "header_share": round(header / total, 3),
+        "header_share": round(header / total, 4),
         "deferred_imports": deferred,
     }
 
@@ -210,7 +210,7 @@ def main(argv=None) -> int:
         return 0
     print(f"modules            {figures['modules']} ({figures['small_modules']} under 45 lines of code)")
     print(f"lines              {figures['lines']}")
-    print(f"header share       {figures['header_share']:.1%}")
+    print(f"header share       {figures['header_share']:.2%}")
     print(f"deferred imports   {figures['deferred_imports']}")
     print(f"import circles     {len(figures['circles'])}")
     for circle in figures["circles"]:
