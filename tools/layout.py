@@ -9,7 +9,8 @@ What it counts (static: the source is parsed, never imported):
   lines of code (not blank, not comment, not docstring).
 * ``circles``: strongly connected groups of modules in the import graph, deferred imports
   (inside functions) included: a circle is a circle whether Python meets it at import time or
-  later. ``from a import b`` is an edge to ``a.b`` when that is a module, to ``a`` otherwise;
+  later. ``from a import b`` is an edge to ``a`` (a package importing its own submodules, which
+  import from it, is a circle too), and to ``a.b`` as well when that is a module;
   imports under ``if TYPE_CHECKING:`` are left out, as are a submodule's implicit imports of
   its parent packages.
 * ``repeated_names``: file names used by more than one module, leaving out ``__init__.py``, the
@@ -81,9 +82,11 @@ def _targets(node, module: str, is_package: bool, known: set[str]):
         source = node.module or ""
     if source.split(".")[0] != PACKAGE:
         return
+    yield source  # `from pkg import sub` runs and reads pkg itself: an edge to pkg too
     for alias in node.names:
         candidate = f"{source}.{alias.name}"
-        yield candidate if candidate in known else source
+        if candidate in known:
+            yield candidate
 
 
 def import_graph(names: dict[str, Path]):

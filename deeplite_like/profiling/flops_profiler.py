@@ -20,8 +20,8 @@ from __future__ import annotations
 import os
 from typing import Any, Iterable
 
+import deeplite_like.profiling.views as views
 from deeplite_like.errors import NotProvidedError
-from deeplite_like.profiling import views
 from deeplite_like.profiling.api import check_view_options, profile_module
 from deeplite_like.profiling.result import PHASES, ModelProfile
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Iterable, Sequence
 
-from deeplite_like.profiling import views
+import deeplite_like.profiling.views as views
 from deeplite_like.profiling.api import get_model_profile as _get_model_profile
 from deeplite_like.profiling.flops_profiler import FlopsProfiler
 

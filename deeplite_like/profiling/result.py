@@ -21,8 +21,8 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Iterable, Iterator
 
+import deeplite_like.profiling.views as views
 from deeplite_like.errors import check_flag
-from deeplite_like.profiling import views
 from deeplite_like.profiling.api import check_view_options
 from deeplite_like.reports.formatting import strict_json
 from deeplite_like.results import CommStats, OpStats

@@ -20,7 +20,7 @@ from typing import Any, ClassVar
 
 from prettytable import PrettyTable, TableStyle
 
-from deeplite_like.reports import html
+import deeplite_like.reports.html as html
 from deeplite_like.reports.formatting import csv_cell, strict_json
 
 _MARKDOWN_SPECIAL = re.compile(r"([\\|*`<>\[\]])")

@@ -54,8 +54,8 @@ from deeplite_like.cli.loading.keras_files import keras_input_shapes, load_keras
 from deeplite_like.cli.loading.onnx_files import load_onnx_file
 from deeplite_like.cli.loading.tflite_files import load_tflite_file
 from deeplite_like.cli.loading.preflight import (FORMS, FORMS_HINT, KERAS_SUFFIXES, MODEL_FILE_SUFFIXES, ONNX_SUFFIXES,
-                                                 TFLITE_SUFFIXES, LoadedModel, describe, kind_of, refuse_loader, refuse_stdlib_module,
-                                                 require_framework, require_known_model)
+                                                 TFLITE_SUFFIXES, LoadedModel, file_kind, refuse_loader,
+                                                 refuse_stdlib_module, require_framework, require_known_model)
 from deeplite_like.cli.loading.torch_files import load_state_dict_into, load_torch_file, load_torchvision
 
 __all__ = ["FORMS", "FORMS_HINT", "LoadedModel", "framework_of", "load_model", "parse_model_args",
@@ -204,10 +204,7 @@ def _refuse_unknown_file(spec: str, path: Path) -> None:
         raise UsageError(f"{spec!r} is a Python file; name the function in it that builds the model",
                          f"write {spec}:FACTORY, e.g. deeplite-like profile {spec}:build")
     known = ", ".join(MODEL_FILE_SUFFIXES)
-    try:
-        kind = describe(kind_of(path))
-    except OSError as exc:
-        kind = f"a file that cannot be read ({exc.strerror})"
+    kind = file_kind(path)
     extension = f"the extension {path.suffix!r}" if path.suffix else "no extension"
     raise UsageError(f"{spec!r} is not a model file deeplite-like can load: it is {kind} with {extension} "
                      f"(model files end in {known})", FORMS_HINT)

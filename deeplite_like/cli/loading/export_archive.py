@@ -27,8 +27,8 @@ import re
 import zipfile
 from typing import Any, Iterator
 
+import deeplite_like.cli.loading.preflight as preflight
 from deeplite_like.cli.exit_codes import UsageError
-from deeplite_like.cli.loading import preflight
 from deeplite_like.units import format_bytes
 
 EXPORT_HINT = ("re-export it from the model's code: torch.export.save(torch.export.export(model, (x,)), "

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from deeplite_like.cli.exit_codes import UsageError
-from deeplite_like.cli.loading.preflight import LoadedModel, describe, kind_of
+from deeplite_like.cli.loading.preflight import LoadedModel, not_loadable
 
 SAVE_HINT = "write the file with torch.onnx.export, tf2onnx or onnx.save_model"
 
@@ -30,12 +30,7 @@ def load_onnx_file(spec: str, path: Path) -> LoadedModel:
     try:
         proto = load_model(path)
     except (ValueError, FileNotFoundError) as exc:
-        try:
-            kind = describe(kind_of(path))
-        except OSError as read_error:
-            kind = f"a file that cannot be read ({read_error.strerror})"
-        first = str(exc).strip().splitlines()[0][:300] if str(exc).strip() else type(exc).__name__
-        raise UsageError(f"{spec!r} is not a loadable ONNX model: it is {kind}; {first}", SAVE_HINT) from None
+        raise not_loadable(spec, path, "ONNX", exc, SAVE_HINT) from None
     except Exception as exc:  # protobuf / onnx errors on a damaged file other than DecodeError
         raise UsageError(f"{spec!r} is a corrupt ONNX model file: {type(exc).__name__}: {str(exc).strip()[:200]}",
                          SAVE_HINT) from None

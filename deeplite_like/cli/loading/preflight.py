@@ -144,6 +144,20 @@ def describe(kind: str) -> str:
     return _DESCRIPTIONS[kind]
 
 
+def file_kind(path: Path) -> str:
+    """What the file at ``path`` is, in words (``describe(kind_of(path))``), or that it cannot be read."""
+    try:
+        return describe(kind_of(path))
+    except OSError as exc:
+        return f"a file that cannot be read ({exc.strerror})"
+
+
+def not_loadable(spec: str, path: Path, what: str, exc: BaseException, hint: str) -> UsageError:
+    """The usage error of a file its loader refused: what the file is, and the loader's first line."""
+    first = str(exc).strip().splitlines()[0][:300] if str(exc).strip() else type(exc).__name__
+    return UsageError(f"{spec!r} is not a loadable {what} model: it is {file_kind(path)}; {first}", hint)
+
+
 # ------------------------------------------------------------------------------ callables that build no model
 #: Python 3.9 has no ``sys.stdlib_module_names``: the modules that matter most, then.
 _STDLIB_FALLBACK = frozenset({"os", "sys", "subprocess", "builtins", "pickle", "shutil", "pty", "runpy", "code",

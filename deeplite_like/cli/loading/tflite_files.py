@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from deeplite_like.cli.exit_codes import UsageError
-from deeplite_like.cli.loading.preflight import LoadedModel, describe, kind_of
+from deeplite_like.cli.loading.preflight import LoadedModel, not_loadable
 
 SAVE_HINT = "write the file with tf.lite.TFLiteConverter (or ai_edge_torch / LiteRT's converters)"
 
@@ -24,12 +24,7 @@ def load_tflite_file(spec: str, path: Path) -> LoadedModel:
     try:
         model = load_model(path)
     except (ValueError, OSError) as exc:
-        try:
-            kind = describe(kind_of(path))
-        except OSError as read_error:
-            kind = f"a file that cannot be read ({read_error.strerror})"
-        first = str(exc).strip().splitlines()[0][:300] if str(exc).strip() else type(exc).__name__
-        raise UsageError(f"{spec!r} is not a loadable TFLite model: it is {kind}; {first}", SAVE_HINT) from None
+        raise not_loadable(spec, path, "TFLite", exc, SAVE_HINT) from None
     return LoadedModel(spec, path.name, "tflite", model)  # the name keeps .tflite: a compare reads clearly
 
 

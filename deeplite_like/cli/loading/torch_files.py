@@ -24,8 +24,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+import deeplite_like.cli.loading.preflight as preflight
 from deeplite_like.cli.exit_codes import UsageError
-from deeplite_like.cli.loading import preflight
 from deeplite_like.cli.loading.export_archive import checked_archive
 from deeplite_like.cli.loading.preflight import (EXPORT_SUFFIXES, PICKLE, ZIP, LoadedModel, describe, kind_of,
                                                  require_framework, require_known_model)

@@ -24,6 +24,7 @@ import warnings
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator
 
+import deeplite_like.backends.keras.counting.formulas  # noqa: F401  (importing the package fills the formula table)
 from deeplite_like.errors import (FormulaError, ForwardError, UntrackedLayerWarning, check_batch_size, check_flag,
                                   inputs_hint)
 from deeplite_like.results import ActivationMemory, OpCount, OpStats, parent_names, roll_up_containers
@@ -31,7 +32,6 @@ from deeplite_like.results import ActivationMemory, OpCount, OpStats, parent_nam
 from .._tf import import_keras, keras_message
 from ..state import preserved_model_state
 from ..tensors import expected_inputs_text, prepare_inputs, to_backend
-from . import formulas as _formulas  # noqa: F401  (importing the package fills the formula table)
 from .recorder import CallRecord, LayerRecorder, SpecMaker, describe, describe_call, named_layers
 from .formulas.tf_ops import tf_op_cost
 from .registry import FREE, INFERENCE_IDENTITY, OP_MARKS, CountOptions, Entry, LayerCall, is_keras_layer, lookup

@@ -14,7 +14,7 @@ from typing import Any, Callable, Iterator, Mapping
 import torch
 from torch.utils import _pytree as pytree
 
-from deeplite_like.backends.torch.counting import formulas as _formulas  # noqa: F401  (fills the formula table)
+import deeplite_like.backends.torch.counting.formulas  # noqa: F401  (fills the formula table)
 from deeplite_like.backends.torch.counting.meta import MetaValues
 from deeplite_like.backends.torch.counting.recorder import CountingMode, counting_mode
 from deeplite_like.backends.torch.counting.registry import CountOptions

@@ -9,8 +9,8 @@ import functools
 import math
 from typing import Any, Iterable
 
+import deeplite_like.backends.keras.counting.formulas.conventions as c
 from ..registry import Cost, LayerCall, LayerFormula, TensorSpec, is_keras_layer
-from . import conventions as c
 
 #: Keras activation functions by ``__name__`` -> FLOPs per output element (default arguments).
 ACTIVATIONS: dict[str, int] = {

@@ -10,8 +10,8 @@
 """
 from __future__ import annotations
 
+import deeplite_like.backends.keras.counting.formulas.conventions as c
 from ..registry import Cost, LayerCall, register_layer_formula
-from . import conventions as c
 from ._common import activation_cost, float_elements, per_output_element
 
 

@@ -5,8 +5,8 @@ they differ from torch's), ``attention`` the Luong and Bahdanau layers.
 """
 from __future__ import annotations
 
+import deeplite_like.backends.keras.counting.formulas.conventions as c
 from ..registry import Cost, LayerCall, TensorSpec, register_layer_formula
-from . import conventions as c
 from ._common import einsum_cost, einsum_output_shape, prod
 
 

@@ -2,8 +2,8 @@
 """
 from __future__ import annotations
 
+import deeplite_like.backends.keras.counting.formulas.conventions as c
 from ..registry import Cost, LayerCall, register_layer_formula
-from . import conventions as c
 from ._common import activation_flops, prod
 
 

@@ -4,8 +4,8 @@ Each layer's count is in its formula's docstring.
 """
 from __future__ import annotations
 
+import deeplite_like.backends.keras.counting.formulas.conventions as c
 from ..registry import Cost, LayerCall, register_layer_formula
-from . import conventions as c
 from ._common import axes_of, float_elements, prod
 
 

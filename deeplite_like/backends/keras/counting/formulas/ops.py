@@ -17,8 +17,8 @@ Eager code in a subclassed model's or custom layer's ``call`` runs these functio
 """
 from __future__ import annotations
 
+import deeplite_like.backends.keras.counting.formulas.conventions as c
 from ..registry import Cost, LayerCall, register_free_layer, register_layer_formula
-from . import conventions as c
 from ._common import ACTIVATIONS, einsum_cost, float_elements, named, per_output_element
 
 _NP, _NN, _CORE, _MATH = "keras.src.ops.numpy.", "keras.src.ops.nn.", "keras.src.ops.core.", "keras.src.ops.math."

@@ -7,8 +7,8 @@ A ``mask`` given to global average pooling adds a multiply per input element.
 """
 from __future__ import annotations
 
+import deeplite_like.backends.keras.counting.formulas.conventions as c
 from ..registry import Cost, LayerCall, LayerFormula, register_layer_formula
-from . import conventions as c
 from ._common import float_elements, named, prod, spatial_dims
 
 _RANKS = ("1D", "2D", "3D")

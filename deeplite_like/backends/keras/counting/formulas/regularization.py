@@ -10,8 +10,8 @@ flag the layer was called with (``count_ops(..., training=True)`` passes it down
 """
 from __future__ import annotations
 
+import deeplite_like.backends.keras.counting.formulas.conventions as c
 from ..registry import Cost, LayerCall, LayerFormula, register_layer_formula
-from . import conventions as c
 from ._common import float_elements, named
 
 

@@ -16,8 +16,8 @@ Priced per OUTPUT element (interpolation: n neighbours, n multiplies + n - 1 add
 """
 from __future__ import annotations
 
+import deeplite_like.backends.keras.counting.formulas.conventions as c
 from ..registry import Cost, LayerCall, register_free_layer, register_layer_formula
-from . import conventions as c
 from ._common import float_elements, per_output_element
 
 register_free_layer(

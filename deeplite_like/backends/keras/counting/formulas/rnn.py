@@ -5,8 +5,8 @@ step by step.
 """
 from __future__ import annotations
 
+import deeplite_like.backends.keras.counting.formulas.conventions as c
 from ..registry import FREE, OP_MARKS, Cost, LayerCall, TensorSpec, lookup, register_layer_formula
-from . import conventions as c
 from ._common import activation_flops, float_elements, named
 
 
