@@ -120,6 +120,32 @@ class Cost(NamedTuple):
         return Cost(self.macs + other.macs, self.flops + other.flops)
 
 
+class OpRecord(NamedTuple):
+    """One operator call as a roofline sees it (``OpCount.records``, kept when bytes are counted).
+
+    ``module`` is the qualified name of the innermost module running (``""``: the root);
+    ``bytes_read``/``bytes_written``: the distinct storages the op read and wrote at their
+    dtype (the unfused convention, ``docs/conventions.rst``); ``dtype``: the widest floating
+    (else the first) dtype among its inputs, as torch spells it (``float32``, ``bfloat16``, ``int8``);
+    ``fused_bytes``: what the op moves in the fused view (a chain of non-contraction ops between
+    two contractions moves only its ends), filled in when the pass finishes.
+    """
+
+    op: str
+    module: str
+    phase: str
+    macs: int
+    flops: int
+    bytes_read: int
+    bytes_written: int
+    dtype: str
+    fused_bytes: int = 0
+
+    @property
+    def bytes(self) -> int:
+        return self.bytes_read + self.bytes_written
+
+
 @dataclass
 class OpStats:
     """MACs, FLOPs and calls accumulated under one name (a module or an operator)."""
@@ -154,6 +180,8 @@ class OpCount:
             operator, process group, module and phase; they cost 0 FLOPs (``docs/distributed.rst``).
         logical_macs, logical_flops: under tensor parallel, this rank's share of what the unsharded
             model computes (``None`` when no sharded op ran: then they are ``macs``/``flops``).
+        records: one ``OpRecord`` per operator call, in the order they ran, when bytes moved were
+            counted (``bytes=True``); empty otherwise.
 
     Counts are per the batch that ran. ``by_module``
     is nested: a parent's figures include its children's; ``""`` is the root module.
@@ -173,6 +201,7 @@ class OpCount:
     communication: list[CommStats] = field(default_factory=list)
     logical_macs: int | None = None
     logical_flops: int | None = None
+    records: list[OpRecord] = field(default_factory=list)
 
     @property
     def comm_payload_bytes(self) -> int:
