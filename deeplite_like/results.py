@@ -153,14 +153,18 @@ class OpStats:
     macs: int = 0
     flops: int = 0
     calls: int = 0
+    bytes: int = 0  # read + written, when the pass counted bytes moved (``OpCount.bytes_counted``)
 
     def add(self, macs: int, flops: int, calls: int = 1) -> None:
         self.macs += int(macs)
         self.flops += int(flops)
         self.calls += int(calls)
 
-    def as_dict(self) -> dict:
-        return {"macs": self.macs, "flops": self.flops, "calls": self.calls}
+    def as_dict(self, with_bytes: bool = False) -> dict:
+        row = {"macs": self.macs, "flops": self.flops, "calls": self.calls}
+        if with_bytes:
+            row["bytes"] = self.bytes
+        return row
 
 
 @dataclass
@@ -181,7 +185,9 @@ class OpCount:
         logical_macs, logical_flops: under tensor parallel, this rank's share of what the unsharded
             model computes (``None`` when no sharded op ran: then they are ``macs``/``flops``).
         records: one ``OpRecord`` per operator call, in the order they ran, when bytes moved were
-            counted (``bytes=True``); empty otherwise.
+            counted (``bytes_moved=True``); empty otherwise.
+        bytes_counted: whether they were; then every ``OpStats`` row has its ``bytes`` (read +
+            written, the unfused convention) and ``bytes`` / ``fused_bytes`` are the model's.
 
     Counts are per the batch that ran. ``by_module``
     is nested: a parent's figures include its children's; ``""`` is the root module.
@@ -202,6 +208,7 @@ class OpCount:
     logical_macs: int | None = None
     logical_flops: int | None = None
     records: list[OpRecord] = field(default_factory=list)
+    bytes_counted: bool = False
 
     @property
     def comm_payload_bytes(self) -> int:
@@ -219,16 +226,28 @@ class OpCount:
             raise ValueError("this OpCount does not know its batch size; divide the totals yourself")
         return getattr(self, what) / self.batch_size
 
+    @property
+    def bytes(self) -> int:
+        """Bytes read and written by every operator (unfused); 0 unless ``bytes_counted``."""
+        return sum(r.bytes for r in self.records)
+
+    @property
+    def fused_bytes(self) -> int:
+        """Bytes moved in the fused view (``OpRecord.fused_bytes``); 0 unless ``bytes_counted``."""
+        return sum(r.fused_bytes for r in self.records)
+
     def as_dict(self) -> dict:
+        b = self.bytes_counted
         return {
             "macs": self.macs,
             "flops": self.flops,
+            **({"bytes": self.bytes, "fused_bytes": self.fused_bytes} if b else {}),
             "batch_size": self.batch_size,
-            "by_module": {k: v.as_dict() for k, v in self.by_module.items()},
-            "by_operator": {k: v.as_dict() for k, v in self.by_operator.items()},
+            "by_module": {k: v.as_dict(b) for k, v in self.by_module.items()},
+            "by_operator": {k: v.as_dict(b) for k, v in self.by_operator.items()},
             "untracked": dict(self.untracked),
-            "module_ops": {m: {k: v.as_dict() for k, v in ops.items()} for m, ops in self.module_ops.items()},
-            "phases": {k: v.as_dict() for k, v in self.phases.items()},
+            "module_ops": {m: {k: v.as_dict(b) for k, v in ops.items()} for m, ops in self.module_ops.items()},
+            "phases": {k: v.as_dict(b) for k, v in self.phases.items()},
             "communication": [c.as_dict() for c in self.communication],
             **({"logical_macs": self.logical_macs, "logical_flops": self.logical_flops}
                if self.logical_macs is not None else {}),
@@ -269,7 +288,8 @@ def roll_up_containers(by_module: dict[str, OpStats], parents: dict[str, str | N
     its parent's (``parent_names``).
     """
     return roll_up(by_module, parents,
-                   lambda kids: OpStats(sum(k.macs for k in kids), sum(k.flops for k in kids), 0))
+                   lambda kids: OpStats(sum(k.macs for k in kids), sum(k.flops for k in kids), 0,
+                                       sum(k.bytes for k in kids)))
 
 
 def roll_up(values: dict[str, Any], parents: dict[str, str | None], total: Callable[[list[Any]], Any]) -> list[str]:

@@ -11,7 +11,8 @@
   ``(Tensor[2, 3] float32, mask=Tensor[2] bool)``.
 * What the per-layer table shows of a module call (``layer_facts``): input and output shapes,
   output bytes, never the tensors.
-* Storages and their live bytes: ``storage_key``, ``tensor_span``, ``spanned_bytes``, ``StorageLedger``.
+* Storages and their live bytes: ``storage_key``, ``tensor_span``, ``spanned_bytes``, ``StorageLedger``;
+  the bytes each operator reads and writes: ``TrafficLog``.
 """
 from __future__ import annotations
 
@@ -29,12 +30,12 @@ from torch.utils._pytree import tree_leaves
 
 from deeplite_like.data import format_shape
 from deeplite_like.errors import BackwardError
-from deeplite_like.results import ActivationMemory, Cost
+from deeplite_like.results import ActivationMemory, Cost, OpCount, OpRecord
 
 __all__ = ["LayerFacts", "MemoryStats", "StorageLedger", "any_nested", "batch_size_of", "component_shapes",
            "describe_args", "describe_nested", "describe_tensor", "first_tensor_batch", "input_shapes",
            "is_dtensor", "is_fully_sharded", "layer_facts", "local_numel", "local_tensor", "loss_of",
-           "memory_stats", "meta_like", "price_per_component", "required_batch_size", "shape_text",
+           "TrafficLog", "memory_stats", "meta_like", "price_per_component", "required_batch_size", "shape_text",
            "spanned_bytes", "storage_key", "tensor_leaves", "tensor_span", "tensors_in"]
 
 
@@ -470,3 +471,169 @@ def memory_stats(ledger: StorageLedger, output: Any, meta: bool, grad: bool, bat
                        allocated_bytes=ledger.allocated, batch_size=batch_size,
                        per_sample_peak_bytes=ledger.peak / batch_size, peak_op=ledger.peak_op,
                        peak_module=ledger.peak_module, grad=grad, meta=meta)
+
+
+_NO_DATA = frozenset(("aten.empty", "aten.empty_strided", "aten.empty_like", "aten.new_empty",
+                      "aten.new_empty_strided", "aten.resize_", "aten.set_", "aten.lift_fresh"))
+
+
+def touched_bytes(tensor: torch.Tensor) -> int:
+    """Bytes of the distinct elements ``tensor`` covers: a broadcast (stride 0) dimension counts once."""
+    count = 1
+    for size, stride in zip(tensor.shape, tensor.stride()):
+        if stride != 0:
+            count *= size
+    return count * tensor.element_size()
+
+
+def _widest_float(tensors: list[torch.Tensor]) -> str:
+    best = None
+    for tensor in tensors:
+        dtype = tensor.dtype
+        if dtype.is_floating_point and (best is None or not best.is_floating_point or dtype.itemsize > best.itemsize):
+            best = dtype
+        elif best is None:
+            best = dtype
+    return "" if best is None else str(best).removeprefix("torch.")
+
+
+class TrafficLog:
+    """The bytes each operator call reads and writes, one ``OpRecord`` per call (``OpCount.records``).
+
+    The convention (``docs/conventions.rst``, "Bytes moved"): an op reads every distinct storage
+    among its tensor arguments (weights, buffers and inputs alike) and writes every storage among
+    its outputs, each at its dtype, once per op: the views of one storage add their distinct
+    elements (a broadcast dimension counts once: a bias expanded over a batch is read once), up to
+    the storage's size. A view (``t``, ``view``, ``expand``, ``detach``) moves nothing and leaves
+    no record; an allocation that writes nothing (``empty``) leaves none either. An in-place op
+    reads and writes its ``self``. This is the unfused lower bound: every intermediate goes to
+    memory and comes back.
+
+    ``finish`` adds the fused view (``OpRecord.fused_bytes``): a chain of consecutive ops that
+    are not contractions (no MACs) between two contractions moves only its ends, as a compiler
+    that fuses elementwise work would: a storage one op of the chain writes and a later op of the
+    same chain reads is neither written nor read again, unless something after the chain reads it
+    too (then it is written once); a storage read by several ops of the chain is read once.
+    Contractions move what they move in both views.
+
+    Storages are told apart by identity and by when they were made: a storage an op writes
+    that none of its arguments holds is a new one (a freed storage's address may come back).
+    """
+
+    def __init__(self) -> None:
+        self.records: list[OpRecord] = []
+        self._reads: list[list[tuple[int, int]]] = []  # per record: (storage serial, bytes)
+        self._writes: list[list[tuple[int, int]]] = []
+        self._modules: list[tuple[str, ...]] = []  # per record: the enclosing module calls
+        self._serials: dict[tuple[str, int], int] = {}  # storage key -> serial of the storage there now
+        self._next = 0
+
+    def _fresh(self) -> int:
+        self._next += 1
+        return self._next
+
+    def _serial(self, key: tuple[str, int]) -> int:
+        serial = self._serials.get(key)
+        if serial is None:  # a storage made before the count (a weight, an input)
+            serial = self._serials[key] = self._fresh()
+        return serial
+
+    def record(self, func: Any, name: str, modules: tuple[str, ...], phase: str, macs: int, flops: int,
+               args: tuple, kwargs: dict, out: Any) -> None:
+        """After an operator ran: what it read and wrote. ``modules``: the enclosing module calls, innermost last."""
+        if func.is_view or name in _NO_DATA:
+            for tensor in tensors_in(out):  # a fresh allocation: its address may be an old one's
+                key = storage_key(tensor)
+                if key is not None and not func.is_view:
+                    self._serials[key] = self._fresh()
+            return
+        inputs = [t for t in tensors_in((args, kwargs)) if t.layout is torch.strided]
+        outputs = [t for t in tensors_in(out) if t.layout is torch.strided]
+        read = self._covered(inputs)
+        written = self._covered(outputs)
+        reads = [(self._serial(key), nbytes) for key, nbytes in read.items()]
+        writes = []
+        for key, nbytes in written.items():
+            if key not in read:  # a new storage (an in-place / out= result keeps its argument's)
+                self._serials[key] = self._fresh()
+            writes.append((self._serials[key], nbytes))
+        self._reads.append(reads)
+        self._writes.append(writes)
+        self._modules.append(modules)
+        self.records.append(OpRecord(name, modules[-1], phase, macs, flops, sum(b for _, b in reads),
+                                     sum(b for _, b in writes), _widest_float(inputs or outputs)))
+
+    @staticmethod
+    def _covered(tensors: list[torch.Tensor]) -> dict[tuple[str, int], int]:
+        covered: dict[tuple[str, int], int] = {}
+        sizes: dict[tuple[str, int], int] = {}
+        for tensor in tensors:
+            tensor = local_tensor(tensor)
+            key = storage_key(tensor)
+            if key is None:
+                continue
+            covered[key] = covered.get(key, 0) + touched_bytes(tensor)
+            if key not in sizes:
+                sizes[key] = tensor.untyped_storage().nbytes()
+        return {key: min(nbytes, sizes[key]) for key, nbytes in covered.items()}
+
+    def add(self, name: str, modules: tuple[str, ...], phase: str, macs: int, flops: int) -> None:
+        """A cost priced whole (a module formula, a higher-order op): its inner ops carry the bytes."""
+        self._reads.append([])
+        self._writes.append([])
+        self._modules.append(modules)
+        self.records.append(OpRecord(name, modules[-1], phase, macs, flops, 0, 0, ""))
+
+    def finish(self, result: OpCount) -> None:
+        """Give ``result`` the records, with ``fused_bytes`` filled in (the class docstring's
+        fused view), and the bytes of every operator, module (nested, as its MACs), and phase row."""
+        self._fuse()
+        result.records = self.records
+        by_module, by_operator, module_ops = result.by_module, result.by_operator, result.module_ops
+        for record, modules in zip(self.records, self._modules):
+            moved = record.bytes
+            if not moved:
+                continue
+            for module in modules:
+                if module in by_module:
+                    by_module[module].bytes += moved
+            for row in (by_operator.get(record.op), module_ops.get(modules[-1], {}).get(record.op),
+                        result.phases.get(record.phase)):
+                if row is not None:
+                    row.bytes += moved
+        result.bytes_counted = True
+
+    def _fuse(self) -> None:
+        records, reads, writes = self.records, self._reads, self._writes
+        readers: dict[int, list[int]] = {}
+        for index, row in enumerate(reads):
+            for serial, _ in row:
+                readers.setdefault(serial, []).append(index)
+        fused = [0] * len(records)
+        start = 0
+        while start < len(records):
+            rec = records[start]
+            if rec.macs:  # a contraction moves what it moves
+                fused[start] = rec.bytes
+                start += 1
+                continue
+            end = start
+            while end + 1 < len(records) and not records[end + 1].macs and records[end + 1].phase == rec.phase:
+                end += 1
+            made: set[int] = set()  # storages written so far in the chain
+            seen: set[int] = set()  # storages already read from memory by the chain
+            last_write: dict[int, tuple[int, int]] = {}  # serial -> (record, bytes) of its last write
+            for index in range(start, end + 1):
+                for serial, nbytes in reads[index]:
+                    if serial not in made and serial not in seen:
+                        seen.add(serial)
+                        fused[index] += nbytes
+                for serial, nbytes in writes[index]:
+                    made.add(serial)
+                    last_write[serial] = (index, nbytes)
+            for serial, (index, nbytes) in last_write.items():
+                later = [r for r in readers.get(serial, ()) if r > index]
+                if not later or later[-1] > end:  # read after the chain, or never read again: kept
+                    fused[index] += nbytes
+            start = end + 1
+        self.records = [rec._replace(fused_bytes=b) for rec, b in zip(records, fused)]

@@ -21,7 +21,7 @@ from deeplite_like.backends.torch.counting.registry import CountOptions
 from deeplite_like.backends.torch.inputs import fixed_batch_hint
 from deeplite_like.backends.torch.kernels import AttentionKernel
 from deeplite_like.backends.torch.state import kept_random_state, kept_tensor_attributes, swapped_tensors
-from deeplite_like.backends.torch.tensors import (LayerFacts, StorageLedger, describe_args, first_tensor_batch,
+from deeplite_like.backends.torch.tensors import (LayerFacts, StorageLedger, TrafficLog, describe_args, first_tensor_batch,
                                                   is_dtensor, is_fully_sharded, loss_of, memory_stats, meta_like,
                                                   spanned_bytes, storage_key, tensors_in)
 from deeplite_like.errors import BackwardError, ForwardError, UntrackedOpWarning, check_flag, inputs_hint, model_inputs
@@ -34,7 +34,7 @@ LossFn = Callable[[Any], torch.Tensor]
 
 def count_ops(model: torch.nn.Module, *inputs: Any, args: Any = None, kwargs: Mapping[str, Any] | None = None,
               backward: bool = False, meta: bool = False, loss_fn: LossFn | None = None, causal_half: bool = False,
-              warn_untracked: bool = True, **model_kwargs: Any) -> OpCount:
+              bytes_moved: bool = False, warn_untracked: bool = True, **model_kwargs: Any) -> OpCount:
     """Count the MACs and FLOPs (ints, for the batch given) of ``model(*args, **kwargs)``.
 
     ``count_ops(model, x)``, ``count_ops(model, ids, kwargs={"attention_mask": mask})`` or
@@ -69,6 +69,9 @@ def count_ops(model: torch.nn.Module, *inputs: Any, args: Any = None, kwargs: Ma
         loss_fn: ``loss_fn(output) -> scalar tensor`` for ``backward``; by default the sum of
             every floating-point output that requires grad.
         causal_half: count causal attention as half of dense (``CountOptions.causal_half``).
+        bytes_moved: also count the bytes each operator reads and writes (``OpCount.records``,
+            ``OpStats.bytes``, ``OpCount.bytes`` / ``fused_bytes``; the convention:
+            ``tensors.TrafficLog``, ``docs/conventions.rst``), for ``deeplite_like.roofline``.
         warn_untracked: warn once about untracked operators.
 
     Raises:
@@ -82,10 +85,11 @@ def count_ops(model: torch.nn.Module, *inputs: Any, args: Any = None, kwargs: Ma
         raise TypeError(f"count_ops expects a torch.nn.Module, got {type(model).__name__}")
     backward, meta = check_flag(backward, "backward", "count_ops"), check_flag(meta, "meta", "count_ops")
     causal_half = check_flag(causal_half, "causal_half", "count_ops")
+    bytes_moved = check_flag(bytes_moved, "bytes_moved", "count_ops")
     warn_untracked = check_flag(warn_untracked, "warn_untracked", "count_ops")
     args, kwargs = model_inputs("count_ops", inputs, args, kwargs, model_kwargs)
     result = observe(model, args, kwargs, backward=backward, meta=meta, loss_fn=loss_fn,
-                     options=CountOptions(causal_half=causal_half)).counts
+                     options=CountOptions(causal_half=causal_half), bytes_moved=bytes_moved).counts
     if warn_untracked:
         warn_if_untracked(result.untracked, stacklevel=2)
     return result
@@ -109,7 +113,7 @@ class Observation:
 def observe(model: torch.nn.Module, args: tuple, kwargs: dict, *, backward: bool = False, meta: bool = False,
             loss_fn: LossFn | None = None, options: CountOptions | None = None, memory: bool = False,
             layers: bool = False, grad: bool | None = None, unfuse: bool = True,
-            wrap_errors: bool = True) -> Observation:
+            wrap_errors: bool = True, bytes_moved: bool = False) -> Observation:
     """One instrumented run of ``model(*args, **kwargs)``: counts, and when asked peak memory and layer facts.
 
     Everything is read from the same pass, by the same module attribution (``CountingMode``'s
@@ -123,7 +127,8 @@ def observe(model: torch.nn.Module, args: tuple, kwargs: dict, *, backward: bool
     enables it). ``unfuse``: turn the fused transformer fast path off so that its layers' inner
     work is seen (nested-tensor inputs keep it: only the fused kernels take them).
     ``wrap_errors``: a failing forward raises ``ForwardError`` naming the module (``False``: the
-    model's own exception, with a note naming the module).
+    model's own exception, with a note naming the module). ``bytes_moved``: log what each
+    operator reads and writes (``tensors.TrafficLog``).
     """
     modules = list(model.named_modules())
     slots = _tensor_slots(modules)
@@ -138,6 +143,8 @@ def observe(model: torch.nn.Module, args: tuple, kwargs: dict, *, backward: bool
     mode.result.batch_size = first_tensor_batch(args, kwargs)
     if layers:
         mode.layers = {}
+    if bytes_moved:
+        mode.traffic = TrafficLog()
     stats = None
     # which inputs are non-leaves that require grad: the forward may write those in place (as plain torch allows)
     non_leaves = non_leaf_inputs(args, kwargs)

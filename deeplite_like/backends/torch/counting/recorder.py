@@ -273,6 +273,7 @@ class CountingMode(LightDispatchMode):
         # What else the pass observes (``engine.observe``): storage lifetimes (peak memory) and each
         # module's first call (the per-layer table). None: not observed.
         self.ledger: Any = None  # a ``tensors.StorageLedger``; told of every operator's outputs
+        self.traffic: Any = None  # a ``tensors.TrafficLog``; told of every operator's reads and writes
         self.layers: dict[str, LayerFacts] | None = None  # qualified name -> facts of its first call
 
     # -- phases ---------------------------------------------------------------------------
@@ -490,6 +491,8 @@ class CountingMode(LightDispatchMode):
             self.failures[error] = _Frame(module, name, args, kwargs)
             raise error from exc
         self._add(module_op_name(type(module)), macs, flops, ctx)
+        if self.traffic is not None:
+            self.traffic.add(module_op_name(type(module)), ctx.names, self._phase_name, macs, flops)
 
     def _mark_context(self) -> None:
         if self._track_backward:
@@ -557,10 +560,14 @@ class CountingMode(LightDispatchMode):
         if self.ledger is not None:
             self.ledger.count(func, out)
         if formula is None or self._opaque:
+            if self.traffic is not None:
+                self.traffic.record(func, name, self._context_names(), self._phase_name, 0, 0, args, kwargs, out)
             return out
         if formula is _UNTRACKED:
             untracked = self.result.untracked
             untracked[name] = untracked.get(name, 0) + 1
+            if self.traffic is not None:
+                self.traffic.record(func, name, self._context_names(), self._phase_name, 0, 0, args, kwargs, out)
             return out
         try:
             macs, flops = formula(OpCall(func, args, kwargs, out, self.options))
@@ -572,6 +579,8 @@ class CountingMode(LightDispatchMode):
                 raise FormulaError(f"the formula {getattr(formula, '__qualname__', formula)!r} for {name} failed on "
                                    f"{describe_args(args, kwargs)}: {type(exc).__name__}: {exc}. Fix it, or "
                                    "replace it with register_formula(..., override=True).") from exc
+        if self.traffic is not None:
+            self.traffic.record(func, name, self._context_names(), self._phase_name, macs, flops, args, kwargs, out)
         # _add, inlined: this line runs once per priced op
         ctx = self._ctx
         if self._in_backward and ctx is self._root:  # (not in a module re-run by a recomputation)
@@ -620,6 +629,8 @@ class CountingMode(LightDispatchMode):
             if self._in_backward and ctx is self._root:
                 ctx = self._backward_context()
             self._add(name, int(cost.macs), int(cost.flops), ctx)
+            if self.traffic is not None:
+                self.traffic.add(name, ctx.names, self._phase_name, int(cost.macs), int(cost.flops))
         return out
 
     def _price_nested(self, func: Any, formula: Callable, name: str, args: tuple, kwargs: dict,
@@ -662,6 +673,10 @@ class CountingMode(LightDispatchMode):
     def communication(self) -> list:
         """The collectives counted so far: ``CommStats`` rows (``docs/distributed.rst``)."""
         return list(self._comm.rows.values()) if self._comm is not None else []
+
+    def _context_names(self) -> tuple[str, ...]:
+        """The qualified names of the module calls enclosing the op running now, innermost last."""
+        return (self._backward_context() if self._in_backward and self._ctx is self._root else self._ctx).names
 
     def module_running(self) -> str:
         """Qualified name of the innermost module running now; in backward, of the module whose
@@ -727,6 +742,8 @@ class CountingMode(LightDispatchMode):
         result.communication = self.communication()
         if self._logical is not None and self._logical.ran:
             result.logical_macs, result.logical_flops = self._logical.totals(result.macs, result.flops)
+        if self.traffic is not None:
+            self.traffic.finish(result)
         return result
 
 
