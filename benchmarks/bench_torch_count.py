@@ -138,6 +138,7 @@ def tools(model: torch.nn.Module, x: torch.Tensor) -> dict[str, tuple[Callable[[
         "count_ops": (lambda: count_ops(model, x), lambda r: (r.macs, r.flops)),
         "observe (+ memory, layers)": (lambda: observe_all(model, x), lambda r: (r.macs, r.flops)),
         "count_ops meta": (lambda: count_ops(model, x, meta=True), lambda r: (r.macs, r.flops)),
+        "count_ops, bytes_moved=True": (lambda: count_ops(model, x, bytes_moved=True), lambda r: (r.macs, r.flops)),
         "get_model_profile": (lambda: profile(model, x), lambda r: (r.macs, r.flops)),
         "get_model_profile, module_latency=False": (lambda: profile(model, x, False), lambda r: (r.macs, r.flops)),
         "FlopCounterMode": (lambda: flop_counter(model, x), lambda r: (None, r)),
