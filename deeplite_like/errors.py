@@ -166,13 +166,19 @@ def check_flag(value: Any, argument: str, api: str) -> bool:
 
 def check_batch_size(value: Any, argument: str = "batch_size", api: str = "", allow_none: bool = True) -> int | None:
     """``value`` as an int >= 1 (``None`` passes when ``allow_none``); ``TypeError``/``ValueError`` otherwise."""
-    where = f"{api}({argument}=...)" if api else argument
     if value is None and allow_none:
         return None
+    return check_positive_int(value, argument, api, "samples per batch")
+
+
+def check_positive_int(value: Any, argument: str, api: str = "", unit: str = "") -> int:
+    """``value`` as an int >= 1 (``unit`` says what it counts); ``TypeError``/``ValueError`` otherwise."""
+    where = f"{api}({argument}=...)" if api else argument
+    unit = f" ({unit})" if unit else ""
     if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise TypeError(f"{where} must be an int >= 1 (samples per batch), got {_got(value)}")
+        raise TypeError(f"{where} must be an int >= 1{unit}, got {_got(value)}")
     if value < 1:
-        raise ValueError(f"{where} must be >= 1 (samples per batch), got {int(value)}")
+        raise ValueError(f"{where} must be >= 1{unit}, got {int(value)}")
     return int(value)
 
 

@@ -195,3 +195,19 @@ def test_json_carries_bytes_only_when_counted():
 def test_bytes_moved_must_be_a_bool():
     with pytest.raises(TypeError, match="bytes_moved"):
         count_ops(nn.Linear(2, 2), torch.randn(1, 2), bytes_moved="yes")
+
+
+class MatMul3d(nn.Module):
+    def forward(self, x, w):
+        return torch.matmul(x, w)  # folds x to (6, 8), mm, then _unsafe_view back to (2, 3, 4)
+
+
+def test_an_op_whose_output_lies_on_its_input_storage_is_a_view_and_a_look_up_reads_only_its_rows():
+    count = count_ops(MatMul3d(), torch.randn(2, 3, 8), torch.randn(8, 4), bytes_moved=True)
+    # mm reads x 6·8·4 = 192 + w 8·4·4 = 128 -> 320, writes 6·4·4 = 96; the _unsafe_view after it
+    # returns mm's storage: no record
+    assert rows(count) == [("aten.mm", "", "forward", 320, 96, 416)]
+    count = count_ops(nn.Embedding(1000, 16), torch.randint(0, 1000, (2, 3)), bytes_moved=True)
+    # embedding reads the ids 2·3·8 = 48 and the 6 rows it selects, 6·16·4 = 384 (not the table's
+    # 1000·16·4 = 64,000) -> 432; writes 384
+    assert rows(count) == [("aten.embedding", "", "forward", 432, 384, 816)]

@@ -477,6 +477,11 @@ _NO_DATA = frozenset(("aten.empty", "aten.empty_strided", "aten.empty_like", "at
                       "aten.new_empty_strided", "aten.resize_", "aten.set_", "aten.lift_fresh"))
 
 
+# look-ups: operator -> position of the tensor they select from (read: what they select, at most)
+_GATHERS = {"aten.embedding": 0, "aten.index_select": 0, "aten.gather": 0, "aten.index": 0, "aten.take": 0,
+            "aten._embedding_bag": 0, "aten.embedding_bag": 0}
+
+
 def touched_bytes(tensor: torch.Tensor) -> int:
     """Bytes of the distinct elements ``tensor`` covers: a broadcast (stride 0) dimension counts once."""
     count = 1
@@ -504,9 +509,11 @@ class TrafficLog:
     among its tensor arguments (weights, buffers and inputs alike) and writes every storage among
     its outputs, each at its dtype, once per op: the views of one storage add their distinct
     elements (a broadcast dimension counts once: a bias expanded over a batch is read once), up to
-    the storage's size. A view (``t``, ``view``, ``expand``, ``detach``) moves nothing and leaves
-    no record; an allocation that writes nothing (``empty``) leaves none either. An in-place op
-    reads and writes its ``self``. This is the unfused lower bound: every intermediate goes to
+    the storage's size. A view (``t``, ``view``, ``expand``, ``detach``, and an op whose outputs
+    all lie on its arguments' storages without writing them, ``_unsafe_view``) moves nothing and
+    leaves no record; an allocation that writes nothing (``empty``) leaves none either. An
+    in-place op reads and writes its ``self``. A look-up (``embedding``, ``index_select``,
+    ``gather``, ``index``) reads of its table what it selects: at most its output's bytes. This is the unfused lower bound: every intermediate goes to
     memory and comes back.
 
     ``finish`` adds the fused view (``OpRecord.fused_bytes``): a chain of consecutive ops that
@@ -551,6 +558,15 @@ class TrafficLog:
         outputs = [t for t in tensors_in(out) if t.layout is torch.strided]
         read = self._covered(inputs)
         written = self._covered(outputs)
+        if not func._schema.is_mutable:  # an output on an argument's storage is an alias (``_unsafe_view``)
+            written = {key: nbytes for key, nbytes in written.items() if key not in read}
+            if not written and outputs:
+                return  # a view by another name: moves nothing
+        source = _GATHERS.get(name)
+        if source is not None and len(args) > source and isinstance(args[source], torch.Tensor):
+            key = storage_key(args[source])  # a look-up reads the rows it selects, not the table
+            if key in read:
+                read[key] = min(read[key], sum(written.values()))
         reads = [(self._serial(key), nbytes) for key, nbytes in read.items()]
         writes = []
         for key, nbytes in written.items():
