@@ -64,3 +64,61 @@ def test_a_model_that_is_not_a_causal_lm_is_refused_by_name():
         count_serving(nn.Sequential(nn.Linear(2, 2)))
     with pytest.raises(ValueError, match=r"count_serving\(context=...\) must be >= 1 \(tokens\)"):
         count_serving(nn.Sequential(nn.Linear(2, 2)), context=0)
+
+
+def test_one_llama2_7b_layer_agrees_with_llm_viewer_on_every_contraction():
+    """One decoder layer of Llama-2-7B (hidden 4096, 32 heads of 128, MLP 11008, vocabulary 32000),
+    float16 (2 bytes), eager attention, batch 1: the prefill of 1,024 tokens and a decode step that
+    attends to 1,024 (1,023 cached + itself), LLM-Viewer's defaults. Each linear layer (in, out) moves
+    its weight, its input and its output once: prefill 1,024 · in · out MACs and 2 · (in · out + 1,024 ·
+    in + 1,024 · out) bytes; decode in · out MACs and 2 · (in · out + in + out) bytes. These are
+    LLM-Viewer's numbers too (its OPs are 2 · MACs; benchmarks/bench_llm_viewer.py, docs/benchmarks.rst).
+    """
+    config = transformers.LlamaConfig(hidden_size=4096, intermediate_size=11008, num_hidden_layers=1,
+                                      num_attention_heads=32, num_key_value_heads=32, vocab_size=32000,
+                                      max_position_embeddings=4096, attn_implementation="eager")
+    with torch.device("meta"):
+        model = transformers.LlamaForCausalLM(config).to(torch.float16).eval()
+    cost = count_serving(model, prompt_tokens=1024, context=1023)
+
+    def contractions(count):
+        return {(r.module.rsplit(".", 1)[-1], r.op): (r.macs, r.flops, r.bytes) for r in count.records if r.macs}
+
+    # q, k, v, o: 4096 · 4096 = 16,777,216 MACs a token; gate, up: 4096 · 11008 = 45,088,768; down the same.
+    # prefill q: 1,024 · 16,777,216 = 17,179,869,184 MACs; bytes 2 · (16,777,216 + 4,194,304 + 4,194,304)
+    #   = 50,331,648; gate: 1,024 · 45,088,768 = 46,170,898,432 MACs, bytes 2 · (45,088,768 + 4,194,304
+    #   + 11,272,192) = 121,110,528 (down: in 11,272,192 and out 4,194,304: the same sum)
+    square = (17_179_869_184, 34_359_738_368, 50_331_648)
+    wide = (46_170_898_432, 92_341_796_864, 121_110_528)
+    # attention, 32 heads: Q·Kᵀ 32 · 1,024 · 1,024 · 128 = 4,294,967,296 MACs, reading q and k (2 · 4,194,304
+    #   bytes each) and writing the fp16 scores 32 · 1,024 · 1,024 · 2 = 67,108,864 -> 83,886,080 bytes;
+    #   P·V the same MACs, reading the scores and v, writing the output: the same bytes
+    attention = (4_294_967_296, 8_589_934_592, 83_886_080)
+    # lm_head over every prompt token (no logits_to_keep): 1,024 · 4096 · 32000 = 134,217,728,000 MACs,
+    #   bytes 2 · (131,072,000 + 4,194,304 + 32,768,000) = 336,068,608
+    head = (134_217_728_000, 268_435_456_000, 336_068_608)
+    prefill = contractions(cost.prefill)
+    assert {name: prefill[name, "aten.mm"] for name in ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj",
+                                                         "up_proj", "down_proj", "lm_head")} == {
+        "q_proj": square, "k_proj": square, "v_proj": square, "o_proj": square,
+        "gate_proj": wide, "up_proj": wide, "down_proj": wide, "lm_head": head}
+    bmms = [(r.macs, r.flops, r.bytes) for r in cost.prefill.records if r.op == "aten.bmm"]
+    assert bmms == [attention, attention]
+    # decode: q 16,777,216 MACs, bytes 2 · (16,777,216 + 4096 + 4096) = 33,570,816; gate 45,088,768 MACs,
+    #   bytes 2 · (45,088,768 + 4096 + 11008) = 90,207,744; lm_head 131,072,000 MACs, bytes
+    #   2 · (131,072,000 + 4096 + 32000) = 262,216,192
+    square, wide = (16_777_216, 33_554_432, 33_570_816), (45_088_768, 90_177_536, 90_207_744)
+    decode = contractions(cost.decode)
+    assert {name: decode[name, "aten.mm"] for name in ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj",
+                                                        "up_proj", "down_proj", "lm_head")} == {
+        "q_proj": square, "k_proj": square, "v_proj": square, "o_proj": square, "gate_proj": wide,
+        "up_proj": wide, "down_proj": wide, "lm_head": (131_072_000, 262_144_000, 262_216_192)}
+    # Q·Kᵀ at 1,024 keys: 32 · 1,024 · 128 = 4,194,304 MACs; reads q (4096 · 2 = 8,192) and the cached K
+    #   (1,024 · 4096 · 2 = 8,388,608), writes the scores (32 · 1,024 · 2 = 65,536): 8,462,336 bytes;
+    #   P·V: the same MACs, reads the scores and V, writes 8,192: the same bytes
+    bmms = [(r.macs, r.flops, r.bytes) for r in cost.decode.records if r.op == "aten.bmm"]
+    assert bmms == [(4_194_304, 8_388_608, 8_462_336)] * 2
+    # the softmax: 5 FLOPs an element (LLM-Viewer's max, sub, exp, sum, div), 32 · 1,024 · 1,024 in the
+    #   prefill = 167,772,160; 32 · 1,024 in the decode = 163,840
+    assert [r.flops for r in cost.prefill.records if r.op == "aten._softmax"] == [167_772_160]
+    assert [r.flops for r in cost.decode.records if r.op == "aten._softmax"] == [163_840]
