@@ -211,3 +211,32 @@ def test_an_op_whose_output_lies_on_its_input_storage_is_a_view_and_a_look_up_re
     # embedding reads the ids 2·3·8 = 48 and the 6 rows it selects, 6·16·4 = 384 (not the table's
     # 1000·16·4 = 64,000) -> 432; writes 384
     assert rows(count) == [("aten.embedding", "", "forward", 432, 384, 816)]
+
+
+class Scatters(nn.Module):
+    """A KV cache's update and its relatives: index_copy_, index_add_, scatter_, scatter_add_ into ``cache``."""
+
+    def forward(self, cache, new, pos, idx, src):
+        cache.index_copy_(0, pos, new)
+        cache.index_add_(0, pos, new)
+        cache.scatter_(0, idx, src)
+        return cache.scatter_add_(0, idx, src)
+
+
+def test_an_in_place_scatter_writes_what_it_scatters_not_its_whole_self():
+    cache, new, src = torch.zeros(8, 4), torch.ones(1, 4), torch.ones(1, 4)
+    pos, idx = torch.tensor([3]), torch.tensor([[1, 2, 3, 4]])
+    count = count_ops(Scatters(), cache, new, pos, idx, src, bytes_moved=True)
+    # cache (8, 4) float32 = 128 bytes, of which each op writes 4 elements = 16 (not 128):
+    # index_copy_: reads new 16 + pos 8 = 24 (not what it overwrites), writes 16;
+    # index_add_: reads new 16 + pos 8 + the 16 it adds to = 40, writes 16;
+    # scatter_: reads idx 4 · 8 = 32 + src 16 = 48, writes one element per index, 16;
+    # scatter_add_: 48 + the 16 it adds to = 64, writes 16.
+    # fused (one chain): new, pos, idx, src read once (24 at index_copy_, 48 at scatter_), the cache
+    # written once at its last write (16).
+    assert rows(count) == [
+        ("aten.index_copy_", "", "forward", 24, 16, 24),
+        ("aten.index_add_", "", "forward", 40, 16, 0),
+        ("aten.scatter_", "", "forward", 48, 16, 48),
+        ("aten.scatter_add_", "", "forward", 64, 16, 16),
+    ]

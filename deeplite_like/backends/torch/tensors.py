@@ -480,6 +480,11 @@ _NO_DATA = frozenset(("aten.empty", "aten.empty_strided", "aten.empty_like", "at
 # look-ups: operator -> position of the tensor they select from (read: what they select, at most)
 _GATHERS = {"aten.embedding": 0, "aten.index_select": 0, "aten.gather": 0, "aten.index": 0, "aten.take": 0,
             "aten._embedding_bag": 0, "aten.embedding_bag": 0}
+# in-place scatters: operator -> (position of the tensor whose elements count what is written, whether the
+# op reads what it overwrites). ``index_copy_``/``index_add_`` write their source's elements; ``scatter_`` and
+# ``scatter_add_`` one element per index (a KV cache's ``index_copy_`` writes the new token, not the cache)
+_SCATTERS = {"aten.index_copy_": (3, False), "aten.index_add_": (3, True), "aten.scatter_": (2, False),
+             "aten.scatter_add_": (2, True)}
 
 
 def touched_bytes(tensor: torch.Tensor) -> int:
@@ -513,7 +518,9 @@ class TrafficLog:
     all lie on its arguments' storages without writing them, ``_unsafe_view``) moves nothing and
     leaves no record; an allocation that writes nothing (``empty``) leaves none either. An
     in-place op reads and writes its ``self``. A look-up (``embedding``, ``index_select``,
-    ``gather``, ``index``) reads of its table what it selects: at most its output's bytes. This is the unfused lower bound: every intermediate goes to
+    ``gather``, ``index``) reads of its table what it selects: at most its output's bytes; an in-place
+    scatter (``index_copy_``, ``index_add_``, ``scatter_``, ``scatter_add_``) writes of its ``self`` what
+    it scatters, and reads those elements only when it adds to them. This is the unfused lower bound: every intermediate goes to
     memory and comes back.
 
     ``finish`` adds the fused view (``OpRecord.fused_bytes``): a chain of consecutive ops that
@@ -567,12 +574,22 @@ class TrafficLog:
             key = storage_key(args[source])  # a look-up reads the rows it selects, not the table
             if key in read:
                 read[key] = min(read[key], sum(written.values()))
+        scatter = _SCATTERS.get(name)
+        arguments = set(read)  # (a storage among them that the op writes keeps its serial)
+        if scatter is not None and len(args) > scatter[0] and isinstance(args[scatter[0]], torch.Tensor):
+            key = storage_key(args[0])
+            if key in written:
+                written[key] = min(written[key], args[scatter[0]].numel() * args[0].element_size())
+                if scatter[1]:
+                    read[key] = min(read[key], written[key])
+                else:
+                    read.pop(key, None)
         reads = [(self._serial(key), nbytes) for key, nbytes in read.items()]
         writes = []
         for key, nbytes in written.items():
-            if key not in read:  # a new storage (an in-place / out= result keeps its argument's)
+            if key not in arguments:  # a new storage (an in-place / out= result keeps its argument's)
                 self._serials[key] = self._fresh()
-            writes.append((self._serials[key], nbytes))
+            writes.append((self._serial(key), nbytes))
         self._reads.append(reads)
         self._writes.append(writes)
         self._modules.append(modules)
