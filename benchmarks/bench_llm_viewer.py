@@ -15,7 +15,7 @@ ours is the same decode step when 1023 tokens are cached (``count_serving(contex
 step appends its own keys and values and attends to 1024).
 
 Our operator records (``OpCount.records``) are mapped to LLM-Viewer's layer kinds by the module
-that ran them and the operator (``kind_of``); what LLM-Viewer has no layer for (the embedding, the
+that ran them and the operator (``kinds``); what LLM-Viewer has no layer for (the embedding, the
 rotary embedding, the causal mask, the final norm, the fp32 casts and copies of transformers' eager
 code) gets rows of its own, so the rows add up to our totals. Per-layer rows are our 32 layers'
 sum divided by 32 (the layers are identical), as LLM-Viewer reports one layer and multiplies by 32.
