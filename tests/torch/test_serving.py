@@ -27,9 +27,11 @@ def test_prefill_decode_and_kv_cache_of_a_tiny_llama(llama):
     assert cost.kv_cache_bytes == 16_384
     # prefill, 2 · 8 = 16 tokens: per token and layer q 64·64 = 4,096, k and v 64·32 = 2,048 each,
     #   o 4,096, MLP 3 · 64·128 = 24,576 -> 36,864; x 16 tokens = 589,824; attention Q·Kᵀ and P·V
-    #   2 · (2 · 4 heads · 8 · 8 · 16) = 16,384 -> 606,208 a layer, 1,212,416 for 2; lm_head 16 · 6,400
-    #   = 102,400 -> 1,314,816
-    assert cost.prefill.macs == 1_314_816
+    #   2 · (2 · 4 heads · 8 · 8 · 16) = 16,384 -> 606,208 a layer, 1,212,416 for 2; lm_head on the last
+    #   token of each sequence only, as generate (logits_to_keep=1): 2 · 6,400 = 12,800 -> 1,225,216
+    assert cost.prefill.macs == 1_225_216
+    # every prompt token's logits (all_logits=True): lm_head 16 · 6,400 = 102,400 -> 1,314,816
+    assert count_serving(llama, prompt_tokens=8, context=16, batch_size=2, all_logits=True).prefill.macs == 1_314_816
     # decode, 1 token at position 17 (16 cached + itself), batch 2: projections and MLP 2 · 36,864 =
     #   73,728 a layer; attention 2 · (2 · 4 · 1 · 17 · 16) = 4,352 -> 78,080; 2 layers 156,160;
     #   lm_head 2 · 6,400 = 12,800 -> 168,960
@@ -94,9 +96,9 @@ def test_one_llama2_7b_layer_agrees_with_llm_viewer_on_every_contraction():
     #   bytes each) and writing the fp16 scores 32 · 1,024 · 1,024 · 2 = 67,108,864 -> 83,886,080 bytes;
     #   P·V the same MACs, reading the scores and v, writing the output: the same bytes
     attention = (4_294_967_296, 8_589_934_592, 83_886_080)
-    # lm_head over every prompt token (no logits_to_keep): 1,024 · 4096 · 32000 = 134,217,728,000 MACs,
-    #   bytes 2 · (131,072,000 + 4,194,304 + 32,768,000) = 336,068,608
-    head = (134_217_728_000, 268_435_456_000, 336_068_608)
+    # lm_head on the last token (logits_to_keep=1, as generate): 4096 · 32000 = 131,072,000 MACs,
+    #   bytes 2 · (131,072,000 + 4096 + 32000) = 262,216,192
+    head = (131_072_000, 262_144_000, 262_216_192)
     prefill = contractions(cost.prefill)
     assert {name: prefill[name, "aten.mm"] for name in ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj",
                                                          "up_proj", "down_proj", "lm_head")} == {

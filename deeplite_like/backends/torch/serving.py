@@ -7,13 +7,14 @@ parameter model is answered in seconds; ``ServingCost.predict`` turns them into 
 """
 from __future__ import annotations
 
+import inspect
 from dataclasses import dataclass
 from typing import Any
 
 import torch
 
 from deeplite_like.backends.torch.counting.engine import count_ops
-from deeplite_like.errors import check_positive_int
+from deeplite_like.errors import check_flag, check_positive_int
 from deeplite_like.results import OpCount
 
 
@@ -109,7 +110,7 @@ def cache_bytes(cache: Any) -> int:
 
 
 def count_serving(model: torch.nn.Module, prompt_tokens: int = 512, context: int | None = None,
-                  batch_size: int = 1) -> ServingCost:
+                  batch_size: int = 1, all_logits: bool = False) -> ServingCost:
     """Count serving ``model`` (a transformers causal LM): the prefill and one decode step.
 
     ``prompt_tokens``: the prompt the prefill runs (the time to the first token). ``context``: the
@@ -118,7 +119,9 @@ def count_serving(model: torch.nn.Module, prompt_tokens: int = 512, context: int
     with the model's own cache class (``DynamicCache``: its decode step concatenates the new
     token's keys and values to the cache, and that copy is counted), in the model's mode and dtype.
     The cache is filled by a meta prefill of ``context`` tokens (the prefill counted, when
-    ``context`` equals the prompt).
+    ``context`` equals the prompt). The prefill computes the logits of the last token only, as
+    ``generate`` does (``logits_to_keep=1``, for a model whose forward takes it); ``all_logits=True``
+    computes them for every prompt token (a scoring or training forward).
 
     Raises:
         TypeError: the model is not a transformers causal language model.
@@ -127,16 +130,23 @@ def count_serving(model: torch.nn.Module, prompt_tokens: int = 512, context: int
     prompt_tokens = check_positive_int(prompt_tokens, "prompt_tokens", "count_serving", "tokens")
     context = prompt_tokens if context is None else check_positive_int(context, "context", "count_serving", "tokens")
     batch_size = check_positive_int(batch_size, "batch_size", "count_serving", "sequences")
+    all_logits = check_flag(all_logits, "all_logits", "count_serving")
     cache = _empty_cache(model)
     options = {"meta": True, "bytes_moved": True, "warn_untracked": False}
+    last_only = {} if all_logits or "logits_to_keep" not in inspect.signature(model.forward).parameters \
+        else {"logits_to_keep": 1}
 
     def ids(tokens: int) -> torch.Tensor:
         return torch.zeros(batch_size, tokens, dtype=torch.long, device="meta")
 
-    prefill = count_ops(model, ids(prompt_tokens), kwargs={"use_cache": True, "past_key_values": cache}, **options)
+    def prefill_of(tokens: int, cache: Any) -> OpCount:
+        return count_ops(model, ids(tokens), kwargs={"use_cache": True, "past_key_values": cache, **last_only},
+                         **options)
+
+    prefill = prefill_of(prompt_tokens, cache)
     if context != prompt_tokens:
         cache = _empty_cache(model)
-        count_ops(model, ids(context), kwargs={"use_cache": True, "past_key_values": cache}, **options)
+        prefill_of(context, cache)
     kv_bytes = cache_bytes(cache)
     decode = count_ops(model, ids(1), kwargs={"use_cache": True, "past_key_values": cache}, **options)
     param_bytes = sum(p.numel() * p.element_size() for p in model.parameters())
