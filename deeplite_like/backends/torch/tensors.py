@@ -477,6 +477,27 @@ _NO_DATA = frozenset(("aten.empty", "aten.empty_strided", "aten.empty_like", "at
                       "aten.new_empty_strided", "aten.resize_", "aten.set_", "aten.lift_fresh"))
 
 
+def _flat_tensors(values: Any) -> list[torch.Tensor]:
+    """The strided tensors among an operator's arguments or outputs (tensors, and lists of them);
+    nested tensors are left out (their components' bytes are not priced yet)."""
+    found = []
+    for value in values:
+        if isinstance(value, torch.Tensor):
+            if value.layout is torch.strided and not value.is_nested:
+                found.append(value)
+        elif isinstance(value, (list, tuple)):
+            found.extend(item for item in value
+                         if isinstance(item, torch.Tensor) and item.layout is torch.strided and not item.is_nested)
+    return found
+
+
+def _traffic_key(tensor: torch.Tensor) -> Any:
+    """A storage's identity for ``TrafficLog`` (its address in memory, on any device; a DTensor's local shard's)."""
+    if type(tensor) is not torch.Tensor:
+        tensor = local_tensor(tensor)
+    return tensor.untyped_storage()._cdata
+
+
 # look-ups: operator -> position of the tensor they select from (read: what they select, at most)
 _GATHERS = {"aten.embedding": 0, "aten.index_select": 0, "aten.gather": 0, "aten.index": 0, "aten.take": 0,
             "aten._embedding_bag": 0, "aten.embedding_bag": 0}
@@ -539,14 +560,14 @@ class TrafficLog:
         self._reads: list[list[tuple[int, int]]] = []  # per record: (storage serial, bytes)
         self._writes: list[list[tuple[int, int]]] = []
         self._modules: list[tuple[str, ...]] = []  # per record: the enclosing module calls
-        self._serials: dict[tuple[str, int], int] = {}  # storage key -> serial of the storage there now
+        self._serials: dict[int, int] = {}  # storage address -> serial of the storage there now
         self._next = 0
 
     def _fresh(self) -> int:
         self._next += 1
         return self._next
 
-    def _serial(self, key: tuple[str, int]) -> int:
+    def _serial(self, key: int) -> int:
         serial = self._serials.get(key)
         if serial is None:  # a storage made before the count (a weight, an input)
             serial = self._serials[key] = self._fresh()
@@ -555,14 +576,16 @@ class TrafficLog:
     def record(self, func: Any, name: str, modules: tuple[str, ...], phase: str, macs: int, flops: int,
                args: tuple, kwargs: dict, out: Any) -> None:
         """After an operator ran: what it read and wrote. ``modules``: the enclosing module calls, innermost last."""
-        if func.is_view or name in _NO_DATA:
-            for tensor in tensors_in(out):  # a fresh allocation: its address may be an old one's
-                key = storage_key(tensor)
-                if key is not None and not func.is_view:
-                    self._serials[key] = self._fresh()
+        if func.is_view:
             return
-        inputs = [t for t in tensors_in((args, kwargs)) if t.layout is torch.strided]
-        outputs = [t for t in tensors_in(out) if t.layout is torch.strided]
+        if name in _NO_DATA:
+            for tensor in _flat_tensors(out if isinstance(out, (tuple, list)) else (out,)):
+                self._serials[_traffic_key(tensor)] = self._fresh()  # a fresh allocation, maybe at an old address
+            return
+        inputs = _flat_tensors(args)
+        if kwargs:
+            inputs += _flat_tensors(kwargs.values())
+        outputs = _flat_tensors(out if isinstance(out, (tuple, list)) else (out,))
         read = self._covered(inputs)
         written = self._covered(outputs)
         if not func._schema.is_mutable:  # an output on an argument's storage is an alias (``_unsafe_view``)
@@ -571,13 +594,13 @@ class TrafficLog:
                 return  # a view by another name: moves nothing
         source = _GATHERS.get(name)
         if source is not None and len(args) > source and isinstance(args[source], torch.Tensor):
-            key = storage_key(args[source])  # a look-up reads the rows it selects, not the table
+            key = _traffic_key(args[source])  # a look-up reads the rows it selects, not the table
             if key in read:
                 read[key] = min(read[key], sum(written.values()))
         scatter = _SCATTERS.get(name)
         arguments = set(read)  # (a storage among them that the op writes keeps its serial)
         if scatter is not None and len(args) > scatter[0] and isinstance(args[scatter[0]], torch.Tensor):
-            key = storage_key(args[0])
+            key = _traffic_key(args[0])
             if key in written:
                 written[key] = min(written[key], args[scatter[0]].numel() * args[0].element_size())
                 if scatter[1]:
@@ -597,17 +620,20 @@ class TrafficLog:
                                      sum(b for _, b in writes), _widest_float(inputs or outputs)))
 
     @staticmethod
-    def _covered(tensors: list[torch.Tensor]) -> dict[tuple[str, int], int]:
-        covered: dict[tuple[str, int], int] = {}
-        sizes: dict[tuple[str, int], int] = {}
+    def _covered(tensors: list[torch.Tensor]) -> dict[int, int]:
+        """Storage address -> bytes the tensors cover of it (views add up, up to the storage's size)."""
+        covered: dict[int, int] = {}
+        sizes: dict[int, int] = {}
         for tensor in tensors:
-            tensor = local_tensor(tensor)
-            key = storage_key(tensor)
-            if key is None:
-                continue
+            if type(tensor) is not torch.Tensor:
+                tensor = local_tensor(tensor)
+                if storage_key(tensor) is None:
+                    continue
+            storage = tensor.untyped_storage()
+            key = storage._cdata
             covered[key] = covered.get(key, 0) + touched_bytes(tensor)
             if key not in sizes:
-                sizes[key] = tensor.untyped_storage().nbytes()
+                sizes[key] = storage.nbytes()
         return {key: min(nbytes, sizes[key]) for key, nbytes in covered.items()}
 
     def add(self, name: str, modules: tuple[str, ...], phase: str, macs: int, flops: int) -> None:
