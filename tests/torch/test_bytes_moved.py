@@ -240,3 +240,13 @@ def test_an_in_place_scatter_writes_what_it_scatters_not_its_whole_self():
         ("aten.scatter_", "", "forward", 48, 16, 48),
         ("aten.scatter_add_", "", "forward", 64, 16, 16),
     ]
+
+
+@pytest.mark.parametrize("layout", [torch.jagged, torch.strided])
+def test_a_nested_input_is_read_as_its_buffer_and_metadata_questions_leave_no_record(layout):
+    x = torch.nested.nested_tensor([torch.randn(3, 8), torch.randn(5, 8)], layout=layout)
+    count = count_ops(nn.Linear(8, 4), x, bytes_moved=True)
+    # linear reads the 3 + 5 = 8 rows of 8 (256), W 4·8·4 = 128 and b 16 -> 400, writes 8 rows of 4: 128
+    linear = [(r.bytes_read, r.bytes_written) for r in count.records if r.op == "aten.linear"]
+    assert linear == [(400, 128)]
+    assert not any(r.op in ("aten.sym_size", "prim.layout") for r in count.records)

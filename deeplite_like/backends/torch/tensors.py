@@ -478,17 +478,24 @@ _NO_DATA = frozenset(("aten.empty", "aten.empty_strided", "aten.empty_like", "at
 
 
 def _flat_tensors(values: Any) -> list[torch.Tensor]:
-    """The strided tensors among an operator's arguments or outputs (tensors, and lists of them);
-    nested tensors are left out (their components' bytes are not priced yet)."""
+    """The strided tensors among an operator's arguments or outputs (tensors, and lists of them); a
+    nested tensor stands for its buffer (every component); sparse tensors are left out."""
     found = []
     for value in values:
         if isinstance(value, torch.Tensor):
-            if value.layout is torch.strided and not value.is_nested:
-                found.append(value)
+            found.append(value)
         elif isinstance(value, (list, tuple)):
-            found.extend(item for item in value
-                         if isinstance(item, torch.Tensor) and item.layout is torch.strided and not item.is_nested)
-    return found
+            found.extend(item for item in value if isinstance(item, torch.Tensor))
+    return [t if t.layout is torch.strided and not t.is_nested else _buffer(t) for t in found
+            if t.layout in (torch.strided, torch.jagged)]
+
+
+def _buffer(tensor: torch.Tensor) -> torch.Tensor:
+    """A nested tensor's one buffer, as a plain tensor: its components, all of them."""
+    if tensor.layout is torch.jagged:
+        return tensor.values()
+    storage = tensor.untyped_storage()
+    return torch.empty(0, dtype=torch.uint8, device=tensor.device).set_(storage, 0, (storage.nbytes(),))
 
 
 def _traffic_key(tensor: torch.Tensor) -> Any:
@@ -586,11 +593,14 @@ class TrafficLog:
         if kwargs:
             inputs += _flat_tensors(kwargs.values())
         outputs = _flat_tensors(out if isinstance(out, (tuple, list)) else (out,))
+        mutable = func._schema.is_mutable
+        if not outputs and not mutable:  # a question about metadata (sizes, layout) or a scalar: no record
+            return
         read = self._covered(inputs)
         written = self._covered(outputs)
-        if not func._schema.is_mutable:  # an output on an argument's storage is an alias (``_unsafe_view``)
+        if not mutable:  # an output on an argument's storage is an alias (``_unsafe_view``)
             written = {key: nbytes for key, nbytes in written.items() if key not in read}
-            if not written and outputs:
+            if not written:
                 return  # a view by another name: moves nothing
         source = _GATHERS.get(name)
         if source is not None and len(args) > source and isinstance(args[source], torch.Tensor):
