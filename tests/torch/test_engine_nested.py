@@ -106,7 +106,7 @@ def test_nested_input_to_an_encoder_layer_runs_its_fused_kernel_priced_per_seque
 @pytest.mark.parametrize("layout", LAYOUTS)
 def test_describe_args_shows_the_components_of_a_nested_tensor(layout):
     nested = _nested(12, 8, layout=layout)
-    assert describe_args((nested,), {"mask": None}) == "(NestedTensor[(12, 64), (8, 64)] float32, mask=None)"
+    assert describe_args((nested,), {"mask": None}) == "(NestedTensor[float32, 12x64, 8x64], mask=None)"
 
 
 def test_a_forward_error_on_nested_inputs_names_the_components():
@@ -117,7 +117,7 @@ def test_a_forward_error_on_nested_inputs_names_the_components():
     layer = nn.TransformerEncoderLayer(64, 4, 128, batch_first=True).eval()
     with pytest.raises(ForwardError) as info:
         count_ops(layer, _nested(12, 8))
-    assert "'self_attn'" in str(info.value) and "NestedTensor[(12, 64), (8, 64)] float32" in str(info.value)
+    assert "'self_attn'" in str(info.value) and "NestedTensor[float32, 12x64, 8x64]" in str(info.value)
 
 
 @pytest.mark.parametrize("batch_size,macs", [
@@ -143,7 +143,7 @@ def test_profiler_takes_batches_of_a_nested_input(batch_size, macs):
 def test_meta_counting_refuses_nested_inputs_and_says_what_to_do(layout):
     with pytest.raises(ValueError, match=r"no meta nested tensors.*meta=False") as info:
         count_ops(nn.Linear(64, 8), _nested(12, 8, layout=layout), meta=True)
-    assert "NestedTensor[(12, 64), (8, 64)] float32" in str(info.value)
+    assert "NestedTensor[float32, 12x64, 8x64]" in str(info.value)
 
 
 def test_a_formula_failing_on_the_components_is_reported_with_the_nested_shapes():
@@ -164,5 +164,5 @@ def test_a_formula_failing_on_the_components_is_reported_with_the_nested_shapes(
         register_formula(relu, override=True)(original)
     error = info.value.__cause__
     assert isinstance(error, FormulaError) and isinstance(error.__cause__, KeyError)
-    assert "components of nested tensors (NestedTensor[(12, 64), (8, 64)] float32)" in str(error)
+    assert "components of nested tensors (NestedTensor[float32, 12x64, 8x64])" in str(error)
     assert lookup(relu.default) is original

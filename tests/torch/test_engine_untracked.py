@@ -82,7 +82,7 @@ def test_a_raising_formula_is_reported_with_the_op_and_shapes():
         unregister("dltest::priced")
     formula_error = info.value.__cause__
     assert isinstance(formula_error, FormulaError)
-    assert "dltest.priced" in str(formula_error) and "Tensor[2, 5]" in str(formula_error)
+    assert "dltest.priced" in str(formula_error) and "Tensor[float32, 2x5]" in str(formula_error)
     assert isinstance(formula_error.__cause__, KeyError)
 
 

@@ -29,6 +29,7 @@ from torch.utils.data import DataLoader, Dataset, IterableDataset
 from deeplite_like.data import (DataError, ForwardPass, Inputs, cyclic_indices, describe, first_batch, format_shape,
                                 register_adapter, register_split_check)
 from deeplite_like.data.loaders import DataLoader as LoaderBase, TensorInfo, TensorSampler
+from deeplite_like.backends.torch.tensors import describe_tensor
 from deeplite_like.device import Device, unavailable
 from deeplite_like.errors import ForwardError, caller
 
@@ -308,12 +309,7 @@ class TorchAdapter:
         return isinstance(x, torch.Tensor)
 
     def describe(self, x: torch.Tensor) -> str:
-        dtype = str(x.dtype).removeprefix("torch.")
-        device = "" if x.device.type == "cpu" else f", {x.device}"
-        if x.is_nested:  # no single shape: its components' (``torch.nested``)
-            parts = ", ".join(format_shape(tuple(part.shape)) for part in x.unbind())
-            return f"NestedTensor[{dtype}, {parts}{device}]"
-        return f"{type(x).__name__}[{dtype}, {format_shape(tuple(x.shape))}{device}]"
+        return describe_tensor(x)  # (one spelling for every message: ``Tensor[float32, 8x3x32x32]``)
 
     def batch_dim(self, x: torch.Tensor) -> int | None:
         return int(x.size(0)) if x.dim() > 0 else None  # (size(0): a nested tensor has no .shape)

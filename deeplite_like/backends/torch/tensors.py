@@ -8,7 +8,7 @@
 * Nested tensors (``torch.nested``, both layouts) as the counting engine and its formulas see
   them: ``price_per_component``.
 * How a call's arguments read in error messages (``describe_args``):
-  ``(Tensor[2, 3] float32, mask=Tensor[2] bool)``.
+  ``(Tensor[float32, 2x3], mask=Tensor[bool, 2])``.
 * What the per-layer table shows of a module call (``layer_facts``): input and output shapes,
   output bytes, never the tensors.
 * Storages and their live bytes: ``storage_key``, ``tensor_span``, ``spanned_bytes``, ``StorageLedger``;
@@ -172,11 +172,17 @@ def component_shapes(tensor: torch.Tensor) -> list[tuple[int, ...]]:
 
 
 def describe_nested(tensor: torch.Tensor) -> str:
-    """``NestedTensor[(12, 64), (8, 64)] float32``: its components' shapes, for error messages."""
-    shapes = ", ".join(f"({', '.join(map(str, s))})" for s in component_shapes(tensor))
-    dtype = str(tensor.dtype).replace("torch.", "")
-    device = "" if tensor.device.type == "cpu" else f" {tensor.device}"
-    return f"NestedTensor[{shapes}] {dtype}{device}"
+    """``NestedTensor[float32, 12x64, 8x64]``: its dtype and components' shapes, for error messages."""
+    shapes = ", ".join(format_shape(s) for s in component_shapes(tensor))
+    return f"NestedTensor[{_dtype_name(tensor)}, {shapes}{_device_suffix(tensor)}]"
+
+
+def _dtype_name(tensor: torch.Tensor) -> str:
+    return str(tensor.dtype).removeprefix("torch.")
+
+
+def _device_suffix(tensor: torch.Tensor) -> str:
+    return "" if tensor.device.type == "cpu" else f", {tensor.device}"
 
 
 def _component(value: Any, index: int, cache: dict[int, list[tuple[int, ...]]]) -> Any:
@@ -237,9 +243,7 @@ def describe_tensor(value: Any) -> str:
     if isinstance(value, torch.Tensor):
         if value.is_nested:  # no single shape: its components'
             return describe_nested(value)
-        dtype = str(value.dtype).replace("torch.", "")
-        device = "" if value.device.type == "cpu" else f" {value.device}"
-        return f"Tensor[{', '.join(str(int(s)) for s in value.shape)}] {dtype}{device}"
+        return f"{type(value).__name__}[{_dtype_name(value)}, {format_shape(tuple(value.shape))}{_device_suffix(value)}]"
     if isinstance(value, (list, tuple)):
         inner = ", ".join(describe_tensor(v) for v in value)
         return f"[{inner}]" if isinstance(value, list) else f"({inner})"
@@ -250,7 +254,7 @@ def describe_tensor(value: Any) -> str:
 
 
 def describe_args(args: tuple, kwargs: dict) -> str:
-    """``(Tensor[2, 3] float32, mask=Tensor[2] bool)``: what a call received, for error messages."""
+    """``(Tensor[float32, 2x3], mask=Tensor[bool, 2])``: what a call received, for error messages."""
     parts = [describe_tensor(a) for a in args] + [f"{k}={describe_tensor(v)}" for k, v in kwargs.items()]
     return "(" + ", ".join(parts) + ")"
 

@@ -360,10 +360,11 @@ def shapes_text(tree: Any) -> str:
 
 
 def describe(value: Any) -> str:
-    """``Tensor[2, 5] float32`` for specs, recursively for containers: for error messages."""
+    """``Tensor[float32, 2x5]`` for specs (``?`` for an unknown dimension), recursively for
+    containers: for error messages, spelled as every other message spells a tensor."""
     if isinstance(value, TensorSpec):
-        dims = ", ".join("?" if d is None else str(d) for d in value.shape)
-        return f"Tensor[{dims}] {value.dtype}"
+        dims = "x".join("?" if d is None else str(d) for d in value.shape) if value.shape else "scalar"
+        return f"Tensor[{value.dtype}, {dims}]"
     if isinstance(value, (list, tuple)):
         inner = ", ".join(describe(v) for v in value)
         return f"[{inner}]" if isinstance(value, list) else f"({inner})"
@@ -374,6 +375,6 @@ def describe(value: Any) -> str:
 
 
 def describe_call(record: Any) -> str:
-    """``(Tensor[2, 5] float32, training=False)``: the arguments of a recorded call."""
+    """``(Tensor[float32, 2x5], training=False)``: the arguments of a recorded call."""
     parts = [describe(a) for a in record.args] + [f"{k}={describe(v)}" for k, v in record.kwargs.items()]
     return "(" + ", ".join(parts) + ")"
