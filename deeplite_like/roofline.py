@@ -19,6 +19,7 @@ from typing import Any, Iterable, Mapping, NamedTuple
 
 from deeplite_like.reports.charts import PALETTE, RoofPoint, roofline_chart
 from deeplite_like.reports.formatting import format_quantity, format_seconds, strict_json
+from deeplite_like.reports.html import document, report_section
 from deeplite_like.reports.table import TableReport
 from deeplite_like.results import OpCount, OpRecord
 from deeplite_like.timing import AUTO, check_num_threads, time_blocks
@@ -569,6 +570,16 @@ class Prediction:
         return roofline_chart(f"Roofline on {self.device.name}", points, self.device.memory_bandwidth, ceilings,
                               subtitle=f"one point per {by}; orange: compute bound, blue: memory bound"
                                        f"{'; measured where given' if measured else ''}")
+
+    def to_html(self, n: int = 10, by: str = "operator", measured: Mapping[str, float] | None = None) -> str:
+        """One self-contained HTML page: the roofline chart (``chart``) above the top-``n`` table (``top_table``).
+
+        A report that has its own page adds the same two parts as sections: ``chart()`` is an
+        ``<svg>`` element, ``html.report_section(top_table())`` the table.
+        """
+        return document(f"Roofline on {self.device.name}",
+                        [f'<div class="charts">{self.chart(by, measured)}</div>', report_section(self.top_table(n))],
+                        subtitle=f"predicted {format_seconds(self.time_s)}")
 
 
 def predict(count_or_records: OpCount | Iterable[OpRecord], device: str | DeviceModel, dtype: str | None = None,

@@ -18,7 +18,7 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
-from deeplite_like.units import scaled
+from deeplite_like.units import format_number, scaled
 
 FONT = "system-ui, -apple-system, 'Segoe UI', Roboto, sans-serif"
 PALETTE = ("#4c78a8", "#f58518", "#54a24b", "#e45756", "#72b7b2", "#b279a2", "#eeca3b", "#9d755d")
@@ -246,6 +246,12 @@ def _power_label(power: int, unit: str = "") -> str:
     return f"{value:g} {shown}".rstrip()
 
 
+def _rate(value: float, unit: str) -> str:
+    """``'87.99 GFLOP/s'``: 4 significant digits, SI prefix."""
+    number, shown = scaled(value, "count", unit)
+    return f"{format_number(float(number))} {shown}"
+
+
 def roofline_chart(title: str, points: Sequence[RoofPoint], bandwidth: float, ceilings: Mapping[str, float],
                    subtitle: str = "", width: int = 640, height: int = 400) -> str:
     """A roofline on log-log axes: x FLOPs per byte, y FLOP/s; one circle (``class="point"``) per point.
@@ -289,20 +295,20 @@ def roofline_chart(title: str, points: Sequence[RoofPoint], bandwidth: float, ce
                 f'transform="rotate(-90 14 {top + plot_h / 2:.1f})">FLOP/s</text>')
     x_min = 10.0 ** x_lo
     slope_end = max(ridges)
-    bw_text = "{:g} {}".format(*scaled(bandwidth, "count", "B/s"))
+    bw_text = _rate(bandwidth, "B/s")
     body.append(f'<line class="roof" x1="{fx(x_min):.1f}" y1="{fy(bandwidth * x_min):.1f}" x2="{fx(slope_end):.1f}" '
                 f'y2="{fy(top_peak):.1f}" stroke="#1f2933" stroke-width="2"><title>memory roof: {_e(bw_text)}'
                 "</title></line>")
     for index, (label, peak) in enumerate(sorted(ceilings.items(), key=lambda item: -item[1])):
         ridge, y = peak / bandwidth, fy(peak)
         dash = "" if index == 0 else ' stroke-dasharray="5 3"'
-        peak_text = "{:g} {}".format(*scaled(peak, "count", "FLOP/s"))
+        peak_text = _rate(peak, "FLOP/s")
         body.append(f'<line class="roof" x1="{fx(ridge):.1f}" y1="{y:.1f}" x2="{left + plot_w}" y2="{y:.1f}" '
                     f'stroke="#1f2933" stroke-width="2"{dash}><title>{_e(label)} peak: {_e(peak_text)}, ridge point '
                     f"{ridge:.3g} FLOPs/byte</title></line>")
         body.append(f'<text x="{left + plot_w - 4}" y="{y - 5:.1f}" text-anchor="end" fill="#1f2933">'
                     f"{_e(label)} {_e(peak_text)}</text>")
-    body.append(f'<text x="{fx(x_min) + 6:.1f}" y="{fy(bandwidth * x_min) - 8:.1f}" fill="#1f2933">{_e(bw_text)}</text>')
+    body.append(f'<text x="{fx(x_min) + 4:.1f}" y="{fy(bandwidth * x_min) - 14:.1f}" fill="#1f2933">{_e(bw_text)}</text>')
     for point in drawn:
         colour = TONES.get(point.tone, point.tone)
         tip = point.tooltip or f"{point.label}: {point.intensity:.3g} FLOPs/byte, {point.flops_per_s:.3g} FLOP/s"

@@ -154,7 +154,7 @@ def test_chart_draws_the_roof_and_one_point_per_operator():
     assert "1 not drawn (no FLOPs or no bytes)" in svg
     # one slope (1e11 B/s = 100 GB/s) and one ceiling (fp32, 1e12 = 1 TFLOP/s)
     assert svg.count('class="roof"') == 2
-    assert "100 GB/s" in svg and "fp32 1 TFLOP/s" in svg
+    assert "100.0 GB/s" in svg and "fp32 1.000 TFLOP/s" in svg
     assert "aten.mm: 20 FLOPs/byte, 1e+12 FLOP/s predicted (compute bound, 1 calls)" in svg
     # a measured time moves the point: 2e9 FLOPs in 4 ms = 5e11 FLOP/s
     assert "5e+11 FLOP/s measured" in predict([BIG_MATMUL], TOY).chart(measured={"aten.mm": 4e-3})
@@ -162,12 +162,19 @@ def test_chart_draws_the_roof_and_one_point_per_operator():
     assert modules.count('class="point"') == 5  # enc.0.attn, enc.0, enc, the model, enc.1
 
 
+def test_html_page_holds_the_chart_and_the_table():
+    page = predict([BIG_MATMUL, BIG_COPY], TOY).to_html(n=5)
+    assert page.startswith("<!DOCTYPE html>") and page.count('class="point"') == 2
+    assert "<title>Roofline on Toy</title>" in page and "predicted 12.00 ms" in page  # 2 ms + 10 ms
+    assert page.index("roofline-chart") < page.index("Predicted time on Toy: top 2 operators")
+
+
 def test_chart_draws_a_ceiling_per_dtype_used():
     records = [OpRecord("aten.mm", "", "forward", 1, 8_000_000, 1000, 0, "bfloat16"),
                OpRecord("aten.add", "", "forward", 0, 1000, 8000, 0, "float32")]
     svg = predict(records, MIXED).chart()
     assert svg.count('class="roof"') == 3  # the slope, the bf16 and the fp32 ceilings
-    assert "bf16 8 TFLOP/s" in svg and "fp32 1 TFLOP/s" in svg
+    assert "bf16 8.000 TFLOP/s" in svg and "fp32 1.000 TFLOP/s" in svg
 
 
 # ------------------------------------------------------------------------------ the registry
