@@ -1,11 +1,12 @@
 """Charts as inline SVG text, drawn in Python: no plotting library, no script, no network.
 
-Three kinds, each a pure function from data to an ``<svg>`` element:
+Four kinds, each a pure function from data to an ``<svg>`` element:
 
 * ``bar_chart``: horizontal bars with a label and a value text each (where the MACs go);
 * ``ratio_chart``: one bar per metric on a log scale centred at 1x, coloured by verdict
   (how a student compares with its teacher);
-* ``line_chart``: one or more series of points (latency or throughput against batch size).
+* ``line_chart``: one or more series of points (latency or throughput against batch size);
+* ``roofline_chart``: points on log-log axes under a device's roof (FLOP/s against FLOPs per byte).
 
 Every text is escaped. Bars carry ``class="bar"``, points ``class="point"``, so a test can
 find them; every bar and point has a ``<title>`` tooltip with its exact value.
@@ -16,6 +17,8 @@ import html
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+
+from deeplite_like.units import format_number, scaled
 
 FONT = "system-ui, -apple-system, 'Segoe UI', Roboto, sans-serif"
 PALETTE = ("#4c78a8", "#f58518", "#54a24b", "#e45756", "#72b7b2", "#b279a2", "#eeca3b", "#9d755d")
@@ -220,3 +223,99 @@ def line_chart(title: str, series: Mapping[str, Sequence[tuple[float, float]]], 
         if len(series) > 1:
             body.append(f'<text x="{left + 8}" y="{top + 16 + 16 * index}" fill="{colour}">{_e(name)}</text>')
     return _svg("line-chart", width, height, title, subtitle, body)
+
+
+@dataclass(frozen=True)
+class RoofPoint:
+    """One point of a roofline chart: ``intensity`` in FLOPs per byte, ``flops_per_s`` achieved or predicted."""
+
+    label: str
+    intensity: float
+    flops_per_s: float
+    tone: str = "neutral"
+    tooltip: str = ""
+
+
+def _decades(low: float, high: float) -> tuple[int, int]:
+    """The powers of 10 just below ``low`` and just above ``high``."""
+    return math.floor(math.log10(low) + 1e-9), math.ceil(math.log10(high) - 1e-9)
+
+
+def _power_label(power: int, unit: str = "") -> str:
+    value, shown = scaled(10.0 ** power, "count", unit) if unit else (10.0 ** power, "")
+    return f"{value:g} {shown}".rstrip()
+
+
+def _rate(value: float, unit: str) -> str:
+    """``'87.99 GFLOP/s'``: 4 significant digits, SI prefix."""
+    number, shown = scaled(value, "count", unit)
+    return f"{format_number(float(number))} {shown}"
+
+
+def roofline_chart(title: str, points: Sequence[RoofPoint], bandwidth: float, ceilings: Mapping[str, float],
+                   subtitle: str = "", width: int = 640, height: int = 400) -> str:
+    """A roofline on log-log axes: x FLOPs per byte, y FLOP/s; one circle (``class="point"``) per point.
+
+    The roof (``class="roof"``): the memory slope ``bandwidth`` (bytes/s) x intensity, rising to each
+    ceiling of ``ceilings`` (label -> peak FLOP/s), flat from that ceiling's ridge point (peak /
+    bandwidth) on. A point with no FLOPs or no bytes has no place on log axes: it is left out and
+    counted under the plot.
+    """
+    if bandwidth <= 0 or not ceilings or min(ceilings.values()) <= 0:
+        raise ValueError(f"roofline_chart needs a positive bandwidth and peaks, got {bandwidth} and {dict(ceilings)}")
+    drawn = [p for p in points if p.intensity > 0 and p.flops_per_s > 0
+             and math.isfinite(p.intensity) and math.isfinite(p.flops_per_s)]
+    ridges = [peak / bandwidth for peak in ceilings.values()]
+    x_lo, x_hi = _decades(min([p.intensity for p in drawn] + ridges) / 10, max([p.intensity for p in drawn] + ridges) * 10)
+    top_peak = max(ceilings.values())
+    y_lo, y_hi = _decades(min([p.flops_per_s for p in drawn] + [bandwidth * 10.0 ** x_lo]), top_peak * 2)
+    left, right, top, bottom = 86, 20, TITLE_SPACE + 10, 48
+    plot_w, plot_h = width - left - right, height - top - bottom
+
+    def fx(x: float) -> float:
+        return left + plot_w * (math.log10(x) - x_lo) / (x_hi - x_lo)
+
+    def fy(y: float) -> float:
+        return top + plot_h - plot_h * (math.log10(y) - y_lo) / (y_hi - y_lo)
+
+    body = [f'<rect x="{left}" y="{top}" width="{plot_w}" height="{plot_h}" fill="none" stroke="#d9e2ec"/>']
+    for power in range(x_lo, x_hi + 1):
+        body.append(f'<line x1="{fx(10.0 ** power):.1f}" y1="{top}" x2="{fx(10.0 ** power):.1f}" y2="{top + plot_h}" '
+                    'stroke="#eef2f6"/>')
+        body.append(f'<text x="{fx(10.0 ** power):.1f}" y="{top + plot_h + 16}" text-anchor="middle" fill="#52606d">'
+                    f"{_e(_power_label(power))}</text>")
+    for power in range(y_lo, y_hi + 1):
+        body.append(f'<line x1="{left}" y1="{fy(10.0 ** power):.1f}" x2="{left + plot_w}" y2="{fy(10.0 ** power):.1f}" '
+                    'stroke="#eef2f6"/>')
+        body.append(f'<text x="{left - 6}" y="{fy(10.0 ** power) + 4:.1f}" text-anchor="end" fill="#52606d">'
+                    f"{_e(_power_label(power, 'FLOP/s'))}</text>")
+    body.append(f'<text x="{left + plot_w / 2:.1f}" y="{height - 8}" text-anchor="middle" fill="#1f2933">'
+                "arithmetic intensity (FLOPs per byte)</text>")
+    body.append(f'<text x="14" y="{top + plot_h / 2:.1f}" text-anchor="middle" fill="#1f2933" '
+                f'transform="rotate(-90 14 {top + plot_h / 2:.1f})">FLOP/s</text>')
+    x_min = 10.0 ** x_lo
+    slope_end = max(ridges)
+    bw_text = _rate(bandwidth, "B/s")
+    body.append(f'<line class="roof" x1="{fx(x_min):.1f}" y1="{fy(bandwidth * x_min):.1f}" x2="{fx(slope_end):.1f}" '
+                f'y2="{fy(top_peak):.1f}" stroke="#1f2933" stroke-width="2"><title>memory roof: {_e(bw_text)}'
+                "</title></line>")
+    for index, (label, peak) in enumerate(sorted(ceilings.items(), key=lambda item: -item[1])):
+        ridge, y = peak / bandwidth, fy(peak)
+        dash = "" if index == 0 else ' stroke-dasharray="5 3"'
+        peak_text = _rate(peak, "FLOP/s")
+        body.append(f'<line class="roof" x1="{fx(ridge):.1f}" y1="{y:.1f}" x2="{left + plot_w}" y2="{y:.1f}" '
+                    f'stroke="#1f2933" stroke-width="2"{dash}><title>{_e(label)} peak: {_e(peak_text)}, ridge point '
+                    f"{ridge:.3g} FLOPs/byte</title></line>")
+        body.append(f'<text x="{left + plot_w - 4}" y="{y - 5:.1f}" text-anchor="end" fill="#1f2933">'
+                    f"{_e(label)} {_e(peak_text)}</text>")
+    body.append(f'<text x="{fx(x_min) + 4:.1f}" y="{fy(bandwidth * x_min) - 14:.1f}" fill="#1f2933">{_e(bw_text)}</text>')
+    for point in drawn:
+        colour = TONES.get(point.tone, point.tone)
+        tip = point.tooltip or f"{point.label}: {point.intensity:.3g} FLOPs/byte, {point.flops_per_s:.3g} FLOP/s"
+        body.append(f'<circle class="point" cx="{fx(point.intensity):.1f}" cy="{fy(point.flops_per_s):.1f}" r="4" '
+                    f'fill="{colour}" fill-opacity="0.8"><title>{_e(tip)}</title></circle>')
+    left_out = len(points) - len(drawn)
+    if left_out:
+        body.append(f'<text x="{left + 6}" y="{top + 14}" fill="#52606d">{left_out} not drawn (no FLOPs or no bytes)'
+                    "</text>")
+    return _svg("roofline-chart", width, height, title, subtitle, body)
