@@ -537,13 +537,13 @@ class Prediction:
                  "time = max(FLOPs / peak, bytes / bandwidth) per call, summed; launch overhead, caches and "
                  "overlap between calls are left out", *self.notes]
         return TableReport(
-            f"Predicted time on {self.device.name}: top {len(rows)} operators",
+            f"Predicted time on {self.device.name}: the {len(rows)} slowest operator{'s' if len(rows) != 1 else ''}",
             ["operator", "calls", "flops", "bytes", "intensity", "time_s", "share", "bound"], rows,
             formatters={"flops": lambda v: format_quantity(v, "count", "FLOPs"), "bytes": format_bytes,
                         "intensity": lambda v: "" if v is None else f"{v:.3g}", "time_s": format_seconds,
                         "share": format_share},
-            headers={"flops": "FLOPs", "intensity": "FLOPs/byte", "time_s": "time", "share": "% of time"},
-            notes=notes)
+            headers={"flops": "FLOPs", "intensity": "FLOPs/B", "time_s": "time", "share": "% time"},
+            notes=notes, drop_order=("calls", "intensity", "flops", "bytes", "share"))
 
     def chart(self, by: str = "operator", measured: Mapping[str, float] | None = None) -> str:
         """A roofline chart (SVG) with one point per operator (``by="operator"``) or module (``"module"``).

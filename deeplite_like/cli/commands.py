@@ -21,8 +21,8 @@ from typing import IO, Any
 
 from deeplite_like.units import parse_bytes
 from deeplite_like.cli.exit_codes import ProfilingFailed, UsageError
-from deeplite_like.cli.flags import (add_common_options, add_measure_options, layer_options_given, layer_view,
-                                     positive_int, run_options)
+from deeplite_like.cli.flags import (add_common_options, add_measure_options, add_roofline_options,
+                                     layer_options_given, layer_view, positive_int, run_options)
 from deeplite_like.cli.loading import FORMS_HINT, load_model, parse_model_args, require_framework
 from deeplite_like.cli.model_inputs import parse_shape, resolve_inputs
 from deeplite_like.cli.output import (Rendered, json_rendered, layer_title, layers_csv_path, render_compare,
@@ -51,6 +51,7 @@ def add_profile_parser(commands: argparse._SubParsersAction) -> None:
                             "and peak memory against the batch size")
     sweep.add_argument("--seq-lens", type=size_list, metavar="LIST", default=None,
                        help="profile at each sequence length, e.g. 128,512,2048 (hf: models, or token-id inputs)")
+    add_roofline_options(parser)
     add_common_options(parser)
     parser.set_defaults(run=run_profile)
 
@@ -69,6 +70,9 @@ def run_profile(args: argparse.Namespace, stdout: IO[str] | None = None, stderr:
         if layer_options_given(args):
             raise UsageError("--depth, --top, --sort, --columns and --tree choose per-layer rows, and a sweep prints "
                              "no per-layer table", "drop them, or profile one batch size without the sweep")
+        if args.device_model is not None or args.decode is not None:
+            raise UsageError("--device-model and --decode predict one run, and a sweep runs several",
+                             "profile one batch size or sequence length with them")
         if args.seq_lens and args.seq_len is not None:
             raise UsageError("--seq-len and --seq-lens both set the sequence length", "give one of them")
         table, spec = run_sweep(args, lambda seq_len: load_model(args.model, model_args, args.weights,

@@ -238,10 +238,29 @@ def add_measure_options(parser: argparse.ArgumentParser, model_options: bool = T
                             "TensorFlow's own count for Keras")
 
 
+def add_roofline_options(parser: argparse.ArgumentParser) -> None:
+    """Options asking how fast the model would run on a device (``deeplite_like.roofline``)."""
+    group = parser.add_argument_group("predicted time (roofline; PyTorch models)")
+    group.add_argument("--device-model", metavar="NAME", default=None,
+                       help="predict the time per operator on a device of the registry (h100, a100-80gb, l4, t4, "
+                            "rtx4090, orin, rpi5, m2, ...; 'this' calibrates this machine): max(FLOPs / peak, "
+                            "bytes moved / bandwidth) per operator, the top operators and their bound")
+    group.add_argument("--fused", action="store_true",
+                       help="with --device-model: a chain of elementwise operators between two contractions moves "
+                            "only its ends, as a compiler would fuse it (default: every operator reads and writes "
+                            "memory, as in eager mode)")
+    group.add_argument("--decode", type=positive_int, metavar="CONTEXT", default=None,
+                       help="a causal language model (hf:): also count the prefill of --seq-len tokens and one "
+                            "decode step at CONTEXT tokens of KV cache, on meta; with --device-model, the time to "
+                            "the first token and tokens per second")
+
+
 def run_options(args: argparse.Namespace) -> RunOptions:
     return RunOptions(batch_size=args.batch_size, device=args.device, backward=args.backward,
                       metrics=args.metrics, min_run_time=args.min_run_time, causal_half=args.causal_half,
-                      dtype=args.dtype, num_threads=args.num_threads)
+                      dtype=args.dtype, num_threads=args.num_threads,
+                      device_model=getattr(args, "device_model", None), fused=getattr(args, "fused", False),
+                      decode=getattr(args, "decode", None))
 
 
 def layer_options_given(args: argparse.Namespace) -> bool:

@@ -36,8 +36,9 @@ from deeplite_like.reports.formatting import strict_json
 from deeplite_like.reports.html import (document, is_layer_table, module_depth, notes_html, qualified_names,
                                         report_section, to_html)
 from deeplite_like.reports.table import as_tree
+from html import escape as html_escape
 
-SCHEMA_VERSION = "1.0"
+SCHEMA_VERSION = "1.1"
 TOOL = "deeplite-like"
 FORMATS = ("table", "json", "csv", "markdown", "html")
 EXTENSIONS = {".txt": "table", ".json": "json", ".csv": "csv", ".md": "markdown", ".markdown": "markdown",
@@ -189,9 +190,15 @@ def render_profile(result: ModelResult, fmt: str, view: LayerView, output: str |
     layers = select_layers(result.layers, view) if result.layers is not None else None
     notes = result.notes
     if fmt == "json":
+        extra = {}
+        if result.roofline is not None:
+            extra["roofline"] = result.roofline.as_dict()
+        if result.serving is not None:
+            extra["serving"] = result.serving.as_dict()
         return json_rendered("profile", {"name": result.name, "model": result.spec, "backend": result.backend,
                                          "status": status.to_dict(),
-                                         "layers": layers.to_dict() if layers is not None else None, "notes": notes})
+                                         "layers": layers.to_dict() if layers is not None else None, **extra,
+                                         "notes": notes})
     if fmt == "csv":
         side = {}
         if output and layers is not None:
@@ -199,8 +206,20 @@ def render_profile(result: ModelResult, fmt: str, view: LayerView, output: str |
         return Rendered(status.to_csv(), side)
     # a status table with no metric (--metrics layers) would be an empty frame: leave it out
     reports: list[Report] = ([status] if status.rows or layers is None else []) + ([layers] if layers is not None else [])
+    if result.roofline is not None:
+        reports.append(result.roofline.top_table())
+    if result.serving is not None:
+        reports.append(result.serving.report())
+    if fmt == "csv" and (result.roofline is not None or result.serving is not None):
+        raise UsageError("--format csv writes the metrics and the per-layer table; the predicted time and serving "
+                         "tables have no CSV form", "use --format json (or text, markdown, html)")
     if fmt == "html":
-        return Rendered(to_html(*reports, title=f"Profile of {result.name}", subtitle=result.spec))
+        page = to_html(*reports, title=f"Profile of {result.name}", subtitle=result.spec)
+        if result.roofline is not None:  # the roofline chart above its table
+            chart = f'<div class="charts">{result.roofline.chart()}</div>'
+            marker = f"<h2>{html_escape(result.roofline.top_table().title)}</h2>"
+            page = page.replace(marker, marker + chart, 1)
+        return Rendered(page)
     return Rendered(_join(reports, fmt, notes, view))
 
 
@@ -241,7 +260,7 @@ def render_text(report: Report, fmt: str, view: LayerView = LayerView(),
     when ``view.tree``. ``drop_order``: the columns that may be left out to fit, the first first
     (default: a per-layer table's low-priority columns; none for other tables)."""
     if drop_order is None:
-        drop_order = LAYER_DROP_ORDER if is_layer_table(report) else ()
+        drop_order = LAYER_DROP_ORDER if is_layer_table(report) else getattr(report, "drop_order", ())
     if view.tree and is_layer_table(report):
         report = as_tree(report)  # type: ignore[arg-type]
     if fmt == "markdown":

@@ -57,6 +57,9 @@ class RunOptions:
         dtype: profile a copy of the model cast to ``'float16'`` or ``'bfloat16'`` (``None``: as loaded).
         num_threads: threads while timing, an int or ``'auto'`` (``None``: the backend's default,
             1 thread for PyTorch, TensorFlow's own count for Keras).
+        device_model: a device of ``deeplite_like.roofline``'s registry to predict the time on
+            (``'this'``: calibrate this machine); ``fused``: predict with fused bytes.
+        decode: a causal LM's decode step at this context (``count_serving``), and its prefill.
     """
 
     batch_size: int | None = None
@@ -67,11 +70,16 @@ class RunOptions:
     causal_half: bool = False
     dtype: str | None = None
     num_threads: int | str | None = None
+    device_model: str | None = None
+    fused: bool = False
+    decode: int | None = None
 
 
 @dataclass
 class ModelResult:
-    """One profiled model: its computed status keys, its per-layer table, and notes."""
+    """One profiled model: its computed status keys, its per-layer table, and notes; with
+    ``--device-model`` its ``roofline.Prediction``, with ``--decode`` its serving cost (a
+    ``ServingCost``, or a ``ServingPrediction`` with a device)."""
 
     name: str
     spec: str
@@ -79,6 +87,8 @@ class ModelResult:
     statuses: dict[str, StatusKey]
     layers: TableReport | None = None
     notes: list[str] = field(default_factory=list)
+    roofline: Any = None
+    serving: Any = None
 
     def status_report(self, short_print: bool = True) -> StatusReport:
         return StatusReport(self.name, self.backend, self.statuses, short_print=short_print)
@@ -115,17 +125,21 @@ class PreparedRun:
     call_kwargs: dict[str, Any]
     inputs: tuple[tuple, dict]
     layer_times: bool = False
+    options: RunOptions = field(default_factory=RunOptions)
 
     @property
     def steps(self) -> int:
-        """Progress steps: one per registered profiler function, and one for the per-layer times."""
-        return len(self.profiler.functions) + int(self.layer_times)
+        """Progress steps: one per registered profiler function, one for the per-layer times, one
+        for the predicted time and one for the serving cost when asked."""
+        return (len(self.profiler.functions) + int(self.layer_times) + int(self.options.device_model is not None)
+                + int(self.options.decode is not None))
 
 
 def prepare(loaded: LoadedModel, inputs: tuple[tuple, dict], options: RunOptions) -> PreparedRun:
     """Place the model, build its profiler and keep the functions computing what ``options`` asks."""
     if options.batch_size is not None:
         _check_batch(inputs, options.batch_size)
+    _check_roofline(loaded, options)
     if options.dtype is not None:
         loaded, inputs = cast_copy(loaded, inputs, options.dtype)
     if loaded.framework == "onnx" and options.batch_size is not None:
@@ -147,7 +161,31 @@ def prepare(loaded: LoadedModel, inputs: tuple[tuple, dict], options: RunOptions
     # Per-layer forward times: for a torch model's per-layer table, when latency is asked for.
     layer_times = (loaded.framework == "torch" and LAYERS_KEY in wanted and "execution_time" in wanted
                    and options.device != "meta")
-    return PreparedRun(loaded, profiler, wanted, call_kwargs, (args, kwargs), layer_times)
+    return PreparedRun(loaded, profiler, wanted, call_kwargs, (args, kwargs), layer_times, options)
+
+
+def _check_roofline(loaded: LoadedModel, options: RunOptions) -> None:
+    """Refuse ``--device-model`` / ``--decode`` where they cannot run, before any work."""
+    if options.device_model is None and options.decode is None:
+        if options.fused:
+            raise UsageError("--fused chooses the bytes of a predicted time", "add --device-model NAME")
+        return
+    option = "--device-model" if options.device_model is not None else "--decode"
+    if loaded.framework != "torch":
+        raise UsageError(f"{option} needs the bytes each operator moves, which only PyTorch models count so far "
+                         f"(this is a {loaded.framework} model)", "profile the PyTorch model the file came from")
+    if options.device_model is not None:
+        from deeplite_like.roofline import device_model
+
+        try:
+            device_model(options.device_model)
+        except (KeyError, ValueError) as exc:
+            raise UsageError(f"--device-model {options.device_model}: {exc.args[0] if exc.args else exc}",
+                             "--device-model this calibrates this machine") from None
+    if options.decode is not None and not hasattr(loaded.model, "generate"):
+        raise UsageError(f"--decode counts a causal language model's decode step; {loaded.name} is a "
+                         f"{type(loaded.model).__name__}, which has no generate()",
+                         "profile an hf: causal language model (hf:gpt2, hf:meta-llama/...)")
 
 
 def _fixed_threads(loaded: LoadedModel, num_threads: int | str) -> bool:
@@ -187,6 +225,7 @@ def execute(run: PreparedRun, progress: Progress | None = None) -> ModelResult:
         except Exception as exc:
             raise _failed(run, "timing each layer", exc) from exc
         progress.advance()
+    prediction, serving = _roofline(run, progress)
     by_reason: dict[str, list[str]] = {}
     for key, reason in loaded.limits.items():
         by_reason.setdefault(reason, []).append(key)
@@ -196,7 +235,43 @@ def execute(run: PreparedRun, progress: Progress | None = None) -> ModelResult:
     if run.call_kwargs.get("backward") and table is not None:
         notes.append("--backward: MACs and FLOPs are of a training step (forward + backward); the per-layer table "
                      "counts the forward pass")
-    return ModelResult(loaded.name, loaded.spec, profiler.backend_name, statuses, table, notes)
+    return ModelResult(loaded.name, loaded.spec, profiler.backend_name, statuses, table, notes, prediction, serving)
+
+
+def _roofline(run: PreparedRun, progress: Progress) -> tuple[Any, Any]:
+    """The predicted time (``--device-model``) and the serving cost (``--decode``) of ``run``'s model."""
+    options, loaded = run.options, run.loaded
+    prediction = serving = device = None
+    if options.device_model is not None:
+        from deeplite_like.backends.torch import count_ops
+        from deeplite_like.roofline import device_model, predict
+
+        progress.start(f"{loaded.name}: predicted time on {options.device_model}")
+        try:
+            device = device_model(options.device_model)
+            args, kwargs = run.inputs
+            count = count_ops(loaded.model, args=args, kwargs=kwargs, backward=options.backward,
+                              meta=options.device == "meta", causal_half=options.causal_half, bytes_moved=True,
+                              warn_untracked=False)
+            prediction = predict(count, device, fused=options.fused)
+        except Exception as exc:
+            raise _failed(run, "predicting the time", exc) from exc
+        progress.advance()
+    if options.decode is not None:
+        from deeplite_like.backends.torch.serving import count_serving
+
+        progress.start(f"{loaded.name}: prefill and decode at {options.decode} tokens")
+        try:
+            args, kwargs = run.inputs
+            ids = next((a for a in (*args, *kwargs.values()) if hasattr(a, "shape") and len(a.shape) == 2), None)
+            batch, prompt = (int(ids.shape[0]), int(ids.shape[1])) if ids is not None else (1, options.decode)
+            serving = count_serving(loaded.model, prompt_tokens=prompt, context=options.decode, batch_size=batch)
+            if device is not None:
+                serving = serving.predict(device, fused=options.fused)
+        except Exception as exc:
+            raise _failed(run, "counting the prefill and decode step", exc) from exc
+        progress.advance()
+    return prediction, serving
 
 
 def with_layer_times(table: TableReport, model: Any, args: tuple, kwargs: dict,

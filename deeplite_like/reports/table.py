@@ -27,14 +27,18 @@ class TableReport(Report):
             (default: numbers with 4 significant digits, ``None`` empty).
         headers: column -> displayed header (default: the column key).
         notes: lines shown under the table.
+        drop_order: columns a text table too wide for the terminal may leave out, the first first
+            (``reports.fit``; a per-layer table has its own).
     """
 
     KIND = "table"
 
     def __init__(self, title: str, columns: Sequence[str], rows: Iterable[Mapping[str, Any]],
                  formatters: Mapping[str, Callable[[Any], str]] | None = None,
-                 headers: Mapping[str, str] | None = None, notes: Sequence[str] = ()) -> None:
+                 headers: Mapping[str, str] | None = None, notes: Sequence[str] = (),
+                 drop_order: Sequence[str] = ()) -> None:
         self._title = str(title)
+        self.drop_order = tuple(drop_order)
         self.columns = [str(column) for column in columns]
         if len(set(self.columns)) != len(self.columns):
             repeated = sorted({c for c in self.columns if self.columns.count(c) > 1})

@@ -89,3 +89,14 @@ class ThreadRecorder(nn.Module):
 def thread_recorder() -> nn.Module:
     ThreadRecorder.seen = []
     return ThreadRecorder()
+
+
+def tiny_llama():
+    """``(model, ids)``: a 2-layer Llama (hidden 64, 4 heads of 16, 2 key/value heads, MLP 128,
+    vocabulary 100), float32, and a prompt of 2 x 8 token ids (``tests/torch/test_serving.py``)."""
+    import transformers
+
+    torch.manual_seed(0)
+    config = transformers.LlamaConfig(num_hidden_layers=2, hidden_size=64, intermediate_size=128,
+                                      num_attention_heads=4, num_key_value_heads=2, vocab_size=100)
+    return transformers.LlamaForCausalLM(config).eval(), torch.zeros(2, 8, dtype=torch.long)

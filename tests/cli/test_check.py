@@ -97,7 +97,7 @@ def test_a_parameter_count_reads_as_the_status_table_writes_it(cli):
 def test_json_output_for_ci_logs(cli):
     code, out, _ = cli("check", *TINY, "--max-macs", "23", "--max-params", "25M", "--format", "json")
     data = json.loads(out)
-    assert code == 1 and data["report"] == "check" and data["schema_version"] == "1.0"
+    assert code == 1 and data["report"] == "check" and data["schema_version"] == "1.1"
     assert data["passed"] is False and data["failed"] == 1
     assert [(c["key"], c["kind"], c["value"], c["allowed"], c["passed"]) for c in data["checks"]] == [
         ("macs", "limit", 24, 23, False), ("total_params", "limit", 15, 25_000_000, True)]
@@ -168,7 +168,7 @@ def test_check_errors(cli, tmp_path, baseline):
     future["schema_version"] = "2.0"
     (tmp_path / "future.json").write_text(json.dumps(future))
     code, _, err = cli("check", *TINY, "--baseline", str(tmp_path / "future.json"))
-    assert code == 2 and "has schema_version 2.0; this deeplite-like reads 1.0" in err
+    assert code == 2 and "has schema_version 2.0; this deeplite-like reads 1.1" in err
     code, _, err = cli("check", *TINY, "--max-macs", "0")
     assert code == 2 and "a MACs limit must be more than 0" in err
     code, _, err = cli("check", *TINY, "--max-macs", "1G", "--format", "csv")

@@ -19,7 +19,8 @@ DOCS = Path(__file__).resolve().parents[2] / "docs" / "cli.rst"
 TINY = ("tests.cli.fixture_models:tiny", "--input-shape", "2,4")
 FAST = ("--min-run-time", "0.01", "--no-progress")
 COMMON = ["schema_version", "report", "tool", "tool_version"]
-OPAQUE = {"details", "values", "changes", "rows"}  # objects keyed by column or model name
+# objects keyed by column, model, operator, module or phase name
+OPAQUE = {"details", "values", "changes", "rows", "by_operator", "by_module", "by_phase"}
 
 
 def documented(kind: str) -> list[str]:
@@ -55,18 +56,21 @@ def reports(tmp_path_factory):
     assert main(["check", *TINY, *FAST, "--max-macs", "1G", "--baseline", str(files["profile"]),
                  "--tolerance", "1000%", "-o", str(files["check"])]) == 0
     assert main(["profile", *TINY, *FAST, "--batch-sizes", "1,2", "-o", str(files["sweep"])]) == 0
+    files["profile-serving"] = out / "r.json"
+    assert main(["profile", "tests.cli.fixture_models:tiny_llama", *FAST, "--metrics", "macs", "--device-model",
+                 "h100", "--decode", "16", "-o", str(files["profile-serving"])]) == 0
     return {kind: json.loads(path.read_text()) for kind, path in files.items()}
 
 
-@pytest.mark.parametrize("kind", ["profile", "compare-run", "check", "sweep"])
+@pytest.mark.parametrize("kind", ["profile", "compare-run", "check", "sweep", "profile-serving"])
 def test_every_report_starts_with_its_version_and_the_tool(reports, kind):
     data = reports[kind]
     assert list(data)[:4] == COMMON
-    assert data["schema_version"] == SCHEMA_VERSION == "1.0" and data["report"] == kind
+    assert data["schema_version"] == SCHEMA_VERSION == "1.1" and data["report"] == kind.split("-serving")[0]
     assert data["tool"] == "deeplite-like" and data["tool_version"] == deeplite_like.__version__
 
 
-@pytest.mark.parametrize("kind", ["profile", "compare-run", "check", "sweep"])
+@pytest.mark.parametrize("kind", ["profile", "compare-run", "check", "sweep", "profile-serving"])
 def test_the_documented_fields_are_the_real_ones(reports, kind):
     fields = documented(kind)
     assert len(fields) >= (7 if kind == "sweep" else 10)

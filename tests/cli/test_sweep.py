@@ -22,7 +22,7 @@ FAST = ("--min-run-time", "0.01", "--no-progress")
 
 def _sweep(out: str) -> list[dict]:
     data = json.loads(out)
-    assert data["report"] == "sweep" and data["schema_version"] == "1.0"
+    assert data["report"] == "sweep" and data["schema_version"] == "1.1"
     return data["sweep"]["rows"]
 
 

@@ -133,7 +133,7 @@ def test_top_ops_table_and_json():
     assert [name for name, _ in p.top(2)] == ["aten.add", "aten.mm"]  # 20 ms (2 calls of 10), then 2 ms
     assert [op.op for op in p.top(1, by="call")] == ["aten.add"]
     table = p.top_table(2)
-    assert table.title == "Predicted time on Toy: top 2 operators"
+    assert table.title == "Predicted time on Toy: the 2 slowest operators"
     rows = [list(row) for row in table.to_table().rows]
     # aten.add: 2 calls, 2e6 FLOPs, 2e9 bytes = 1.863 GiB, 1e-3 FLOPs/byte, 20 ms = 20/22 = 90.9 % of 22 ms
     assert rows[0] == ["aten.add", "2", "2.000 MFLOPs", "1.863 GiB", "0.001", "20.00 ms", "90.9 %", "memory"]
@@ -166,7 +166,7 @@ def test_html_page_holds_the_chart_and_the_table():
     page = predict([BIG_MATMUL, BIG_COPY], TOY).to_html(n=5)
     assert page.startswith("<!DOCTYPE html>") and page.count('class="point"') == 2
     assert "<title>Roofline on Toy</title>" in page and "predicted 12.00 ms" in page  # 2 ms + 10 ms
-    assert page.index("roofline-chart") < page.index("Predicted time on Toy: top 2 operators")
+    assert page.index("roofline-chart") < page.index("Predicted time on Toy: the 2 slowest operators")
 
 
 def test_chart_draws_a_ceiling_per_dtype_used():

@@ -15,7 +15,10 @@ import torch
 
 from deeplite_like.backends.torch.counting.engine import count_ops
 from deeplite_like.errors import check_flag, check_positive_int
+from deeplite_like.reports.formatting import format_quantity, format_seconds
+from deeplite_like.reports.table import TableReport
 from deeplite_like.results import OpCount
+from deeplite_like.units import format_bytes
 
 
 @dataclass(frozen=True)
@@ -43,6 +46,10 @@ class ServingCost:
         prefill, decode = predict(self.prefill, device, fused=fused), predict(self.decode, device, fused=fused)
         return ServingPrediction(self, prefill, decode)
 
+    def report(self) -> TableReport:
+        """The prefill and the decode step side by side (MACs, FLOPs, bytes): a ``TableReport``."""
+        return _report(self, None)
+
     def as_dict(self) -> dict:
         return {"batch_size": self.batch_size, "prompt_tokens": self.prompt_tokens, "context": self.context,
                 "kv_cache_bytes": self.kv_cache_bytes, "param_bytes": self.param_bytes,
@@ -66,20 +73,53 @@ class ServingPrediction:
 
     @property
     def time_to_first_token(self) -> float:
-        return self.prefill.seconds
+        return self.prefill.time_s
 
     @property
     def decode_seconds(self) -> float:
-        return self.decode.seconds
+        return self.decode.time_s
 
     @property
     def decode_tokens_per_s(self) -> float:
-        return self.cost.batch_size / self.decode.seconds if self.decode.seconds else float("inf")
+        return self.cost.batch_size / self.decode.time_s if self.decode.time_s else float("inf")
+
+    def report(self) -> TableReport:
+        """The prefill and the decode step with their predicted times and bounds: a ``TableReport``."""
+        return _report(self.cost, self)
 
     def as_dict(self) -> dict:
-        return {**self.cost.as_dict(), "time_to_first_token_s": self.time_to_first_token,
+        return {**self.cost.as_dict(), "device": self.prefill.device.name,
+                "time_to_first_token_s": self.time_to_first_token,
                 "decode_step_s": self.decode_seconds, "decode_tokens_per_s": self.decode_tokens_per_s,
-                "prefill_bound": self.prefill.bound, "decode_bound": self.decode.bound}
+                "prefill_bound": self.prefill.total.bound, "decode_bound": self.decode.total.bound}
+
+
+def _report(cost: ServingCost, predicted: ServingPrediction | None) -> TableReport:
+    rows = [{"phase": "prefill", "tokens": cost.batch_size * cost.prompt_tokens, "count": cost.prefill},
+            {"phase": f"decode step at {cost.context:,} tokens", "tokens": cost.batch_size, "count": cost.decode}]
+    columns = ["phase", "tokens", "macs", "flops", "bytes"]
+    for row, phase in zip(rows, (predicted.prefill, predicted.decode) if predicted else (None, None)):
+        count = row.pop("count")
+        row.update(macs=count.macs, flops=count.flops, bytes=count.bytes)
+        if phase is not None:
+            row.update(time_s=phase.time_s, bound=phase.total.bound)
+    if predicted is not None:
+        columns += ["time_s", "bound"]
+    notes = [f"batch {cost.batch_size}; KV cache read by the decode step: {format_bytes(cost.kv_cache_bytes)}; "
+             f"parameters: {format_bytes(cost.param_bytes)}; counted on meta, bytes unfused "
+             "(docs/conventions.rst, Bytes moved)"]
+    title = "Serving: prefill and one decode step"
+    if predicted is not None:
+        device = predicted.prefill.device.name
+        title += f" on {device}"
+        notes.insert(0, f"time to first token {format_seconds(predicted.time_to_first_token)}; decode "
+                        f"{predicted.decode_tokens_per_s:,.1f} tokens/s for the batch "
+                        f"({format_seconds(predicted.decode_seconds)} a step), predicted on {device}")
+    return TableReport(title, columns, rows,
+                       formatters={"tokens": lambda v: f"{v:,}", "macs": lambda v: format_quantity(v, "count", "MACs"),
+                                   "flops": lambda v: format_quantity(v, "count", "FLOPs"), "bytes": format_bytes,
+                                   "time_s": format_seconds},
+                       headers={"macs": "MACs", "flops": "FLOPs", "time_s": "predicted time"}, notes=notes)
 
 
 def _empty_cache(model: torch.nn.Module) -> Any:
