@@ -25,7 +25,7 @@ from deeplite_like.cli.progress import Progress
 from deeplite_like.reports import StatusReport, TableReport
 from deeplite_like.reports.formatting import format_seconds
 from deeplite_like.metrics.status_keys import Metric, StatusKey
-from deeplite_like.timing import NoisyTimingWarning
+from deeplite_like.timing import DEFAULT_NUM_THREADS, NoisyTimingWarning
 from deeplite_like.units import format_bytes
 
 LAYERS_KEY = "layerwise_summary"
@@ -175,10 +175,11 @@ def _check_roofline(loaded: LoadedModel, options: RunOptions) -> None:
         raise UsageError(f"{option} needs the bytes each operator moves, which only PyTorch models count so far "
                          f"(this is a {loaded.framework} model)", "profile the PyTorch model the file came from")
     if options.device_model is not None:
-        from deeplite_like.roofline import device_model
+        from deeplite_like.roofline import THIS_MACHINE, _THIS_MACHINE_ALIASES, _lookup_key, device_model
 
         try:
-            device_model(options.device_model)
+            if _lookup_key(options.device_model) not in (_lookup_key(THIS_MACHINE), *_THIS_MACHINE_ALIASES):
+                device_model(options.device_model)  # (this machine is calibrated when the time is predicted)
         except (KeyError, ValueError) as exc:
             raise UsageError(f"--device-model {options.device_model}: {exc.args[0] if exc.args else exc}",
                              "--device-model this calibrates this machine") from None
@@ -227,6 +228,8 @@ def execute(run: PreparedRun, progress: Progress | None = None) -> ModelResult:
         progress.advance()
     prediction, serving = _roofline(run, progress)
     by_reason: dict[str, list[str]] = {}
+    if prediction is not None:
+        loaded.notes.extend(_utilisation(prediction, statuses.get("execution_time"), run.options))
     for key, reason in loaded.limits.items():
         by_reason.setdefault(reason, []).append(key)
     notes = list(loaded.notes) + [f"not computed ({', '.join(keys)}): {reason}" for reason, keys in by_reason.items()]
@@ -238,6 +241,23 @@ def execute(run: PreparedRun, progress: Progress | None = None) -> ModelResult:
     return ModelResult(loaded.name, loaded.spec, profiler.backend_name, statuses, table, notes, prediction, serving)
 
 
+def _utilisation(prediction: Any, timing: Any, options: RunOptions) -> list[str]:
+    """MFU and bandwidth utilisation of the measured forward, when it ran on the predicted device."""
+    from deeplite_like.roofline import THIS_MACHINE
+
+    seconds = getattr(timing, "value", None)
+    here = prediction.device.name == THIS_MACHINE and options.device == "cpu"
+    if not seconds or options.backward or not (here or options.device == "cuda"):
+        return []
+    if options.device == "cuda":  # the card the run used is the one named: the user says so with --device-model
+        where = f"measured on this GPU, predicted for {prediction.device.name}"
+    else:
+        where = "measured and predicted on this machine"
+    return [f"predicted {format_seconds(prediction.time_s)} against the measured {format_seconds(seconds)} ({where}): "
+            f"MFU {100 * prediction.mfu(seconds):.1f} %, bandwidth utilisation "
+            f"{100 * prediction.bandwidth_utilisation(seconds):.1f} %"]
+
+
 def _roofline(run: PreparedRun, progress: Progress) -> tuple[Any, Any]:
     """The predicted time (``--device-model``) and the serving cost (``--decode``) of ``run``'s model."""
     options, loaded = run.options, run.loaded
@@ -247,8 +267,9 @@ def _roofline(run: PreparedRun, progress: Progress) -> tuple[Any, Any]:
         from deeplite_like.roofline import device_model, predict
 
         progress.start(f"{loaded.name}: predicted time on {options.device_model}")
-        try:
-            device = device_model(options.device_model)
+        try:  # "this": calibrated at the thread count the execution time is measured at
+            threads = options.num_threads if isinstance(options.num_threads, int) else DEFAULT_NUM_THREADS
+            device = device_model(options.device_model, num_threads=threads)
             args, kwargs = run.inputs
             count = count_ops(loaded.model, args=args, kwargs=kwargs, backward=options.backward,
                               meta=options.device == "meta", causal_half=options.causal_half, bytes_moved=True,

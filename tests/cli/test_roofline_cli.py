@@ -83,3 +83,16 @@ def test_decode_gives_the_serving_view_of_a_causal_lm(cli, tmp_path):
     assert serving["device"] == "H100 SXM"
     # tokens/s = the batch / the decode step's predicted time
     assert serving["decode_tokens_per_s"] == pytest.approx(2 / serving["decode_step_s"])
+
+
+@pytest.mark.slow
+def test_this_machine_is_calibrated_at_the_timing_threads_and_gives_mfu_of_the_measured_run(cli):
+    code, out, err = cli("profile", *TINY, "--metrics", "time,macs", "--device-model", "this",
+                         "--num-threads", "1")
+    assert code == 0, err
+    assert "Predicted time on this machine" in out
+    # the execution time was measured here, at the calibration's thread count: its MFU is said
+    assert "(measured and predicted on this machine): MFU" in err + out
+    # a named device is not this machine: no utilisation of a time measured here
+    code, out, err = cli("profile", *TINY, "--metrics", "time,macs", "--device-model", "h100")
+    assert code == 0 and "MFU" not in err + out
