@@ -5,12 +5,14 @@ import json
 import math
 import re
 import time
+from pathlib import Path
 
 import pytest
 
 from deeplite_like import roofline
 from deeplite_like.results import OpCount, OpRecord
 from deeplite_like.roofline import DeviceModel, device_model, load_devices, predict, register_device
+from deeplite_like.units import format_bytes
 
 SOURCES = {"peak": "made up for the tests", "bandwidth": "made up", "memory": "made up"}
 # 1e12 FLOP/s, 1e11 bytes/s: the ridge point is 1e12 / 1e11 = 10 FLOPs per byte
@@ -295,3 +297,18 @@ def test_calibrate_measures_positive_figures_and_restores_the_thread_count():
     assert "copy of 128.0 MiB (read + written)" in device.source("bandwidth")
     with pytest.raises(ValueError, match="one thread count"):
         roofline.calibrate(num_threads="auto")
+
+
+def test_the_docs_registry_table_is_the_registry():
+    # docs/roofline.rst lists every built-in device: name, kind, dense TFLOP/s per dtype ("-": none),
+    # GB/s and memory, one row each; this keeps the page and devices.toml the same
+    text = (Path(__file__).resolve().parents[2] / "docs" / "roofline.rst").read_text(encoding="utf-8")
+    rows = [re.split(r"\s{2,}", line.strip()) for line in text.splitlines()]
+    for name in roofline.known_devices()[:-1]:
+        device = device_model(name)
+        peaks = ["-" if device.peak_flops[d] is None else f"{device.peak_flops[d] / 1e12:g}"
+                 for d in roofline.PEAK_DTYPES]
+        cells = [device.name, device.kind, *peaks, f"{device.memory_bandwidth / 1e9:g}",
+                 format_bytes(device.memory_bytes)]
+        assert cells in rows, f"docs/roofline.rst: no row {cells}"
+        assert device.source("bandwidth") in text, f"docs/roofline.rst misses {name}'s bandwidth source"
