@@ -17,6 +17,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, Iterable, Mapping, NamedTuple
 
+from deeplite_like.errors import check_positive_int
 from deeplite_like.reports.charts import PALETTE, RoofPoint, roofline_chart
 from deeplite_like.reports.formatting import format_quantity, format_seconds, strict_json
 from deeplite_like.reports.html import document, report_section
@@ -489,6 +490,7 @@ class Prediction:
 
     def top(self, n: int = 10, by: str = "operator") -> list[tuple[str, RooflineRow]] | list[OpTime]:
         """The ``n`` slowest, by predicted time: operators (``by="operator"``) or single calls (``"call"``)."""
+        n = check_positive_int(n, "n", "top", "operators or calls")
         if by == "call":
             return sorted(self.ops, key=lambda op: -op.time_s)[:n]
         if by != "operator":
@@ -606,6 +608,9 @@ def predict(count_or_records: OpCount | Iterable[OpRecord], device: str | Device
     datasheet's boost, sparsity, and communication between devices. Peaks are datasheet figures that
     real kernels reach only in part (a large GEMM: about 60-80 %).
     """
+    if isinstance(count_or_records, OpCount) and not count_or_records.bytes_counted:
+        raise ValueError("this OpCount was counted without bytes moved, so there is nothing to price; count with "
+                         "count_ops(model, ..., bytes_moved=True)")
     device = device_model(device)
     records = list(count_or_records.records if isinstance(count_or_records, OpCount) else count_or_records)
     override = None

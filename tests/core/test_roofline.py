@@ -58,7 +58,7 @@ def test_a_call_that_computes_and_moves_nothing_takes_no_time():
 
 
 def test_sums_per_module_are_nested_and_per_operator_and_phase_flat():
-    p = predict(OpCount(records=[BIG_MATMUL, BIG_COPY, NOTHING]), TOY)
+    p = predict(OpCount(records=[BIG_MATMUL, BIG_COPY, NOTHING], bytes_counted=True), TOY)
     seconds = {name: row.time_s for name, row in p.by_module.items()}
     # enc.0.attn: the matmul (2 ms); enc.0 and enc hold it too; enc.1: the add (10 ms);
     # enc: 2 + 10 = 12 ms; the model "": everything, the view (0 s) included
@@ -70,6 +70,13 @@ def test_sums_per_module_are_nested_and_per_operator_and_phase_flat():
         {"aten.mm": 2e-3, "aten.add": 10e-3, "aten.view": 0.0})
     assert {k: v.time_s for k, v in p.by_phase.items()} == pytest.approx({"forward": 2e-3, "backward": 10e-3})
     assert p.by_module[""].as_dict() == p.total.as_dict()
+
+
+def test_a_count_without_bytes_is_refused():
+    with pytest.raises(ValueError, match=r"counted without bytes moved.*bytes_moved=True"):
+        predict(OpCount(macs=1, flops=2), TOY)
+    with pytest.raises(ValueError, match=r"top\(n=...\) must be >= 1 \(operators or calls\), got 0"):
+        predict([BIG_MATMUL], TOY).top(0)
 
 
 def test_fused_view_prices_fused_bytes():
