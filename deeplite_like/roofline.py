@@ -173,9 +173,13 @@ def _parse_device(entry: Any, where: str) -> DeviceModel:
         raise ValueError(f"{where}: " + "; ".join(
             ([f"unknown key(s) {unknown}"] if unknown else []) + ([f"missing {missing}"] if missing else [])) +
             f". A device has {sorted(_DEVICE_KEYS)} (see deeplite_like/devices.toml)")
-    peaks = entry["peak_tflops"]
+    peaks, sources, aliases = entry["peak_tflops"], entry["sources"], entry.get("aliases", [])
     if not isinstance(peaks, dict):
         raise ValueError(f"{where}: peak_tflops is a table of dtype = TFLOP/s, got {peaks!r}")
+    if not isinstance(sources, dict):
+        raise ValueError(f"{where}: sources is a table of figure = source (peak, bandwidth, memory), got {sources!r}")
+    if not isinstance(aliases, list) or not all(isinstance(alias, str) for alias in aliases):
+        raise ValueError(f"{where}: aliases is a list of names, got {aliases!r}")
     try:
         for dtype, value in peaks.items():
             _check_positive(value, f"peak_tflops.{dtype}")
@@ -183,7 +187,7 @@ def _parse_device(entry: Any, where: str) -> DeviceModel:
         return DeviceModel(name=entry["name"], kind=entry["kind"],
                            peak_flops={dtype: value * 1e12 for dtype, value in peaks.items()},
                            memory_bandwidth=entry["bandwidth_gbps"] * 1e9, memory_bytes=parse_bytes(entry["memory"]),
-                           aliases=tuple(entry.get("aliases", ())), sources=entry["sources"])
+                           aliases=tuple(aliases), sources=sources)
     except (ValueError, TypeError) as error:
         raise ValueError(f"{where}: {error}") from None
 
@@ -257,7 +261,13 @@ def load_devices(path: str | os.PathLike, replace: bool = False) -> list[DeviceM
     except OSError as error:
         raise ValueError(f"cannot read the device file {where}: {error.strerror or error}") from None
     devices = _read_devices(text, where)
-    return [register_device(device, replace=replace) for device in devices]
+    before = dict(_registry())
+    try:
+        return [register_device(device, replace=replace) for device in devices]
+    except ValueError as error:  # all of the file or none of it
+        _REGISTRY.clear()
+        _REGISTRY.update(before)
+        raise ValueError(f"{where}: {error}") from None
 
 
 def device_model(name: str | DeviceModel, num_threads: int | None = None) -> DeviceModel:

@@ -249,6 +249,13 @@ memory = "vendor sheet"
     assert npu.ridge("fp16") == pytest.approx(80.0) and npu.peak_flops["fp32"] is None
     with pytest.raises(ValueError, match=r"taken by \['My NPU'\]; pass replace=True"):
         load_devices(path)
+    # a file registers all its devices or none: the second one here collides with the first
+    twice = tmp_path / "twice.toml"
+    twice.write_text(path.read_text().replace("My NPU", "Other NPU").replace('"npu"', '"other"') * 2)
+    with pytest.raises(ValueError, match=r"twice.toml: device 'Other NPU': its name or an alias is taken"):
+        load_devices(twice)
+    with pytest.raises(ValueError, match="unknown device 'other'"):
+        device_model("other")
     assert load_devices(path, replace=True)[0].name == "My NPU"
 
 
@@ -259,12 +266,17 @@ memory = "vendor sheet"
     (("fp16 = 4.0", "fp64 = 4.0"), r"unknown dtype\(s\) \['fp64'\] in its peaks"),
     (("kind = \"edge\"", "kind = \"tpu\""), r"kind must be one of \('gpu', 'cpu', 'edge'\), got 'tpu'"),
     (("[[device]]", "[[devices]]"), r"expected one or more \[\[device\]\] tables and nothing else"),
-    (("name = \"Bad\"", "name = \"h100\""), r"taken by \['H100 SXM'\]"),
+    (("name = \"Bad\"", "name = \"h100\""), r"bad.toml: device 'h100': its name or an alias is taken by \['H100 SXM'\]"),
+    (("[device.peak_tflops]", "sources = \"x\"\n[device.peak_tflops]"),
+     r"sources is a table of figure = source \(peak, bandwidth, memory\), got 'x'"),
+    (("kind = \"edge\"", "kind = \"edge\"\naliases = \"bad\""), r"aliases is a list of names, got 'bad'"),
 ])
 def test_a_bad_user_file_names_the_file_the_device_and_the_fault(tmp_path, change, message):
     text = ('[[device]]\nname = "Bad"\nkind = "edge"\nbandwidth_gbps = 50\nmemory = "8 GiB"\n'
             '[device.peak_tflops]\nfp16 = 4.0\n[device.sources]\npeak = "x"\nbandwidth = "x"\nmemory = "x"\n')
     path = tmp_path / "bad.toml"
+    if "sources = " in change[1]:  # a sources that is not a table: the [device.sources] table goes
+        text = text[:text.index("[device.sources]")]
     path.write_text(text.replace(*change))
     with pytest.raises(ValueError, match=message):
         load_devices(path)
