@@ -17,6 +17,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, Iterable, Mapping, NamedTuple
 
+from deeplite_like.errors import check_positive_int
 from deeplite_like.reports.charts import PALETTE, RoofPoint, roofline_chart
 from deeplite_like.reports.formatting import format_quantity, format_seconds, strict_json
 from deeplite_like.reports.html import document, report_section
@@ -172,9 +173,13 @@ def _parse_device(entry: Any, where: str) -> DeviceModel:
         raise ValueError(f"{where}: " + "; ".join(
             ([f"unknown key(s) {unknown}"] if unknown else []) + ([f"missing {missing}"] if missing else [])) +
             f". A device has {sorted(_DEVICE_KEYS)} (see deeplite_like/devices.toml)")
-    peaks = entry["peak_tflops"]
+    peaks, sources, aliases = entry["peak_tflops"], entry["sources"], entry.get("aliases", [])
     if not isinstance(peaks, dict):
         raise ValueError(f"{where}: peak_tflops is a table of dtype = TFLOP/s, got {peaks!r}")
+    if not isinstance(sources, dict):
+        raise ValueError(f"{where}: sources is a table of figure = source (peak, bandwidth, memory), got {sources!r}")
+    if not isinstance(aliases, list) or not all(isinstance(alias, str) for alias in aliases):
+        raise ValueError(f"{where}: aliases is a list of names, got {aliases!r}")
     try:
         for dtype, value in peaks.items():
             _check_positive(value, f"peak_tflops.{dtype}")
@@ -182,7 +187,7 @@ def _parse_device(entry: Any, where: str) -> DeviceModel:
         return DeviceModel(name=entry["name"], kind=entry["kind"],
                            peak_flops={dtype: value * 1e12 for dtype, value in peaks.items()},
                            memory_bandwidth=entry["bandwidth_gbps"] * 1e9, memory_bytes=parse_bytes(entry["memory"]),
-                           aliases=tuple(entry.get("aliases", ())), sources=entry["sources"])
+                           aliases=tuple(aliases), sources=sources)
     except (ValueError, TypeError) as error:
         raise ValueError(f"{where}: {error}") from None
 
@@ -256,7 +261,13 @@ def load_devices(path: str | os.PathLike, replace: bool = False) -> list[DeviceM
     except OSError as error:
         raise ValueError(f"cannot read the device file {where}: {error.strerror or error}") from None
     devices = _read_devices(text, where)
-    return [register_device(device, replace=replace) for device in devices]
+    before = dict(_registry())
+    try:
+        return [register_device(device, replace=replace) for device in devices]
+    except ValueError as error:  # all of the file or none of it
+        _REGISTRY.clear()
+        _REGISTRY.update(before)
+        raise ValueError(f"{where}: {error}") from None
 
 
 def device_model(name: str | DeviceModel, num_threads: int | None = None) -> DeviceModel:
@@ -489,6 +500,7 @@ class Prediction:
 
     def top(self, n: int = 10, by: str = "operator") -> list[tuple[str, RooflineRow]] | list[OpTime]:
         """The ``n`` slowest, by predicted time: operators (``by="operator"``) or single calls (``"call"``)."""
+        n = check_positive_int(n, "n", "top", "operators or calls")
         if by == "call":
             return sorted(self.ops, key=lambda op: -op.time_s)[:n]
         if by != "operator":
@@ -606,6 +618,9 @@ def predict(count_or_records: OpCount | Iterable[OpRecord], device: str | Device
     datasheet's boost, sparsity, and communication between devices. Peaks are datasheet figures that
     real kernels reach only in part (a large GEMM: about 60-80 %).
     """
+    if isinstance(count_or_records, OpCount) and not count_or_records.bytes_counted:
+        raise ValueError("this OpCount was counted without bytes moved, so there is nothing to price; count with "
+                         "count_ops(model, ..., bytes_moved=True)")
     device = device_model(device)
     records = list(count_or_records.records if isinstance(count_or_records, OpCount) else count_or_records)
     override = None

@@ -44,6 +44,7 @@ REVIEWED = {
     ("cli/model_inputs.py", "np.load"): "allow_pickle=False: object arrays are refused",
     ("cli/loading/keras_files.py", "keras.saving.load_model"): "safe_mode=True: Lambda code is refused",
     ("cli/loading/__init__.py", "json.loads"): "--model-args is JSON, never Python",
+    ("roofline.py", "tomllib.loads"): "a device registry is TOML: data, never code (devices.toml, load_devices)",
     ("cli/model_inputs.py", "import pickle"): "for the pickle.UnpicklingError class only",
     ("cli/loading/torch_files.py", "import pickle"): "for the pickle.UnpicklingError class only",
     ("cli/loading/hub_models.py", "importlib.import_module"):

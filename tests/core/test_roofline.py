@@ -5,12 +5,14 @@ import json
 import math
 import re
 import time
+from pathlib import Path
 
 import pytest
 
 from deeplite_like import roofline
 from deeplite_like.results import OpCount, OpRecord
 from deeplite_like.roofline import DeviceModel, device_model, load_devices, predict, register_device
+from deeplite_like.units import format_bytes
 
 SOURCES = {"peak": "made up for the tests", "bandwidth": "made up", "memory": "made up"}
 # 1e12 FLOP/s, 1e11 bytes/s: the ridge point is 1e12 / 1e11 = 10 FLOPs per byte
@@ -56,7 +58,7 @@ def test_a_call_that_computes_and_moves_nothing_takes_no_time():
 
 
 def test_sums_per_module_are_nested_and_per_operator_and_phase_flat():
-    p = predict(OpCount(records=[BIG_MATMUL, BIG_COPY, NOTHING]), TOY)
+    p = predict(OpCount(records=[BIG_MATMUL, BIG_COPY, NOTHING], bytes_counted=True), TOY)
     seconds = {name: row.time_s for name, row in p.by_module.items()}
     # enc.0.attn: the matmul (2 ms); enc.0 and enc hold it too; enc.1: the add (10 ms);
     # enc: 2 + 10 = 12 ms; the model "": everything, the view (0 s) included
@@ -68,6 +70,13 @@ def test_sums_per_module_are_nested_and_per_operator_and_phase_flat():
         {"aten.mm": 2e-3, "aten.add": 10e-3, "aten.view": 0.0})
     assert {k: v.time_s for k, v in p.by_phase.items()} == pytest.approx({"forward": 2e-3, "backward": 10e-3})
     assert p.by_module[""].as_dict() == p.total.as_dict()
+
+
+def test_a_count_without_bytes_is_refused():
+    with pytest.raises(ValueError, match=r"counted without bytes moved.*bytes_moved=True"):
+        predict(OpCount(macs=1, flops=2), TOY)
+    with pytest.raises(ValueError, match=r"top\(n=...\) must be >= 1 \(operators or calls\), got 0"):
+        predict([BIG_MATMUL], TOY).top(0)
 
 
 def test_fused_view_prices_fused_bytes():
@@ -240,6 +249,13 @@ memory = "vendor sheet"
     assert npu.ridge("fp16") == pytest.approx(80.0) and npu.peak_flops["fp32"] is None
     with pytest.raises(ValueError, match=r"taken by \['My NPU'\]; pass replace=True"):
         load_devices(path)
+    # a file registers all its devices or none: the second one here collides with the first
+    twice = tmp_path / "twice.toml"
+    twice.write_text(path.read_text().replace("My NPU", "Other NPU").replace('"npu"', '"other"') * 2)
+    with pytest.raises(ValueError, match=r"twice.toml: device 'Other NPU': its name or an alias is taken"):
+        load_devices(twice)
+    with pytest.raises(ValueError, match="unknown device 'other'"):
+        device_model("other")
     assert load_devices(path, replace=True)[0].name == "My NPU"
 
 
@@ -250,12 +266,17 @@ memory = "vendor sheet"
     (("fp16 = 4.0", "fp64 = 4.0"), r"unknown dtype\(s\) \['fp64'\] in its peaks"),
     (("kind = \"edge\"", "kind = \"tpu\""), r"kind must be one of \('gpu', 'cpu', 'edge'\), got 'tpu'"),
     (("[[device]]", "[[devices]]"), r"expected one or more \[\[device\]\] tables and nothing else"),
-    (("name = \"Bad\"", "name = \"h100\""), r"taken by \['H100 SXM'\]"),
+    (("name = \"Bad\"", "name = \"h100\""), r"bad.toml: device 'h100': its name or an alias is taken by \['H100 SXM'\]"),
+    (("[device.peak_tflops]", "sources = \"x\"\n[device.peak_tflops]"),
+     r"sources is a table of figure = source \(peak, bandwidth, memory\), got 'x'"),
+    (("kind = \"edge\"", "kind = \"edge\"\naliases = \"bad\""), r"aliases is a list of names, got 'bad'"),
 ])
 def test_a_bad_user_file_names_the_file_the_device_and_the_fault(tmp_path, change, message):
     text = ('[[device]]\nname = "Bad"\nkind = "edge"\nbandwidth_gbps = 50\nmemory = "8 GiB"\n'
             '[device.peak_tflops]\nfp16 = 4.0\n[device.sources]\npeak = "x"\nbandwidth = "x"\nmemory = "x"\n')
     path = tmp_path / "bad.toml"
+    if "sources = " in change[1]:  # a sources that is not a table: the [device.sources] table goes
+        text = text[:text.index("[device.sources]")]
     path.write_text(text.replace(*change))
     with pytest.raises(ValueError, match=message):
         load_devices(path)
@@ -295,3 +316,18 @@ def test_calibrate_measures_positive_figures_and_restores_the_thread_count():
     assert "copy of 128.0 MiB (read + written)" in device.source("bandwidth")
     with pytest.raises(ValueError, match="one thread count"):
         roofline.calibrate(num_threads="auto")
+
+
+def test_the_docs_registry_table_is_the_registry():
+    # docs/roofline.rst lists every built-in device: name, kind, dense TFLOP/s per dtype ("-": none),
+    # GB/s and memory, one row each; this keeps the page and devices.toml the same
+    text = (Path(__file__).resolve().parents[2] / "docs" / "roofline.rst").read_text(encoding="utf-8")
+    rows = [re.split(r"\s{2,}", line.strip()) for line in text.splitlines()]
+    for name in roofline.known_devices()[:-1]:
+        device = device_model(name)
+        peaks = ["-" if device.peak_flops[d] is None else f"{device.peak_flops[d] / 1e12:g}"
+                 for d in roofline.PEAK_DTYPES]
+        cells = [device.name, device.kind, *peaks, f"{device.memory_bandwidth / 1e9:g}",
+                 format_bytes(device.memory_bytes)]
+        assert cells in rows, f"docs/roofline.rst: no row {cells}"
+        assert device.source("bandwidth") in text, f"docs/roofline.rst misses {name}'s bandwidth source"
