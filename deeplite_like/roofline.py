@@ -214,6 +214,13 @@ def _registry() -> dict[str, DeviceModel]:
     return _REGISTRY
 
 
+def is_this_machine(name: str | DeviceModel) -> bool:
+    """Whether ``name`` asks for this machine (``"this machine"``, ``"this"``, ``"local"``, ``"host"``): calibrated."""
+    if isinstance(name, DeviceModel):
+        return name.name == THIS_MACHINE
+    return _lookup_key(name) in (_lookup_key(THIS_MACHINE), *_THIS_MACHINE_ALIASES)
+
+
 def known_devices() -> list[str]:
     """The names of the registered devices (built in, then the user's), and ``THIS_MACHINE``."""
     names = list(dict.fromkeys(device.name for device in _registry().values()))
@@ -280,7 +287,7 @@ def device_model(name: str | DeviceModel, num_threads: int | None = None) -> Dev
     if isinstance(name, DeviceModel):
         return name
     key = _lookup_key(name)
-    if key in (_lookup_key(THIS_MACHINE), *_THIS_MACHINE_ALIASES):
+    if is_this_machine(name):
         threads = check_num_threads(num_threads)
         if threads not in _CALIBRATED:
             _CALIBRATED[threads] = calibrate(threads)

@@ -175,10 +175,10 @@ def _check_roofline(loaded: LoadedModel, options: RunOptions) -> None:
         raise UsageError(f"{option} needs the bytes each operator moves, which only PyTorch models count so far "
                          f"(this is a {loaded.framework} model)", "profile the PyTorch model the file came from")
     if options.device_model is not None:
-        from deeplite_like.roofline import THIS_MACHINE, _THIS_MACHINE_ALIASES, _lookup_key, device_model
+        from deeplite_like.roofline import device_model, is_this_machine
 
         try:
-            if _lookup_key(options.device_model) not in (_lookup_key(THIS_MACHINE), *_THIS_MACHINE_ALIASES):
+            if not is_this_machine(options.device_model):
                 device_model(options.device_model)  # (this machine is calibrated when the time is predicted)
         except (KeyError, ValueError) as exc:
             raise UsageError(f"--device-model {options.device_model}: {exc.args[0] if exc.args else exc}",
@@ -243,10 +243,10 @@ def execute(run: PreparedRun, progress: Progress | None = None) -> ModelResult:
 
 def _utilisation(prediction: Any, timing: Any, options: RunOptions) -> list[str]:
     """MFU and bandwidth utilisation of the measured forward, when it ran on the predicted device."""
-    from deeplite_like.roofline import THIS_MACHINE
+    from deeplite_like.roofline import is_this_machine
 
     seconds = getattr(timing, "value", None)
-    here = prediction.device.name == THIS_MACHINE and options.device == "cpu"
+    here = is_this_machine(prediction.device) and options.device == "cpu"
     if not seconds or options.backward or not (here or options.device == "cuda"):
         return []
     if options.device == "cuda":  # the card the run used is the one named: the user says so with --device-model

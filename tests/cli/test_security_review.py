@@ -76,7 +76,6 @@ REVIEWED = {
         "deeplite_like.cli.loading.load_model, the dispatcher above (the demo: on the bundled zoo's fixed specs)",
     ("cli/check.py", "load_model"): "deeplite_like.cli.loading.load_model, the dispatcher above",
     ("cli/check.py", "json.loads"): "--baseline is a JSON report: JSON is data",
-    ("roofline.py", "tomllib.loads"): "the device registry and a user's device file are TOML: data, never code",
     ("cli/sweep.py", "load"):
         "the load callable run_profile passes: loading.load_model with the MODEL spec, once per sequence length",
     # --- imports by name from the package's own fixed tables, never from user text
