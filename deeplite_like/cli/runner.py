@@ -258,6 +258,13 @@ def _utilisation(prediction: Any, timing: Any, options: RunOptions) -> list[str]
             f"{100 * prediction.bandwidth_utilisation(seconds):.1f} %"]
 
 
+def _attention_kernel(device: Any) -> str:
+    """The attention kernel ``device`` runs: CUDA's flash on a GPU (a Jetson too), the CPU's on a CPU."""
+    if device is None or device.kind == "gpu" or "jetson" in device.name.lower():
+        return "cuda"
+    return "cpu"
+
+
 def _roofline(run: PreparedRun, progress: Progress) -> tuple[Any, Any]:
     """The predicted time (``--device-model``) and the serving cost (``--decode``) of ``run``'s model."""
     options, loaded = run.options, run.loaded
@@ -286,7 +293,8 @@ def _roofline(run: PreparedRun, progress: Progress) -> tuple[Any, Any]:
             args, kwargs = run.inputs
             ids = next((a for a in (*args, *kwargs.values()) if hasattr(a, "shape") and len(a.shape) == 2), None)
             batch, prompt = (int(ids.shape[0]), int(ids.shape[1])) if ids is not None else (1, options.decode)
-            serving = count_serving(loaded.model, prompt_tokens=prompt, context=options.decode, batch_size=batch)
+            serving = count_serving(loaded.model, prompt_tokens=prompt, context=options.decode, batch_size=batch,
+                                    attention=_attention_kernel(device))
             if device is not None:
                 serving = serving.predict(device, fused=options.fused)
         except Exception as exc:

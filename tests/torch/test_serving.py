@@ -124,3 +124,28 @@ def test_one_llama2_7b_layer_agrees_with_llm_viewer_on_every_contraction():
     #   prefill = 167,772,160; 32 · 1,024 in the decode = 163,840
     assert [r.flops for r in cost.prefill.records if r.op == "aten._softmax"] == [167_772_160]
     assert [r.flops for r in cost.decode.records if r.op == "aten._softmax"] == [163_840]
+
+
+def test_the_gpu_flash_kernel_reads_q_k_v_once_and_writes_no_scores(llama):
+    flash = count_serving(llama, prompt_tokens=8, context=16, batch_size=2)  # attention="cuda", the default
+    math = count_serving(llama, prompt_tokens=8, context=16, batch_size=2, attention=None)
+    # decode at 17 keys, batch 2, 4 query heads and 2 key/value heads of 16, float32: CUDA's flash kernel takes
+    # the 2 key/value heads as they are (no repeat): reads q 2·4·1·16·4 = 512, k and v 2·2·17·16·4 = 4,352
+    # each -> 9,216; writes the output 512, the log-sum-exp 2·4·1·4 = 32 and its random-number state (a
+    # 2-element uint64 seed and a uint64 offset, 24) -> 568; Q·Kᵀ and P·V: 2 · 2·4·1·17·16 = 4,352 MACs
+    assert [(r.op, r.macs, r.bytes_read, r.bytes_written) for r in flash.decode.records
+            if "attention" in r.op] == [("aten._scaled_dot_product_flash_attention", 4_352, 9_216, 568)] * 2
+    # the math path repeats K and V to 4 heads (a clone each: reads 4,352, writes 8,704) and writes the
+    # scores: same MACs, more bytes
+    assert flash.decode.macs == math.decode.macs
+    assert flash.decode.bytes < math.decode.bytes
+    assert flash.attention == "cuda" and math.attention is None
+
+
+def test_attention_kernel_needs_meta():
+    from deeplite_like.backends.torch import count_ops
+
+    with pytest.raises(ValueError, match="meta=True"):
+        count_ops(nn.Linear(2, 2), torch.randn(1, 2), attention="cuda")
+    with pytest.raises(ValueError, match="expected one of"):
+        count_ops(nn.Linear(2, 2), torch.randn(1, 2), attention="tpu")

@@ -28,7 +28,8 @@ class ServingCost:
 
     ``prefill`` / ``decode``: their counts, bytes moved included (``OpCount.records``).
     ``kv_cache_bytes``: the cache the decode step reads (``context`` tokens of keys and values of
-    every layer, for the batch); ``param_bytes``: the model's parameters.
+    every layer, for the batch); ``param_bytes``: the model's parameters; ``attention``: the
+    attention kernel counted (``count_serving``).
     """
 
     prefill: OpCount
@@ -38,6 +39,7 @@ class ServingCost:
     context: int
     kv_cache_bytes: int
     param_bytes: int
+    attention: str | None = "cuda"
 
     def predict(self, device: Any, fused: bool = False) -> "ServingPrediction":
         """Time on ``device`` (a ``roofline.Device`` or its name): prefill, one decode step, tokens/s."""
@@ -52,6 +54,7 @@ class ServingCost:
 
     def as_dict(self) -> dict:
         return {"batch_size": self.batch_size, "prompt_tokens": self.prompt_tokens, "context": self.context,
+                "attention": self.attention,
                 "kv_cache_bytes": self.kv_cache_bytes, "param_bytes": self.param_bytes,
                 "prefill": {"macs": self.prefill.macs, "flops": self.prefill.flops, "bytes": self.prefill.bytes,
                             "fused_bytes": self.prefill.fused_bytes},
@@ -106,8 +109,8 @@ def _report(cost: ServingCost, predicted: ServingPrediction | None) -> TableRepo
     if predicted is not None:
         columns += ["time_s", "bound"]
     notes = [f"batch {cost.batch_size}; KV cache read by the decode step: {format_bytes(cost.kv_cache_bytes)}; "
-             f"parameters: {format_bytes(cost.param_bytes)}; counted on meta, bytes unfused "
-             "(docs/conventions.rst, Bytes moved)"]
+             f"parameters: {format_bytes(cost.param_bytes)}; counted on meta with the {cost.attention or 'math'} "
+             "attention kernel, bytes unfused (docs/conventions.rst, Bytes moved)"]
     title = "Serving: prefill and one decode step"
     if predicted is not None:
         device = predicted.prefill.device.name
@@ -150,7 +153,7 @@ def cache_bytes(cache: Any) -> int:
 
 
 def count_serving(model: torch.nn.Module, prompt_tokens: int = 512, context: int | None = None,
-                  batch_size: int = 1, all_logits: bool = False) -> ServingCost:
+                  batch_size: int = 1, all_logits: bool = False, attention: str | None = "cuda") -> ServingCost:
     """Count serving ``model`` (a transformers causal LM): the prefill and one decode step.
 
     ``prompt_tokens``: the prompt the prefill runs (the time to the first token). ``context``: the
@@ -163,6 +166,13 @@ def count_serving(model: torch.nn.Module, prompt_tokens: int = 512, context: int
     ``generate`` does (``logits_to_keep=1``, for a model whose forward takes it); ``all_logits=True``
     computes them for every prompt token (a scoring or training forward).
 
+    ``attention``: the ``scaled_dot_product_attention`` kernel counted (``count_ops``): ``"cuda"``
+    (default) is the GPU's flash kernel (memory-efficient with a mask), which reads Q, K and V once
+    and writes the output, with no attention matrix in memory; ``"cpu"`` the CPU's; ``None`` or
+    ``"math"`` the math path, which writes the scores (and, on a CPU, upcasts half precision to
+    float32). A model whose attention is not SDPA (``attn_implementation="eager"``) runs its own
+    operators whatever this says.
+
     Raises:
         TypeError: the model is not a transformers causal language model.
         ValueError: a count is not a positive integer.
@@ -172,7 +182,7 @@ def count_serving(model: torch.nn.Module, prompt_tokens: int = 512, context: int
     batch_size = check_positive_int(batch_size, "batch_size", "count_serving", "sequences")
     all_logits = check_flag(all_logits, "all_logits", "count_serving")
     cache = _empty_cache(model)
-    options = {"meta": True, "bytes_moved": True, "warn_untracked": False}
+    options = {"meta": True, "bytes_moved": True, "warn_untracked": False, "attention": attention}
     last_only = {} if all_logits or "logits_to_keep" not in inspect.signature(model.forward).parameters \
         else {"logits_to_keep": 1}
 
@@ -190,4 +200,4 @@ def count_serving(model: torch.nn.Module, prompt_tokens: int = 512, context: int
     kv_bytes = cache_bytes(cache)
     decode = count_ops(model, ids(1), kwargs={"use_cache": True, "past_key_values": cache}, **options)
     param_bytes = sum(p.numel() * p.element_size() for p in model.parameters())
-    return ServingCost(prefill, decode, batch_size, prompt_tokens, context, kv_bytes, param_bytes)
+    return ServingCost(prefill, decode, batch_size, prompt_tokens, context, kv_bytes, param_bytes, attention)

@@ -19,7 +19,7 @@ from deeplite_like.backends.torch.counting.meta import MetaValues
 from deeplite_like.backends.torch.counting.recorder import CountingMode, counting_mode
 from deeplite_like.backends.torch.counting.registry import CountOptions
 from deeplite_like.backends.torch.inputs import fixed_batch_hint
-from deeplite_like.backends.torch.kernels import AttentionKernel
+from deeplite_like.backends.torch.kernels import ATTENTION_KERNELS, AttentionKernel
 from deeplite_like.backends.torch.state import kept_random_state, kept_tensor_attributes, swapped_tensors
 from deeplite_like.backends.torch.tensors import (LayerFacts, StorageLedger, TrafficLog, describe_args, first_tensor_batch,
                                                   is_dtensor, is_fully_sharded, loss_of, memory_stats, meta_like,
@@ -34,7 +34,8 @@ LossFn = Callable[[Any], torch.Tensor]
 
 def count_ops(model: torch.nn.Module, *inputs: Any, args: Any = None, kwargs: Mapping[str, Any] | None = None,
               backward: bool = False, meta: bool = False, loss_fn: LossFn | None = None, causal_half: bool = False,
-              bytes_moved: bool = False, warn_untracked: bool = True, **model_kwargs: Any) -> OpCount:
+              bytes_moved: bool = False, attention: str | None = None, warn_untracked: bool = True,
+              **model_kwargs: Any) -> OpCount:
     """Count the MACs and FLOPs (ints, for the batch given) of ``model(*args, **kwargs)``.
 
     ``count_ops(model, x)``, ``count_ops(model, ids, kwargs={"attention_mask": mask})`` or
@@ -72,6 +73,11 @@ def count_ops(model: torch.nn.Module, *inputs: Any, args: Any = None, kwargs: Ma
         bytes_moved: also count the bytes each operator reads and writes (``OpCount.records``,
             ``OpStats.bytes``, ``OpCount.bytes`` / ``fused_bytes``; the convention:
             ``tensors.TrafficLog``, ``docs/conventions.rst``), for ``deeplite_like.roofline``.
+        attention: on meta, the ``scaled_dot_product_attention`` kernel to count (``"cuda"``: flash,
+            or memory-efficient with a mask; ``"cpu"``: the CPU's flash where it applies; ``"math"``;
+            ``kernels.AttentionKernel``). ``None``: torch's choice for the tensors (the math path on
+            meta in forward; the model's device's kernel in a meta backward). A real run takes the
+            kernel its device picks, so ``attention`` needs ``meta``.
         warn_untracked: warn once about untracked operators.
 
     Raises:
@@ -86,10 +92,13 @@ def count_ops(model: torch.nn.Module, *inputs: Any, args: Any = None, kwargs: Ma
     backward, meta = check_flag(backward, "backward", "count_ops"), check_flag(meta, "meta", "count_ops")
     causal_half = check_flag(causal_half, "causal_half", "count_ops")
     bytes_moved = check_flag(bytes_moved, "bytes_moved", "count_ops")
+    if attention not in ATTENTION_KERNELS:
+        raise ValueError(f"count_ops(attention={attention!r}): expected one of {list(ATTENTION_KERNELS)}")
     warn_untracked = check_flag(warn_untracked, "warn_untracked", "count_ops")
     args, kwargs = model_inputs("count_ops", inputs, args, kwargs, model_kwargs)
     result = observe(model, args, kwargs, backward=backward, meta=meta, loss_fn=loss_fn,
-                     options=CountOptions(causal_half=causal_half), bytes_moved=bytes_moved).counts
+                     options=CountOptions(causal_half=causal_half), bytes_moved=bytes_moved,
+                     attention=attention).counts
     if warn_untracked:
         warn_if_untracked(result.untracked, stacklevel=2)
     return result
@@ -113,7 +122,7 @@ class Observation:
 def observe(model: torch.nn.Module, args: tuple, kwargs: dict, *, backward: bool = False, meta: bool = False,
             loss_fn: LossFn | None = None, options: CountOptions | None = None, memory: bool = False,
             layers: bool = False, grad: bool | None = None, unfuse: bool = True,
-            wrap_errors: bool = True, bytes_moved: bool = False) -> Observation:
+            wrap_errors: bool = True, bytes_moved: bool = False, attention: str | None = None) -> Observation:
     """One instrumented run of ``model(*args, **kwargs)``: counts, and when asked peak memory and layer facts.
 
     Everything is read from the same pass, by the same module attribution (``CountingMode``'s
@@ -128,7 +137,8 @@ def observe(model: torch.nn.Module, args: tuple, kwargs: dict, *, backward: bool
     work is seen (nested-tensor inputs keep it: only the fused kernels take them).
     ``wrap_errors``: a failing forward raises ``ForwardError`` naming the module (``False``: the
     model's own exception, with a note naming the module). ``bytes_moved``: log what each
-    operator reads and writes (``tensors.TrafficLog``).
+    operator reads and writes (``tensors.TrafficLog``). ``attention``: the attention kernel counted
+    on meta (``count_ops``).
     """
     modules = list(model.named_modules())
     slots = _tensor_slots(modules)
@@ -137,6 +147,9 @@ def observe(model: torch.nn.Module, args: tuple, kwargs: dict, *, backward: bool
         raise ValueError(f"count_ops(meta=True) cannot count {type(model).__name__}: it holds DTensor parameters "
                          "(tensor parallel or FSDP2), whose meta copies would lose their sharding and count the "
                          "unsharded model; count with meta=False inside each rank (docs/distributed.rst)")
+    if attention is not None and not on_meta:
+        raise ValueError(f"count_ops(attention={attention!r}) chooses the attention kernel counted on meta; a real "
+                         "run takes the kernel its device picks: add meta=True, or leave attention out")
     if backward:
         _check_differentiable(model, args, kwargs, on_meta)
     mode = counting_mode(options or CountOptions(), track_backward=backward, meta=on_meta)
@@ -161,7 +174,7 @@ def observe(model: torch.nn.Module, args: tuple, kwargs: dict, *, backward: bool
             _refuse_nested_on_meta(args, kwargs)
             state, copies, args, kwargs = to_meta(model, args, kwargs, mode.values)
             cleanup.enter_context(swapped_tensors(model, copies))
-            kernel = _target_attention_kernel(slots) if backward else None
+            kernel = attention if attention is not None else _target_attention_kernel(slots) if backward else None
             if kernel is not None:  # attention's backward differs by kernel (the fused ones recompute Q.K^T)
                 cleanup.enter_context(AttentionKernel(kernel))
         else:
