@@ -8,18 +8,18 @@ family's conventions, which are the torch backend's (``conventions.py``):
     conv            Conv1D/2D/3D, DepthwiseConv1D/2D, SeparableConv1D/2D, Conv*DTranspose
     core            Dense, EinsumDense, Embedding, ReversibleEmbedding
     attention       MultiHeadAttention, GroupedQueryAttention, Attention, AdditiveAttention
-    rnn             LSTM, GRU, SimpleRNN, their cells, Bidirectional (TimeDistributed: its child)
+    rnn             LSTM, GRU, SimpleRNN, their cells, Bidirectional (TimeDistributed: its child);
+                    ConvLSTM1D/2D/3D
     norm            BatchNormalization, LayerNormalization, GroupNormalization, RMSNormalization,
                     UnitNormalization
-    activation      Activation, ReLU, LeakyReLU, PReLU, ELU, Softmax
+    elementwise     per-element layers: Activation, ReLU, LeakyReLU, PReLU, ELU, Softmax; the
+                    merges Add, Subtract, Multiply, Average, Maximum, Minimum, Dot (Concatenate:
+                    free); the Dropout family and noise layers (training only)
     pooling         max / average / global / adaptive pooling of ranks 1-3
-    merging         Add, Subtract, Multiply, Average, Maximum, Minimum, Dot (Concatenate: free)
-    reshaping       UpSampling, Resizing, Rescaling, Normalization, Masking; free shape layers
-    regularization  Dropout family and noise layers (training only)
-    ops             operation nodes of functional models (``x + y``, ``keras.ops.relu``)
-    conv_rnn        ConvLSTM1D/2D/3D
-    preprocessing   preprocessing, augmentation, spectrogram and wrapper layers: priced by the
+    reshaping       UpSampling, Resizing, Rescaling, Normalization, Masking; free shape layers;
+                    preprocessing, augmentation, spectrogram and wrapper layers: priced by the
                     operators they run (``OP_LEVEL``; random augmentation: identity at inference)
+    ops             operation nodes of functional models (``x + y``, ``keras.ops.relu``)
 
 Beside the layer table, ``tf_ops.py`` prices single *TensorFlow operations* with the same
 conventions (``MatMul``, ``ReluGrad``, ``AssignSubVariableOp``...): the training-step
@@ -29,17 +29,13 @@ shares its list of free TF ops. It registers nothing and is not imported here.
 from __future__ import annotations
 
 from . import (  # noqa: F401  (imported for their registrations)
-    activation,
     attention,
     conv,
-    conv_rnn,
     core,
-    merging,
+    elementwise,
     norm,
     ops,
     pooling,
-    preprocessing,
-    regularization,
     reshaping,
     rnn,
 )

@@ -34,7 +34,7 @@ SOFTSIGN = 3        # x / (1 + |x|): abs, add, div (torch: decomposed into those
 TANHSHRINK = 2      # x - tanh(x) (torch: decomposed into tanh, sub)
 EXP = 1             # exponential
 
-# -- softmax (torch formulas/softmax.py): max, sub, exp, sum, div --------------------------
+# -- softmax (torch formulas/activation.py): max, sub, exp, sum, div --------------------------
 SOFTMAX = 5
 
 # -- interpolation, FLOPs per output element (torch formulas/interpolate.py) ---------------

@@ -13,12 +13,37 @@ Priced per OUTPUT element (interpolation: n neighbours, n multiplies + n - 1 add
     Rescaling                x * scale (+ offset): 1, or 2 with a non-zero offset
     Normalization            (x - mean) / std: 2 (inverse: x * std + mean, 2)
     Masking                  x * mask: 1 (finding the masked steps is a comparison: free)
+
+Preprocessing, augmentation, spectrogram and wrapper layers:
+
+    Preprocessing, augmentation, spectrogram and wrapper layers: priced by the operators they run.
+
+    Their work depends on the mode and the data (identity at inference, image transforms in
+    training; a lookup, or a tf-idf weighting), or is foreign code, so no shape formula fits; they
+    are marked ``OP_LEVEL`` and priced op by op (``engine.own_ops``), exactly what they run::
+
+        identity at inference           AugMix, CutMix, MixUp, RandAugment, Random* augmentation (not
+        (INFERENCE_IDENTITY)            RandomCrop): 0 at inference, their ops in training; where no
+                                        operator hook exists (JAX) free at inference
+        always transform                AutoContrast, CenterCrop, RandomCrop, Equalization, Solarization,
+                                        ContrastLimitedAdaptiveHistogramEqualization, MaxNumBoundingBoxes
+        lookups and encodings           CategoryEncoding, Discretization, Hashing, HashedCrossing,
+                                        IntegerLookup, StringLookup, TextVectorization (lookups, hashing,
+                                        bucketing: free TF ops; tf-idf multiplies counted)
+        spectrograms                    MelSpectrogram (RFFT, its mel filter bank built each call, the
+                                        matmul onto it, log), STFTSpectrogram (framing convolutions)
+        foreign code                    Lambda, TFSMLayer, JaxLayer, FlaxLayer, TorchModuleWrapper,
+                                        SpectralNormalization (power iteration in training)
+
+    Operators with no cost known (``ImageProjectiveTransformV3``: the bilinear resampling of
+    rotations and shears in training) are listed in ``untracked`` by op name.
 """
 from __future__ import annotations
 
 import deeplite_like.backends.keras.counting.formulas.conventions as c
-from ..registry import Cost, LayerCall, register_free_layer, register_layer_formula
+from ..registry import Cost, LayerCall, register_free_layer, register_layer_formula, register_op_level_layer
 from ._common import float_elements, per_output_element
+
 
 register_free_layer(
     "keras.layers.InputLayer", "keras.layers.Flatten", "keras.layers.Reshape", "keras.layers.Permute",
@@ -67,3 +92,25 @@ def rescaling(call: LayerCall) -> Cost:
 register_layer_formula("keras.layers.Normalization")(per_output_element(
     2, "normalization", "(x - mean) / std (or its inverse): 2 FLOPs per element."))
 register_layer_formula("keras.layers.Masking")(per_output_element(1, "masking", "x * mask: 1 FLOP per element."))
+
+
+# -- Preprocessing, augmentation, spectrogram and wrapper layers ------------------------------------
+_L = "keras.layers."
+
+INFERENCE_IDENTITY_LAYERS = [_L + name for name in (
+    "AugMix", "CutMix", "MixUp", "RandAugment", "RandomBrightness", "RandomColorDegeneration", "RandomColorJitter",
+    "RandomContrast", "RandomElasticTransform", "RandomErasing", "RandomFlip", "RandomGaussianBlur",
+    "RandomGrayscale", "RandomHue", "RandomInvert", "RandomPerspective", "RandomPosterization", "RandomRotation",
+    "RandomSaturation", "RandomSharpness", "RandomShear", "RandomTranslation", "RandomZoom",
+)]
+
+OP_LEVEL_LAYERS = [_L + name for name in (
+    "AutoContrast", "CenterCrop", "RandomCrop", "Equalization", "Solarization",
+    "ContrastLimitedAdaptiveHistogramEqualization", "MaxNumBoundingBoxes",
+    "CategoryEncoding", "Discretization", "Hashing", "HashedCrossing", "IntegerLookup", "StringLookup",
+    "TextVectorization", "MelSpectrogram", "STFTSpectrogram",
+    "Lambda", "TFSMLayer", "JaxLayer", "FlaxLayer", "TorchModuleWrapper", "SpectralNormalization",
+)]
+
+register_op_level_layer(*INFERENCE_IDENTITY_LAYERS, inference_identity=True)
+register_op_level_layer(*OP_LEVEL_LAYERS)

@@ -9,17 +9,16 @@ its cost; each module's docstring states the family's conventions:
     attention    scaled-dot-product kernels, fused MultiheadAttention / TransformerEncoderLayer
     rnn          fused recurrent layers (oneDNN LSTM, cuDNN RNNs, CUDA fused cells)
     elementwise  arithmetic per output element, dropout
-    activation   activations and their backward
+    activation   activations and their backward; softmax, log-softmax and backward
     norm         batch / layer / group / instance / RMS norm and backward
-    softmax      softmax, log-softmax and backward
     pooling      max / avg / adaptive pools of rank 1-3 and backward
     reduction    sum, mean, var, std, max, norms, ...
     interpolate  upsample (nearest is free), grid_sample, affine_grid
     indexing     embedding bags, scatter-adds, embedding backward
     loss         loss functions and their backward
     quantized    quantized:: kernels (static and dynamic), priced as their float twins
-    fft          _fft_r2c / _fft_c2r / _fft_c2c: 5 N log2 N per complex transform, half for real
-    linalg       decompositions, solves, inverses: LAPACK / Golub & Van Loan counts
+    linalg       decompositions, solves, inverses: LAPACK / Golub & Van Loan counts; FFTs
+                 (_fft_r2c / _fft_c2r / _fft_c2c): 5 N log2 N per complex transform, half for real
     vision       torchvision::nms, torchvision::roi_align (by name: torchvision need not be loaded)
     free         views, copies, casts, indexing, creation, comparisons: 0 FLOPs
 """
@@ -30,7 +29,6 @@ from . import (  # noqa: F401  (imported for their registrations)
     attention,
     conv,
     elementwise,
-    fft,
     free,
     indexing,
     interpolate,
@@ -43,6 +41,5 @@ from . import (  # noqa: F401  (imported for their registrations)
     quantized,
     reduction,
     rnn,
-    softmax,
     vision,
 )

@@ -4,12 +4,22 @@ Each elementary step is 1 FLOP (a transcendental such as ``exp``, ``tanh``, ``er
 selecting a branch (``x > 0 ? a : b``) is free, as comparisons are everywhere. Each constant below
 carries its formula; ``selu`` runs as ``elu`` with a scale; ``softsign`` and ``tanhshrink``
 decompose into ops priced elsewhere (abs, add, div; tanh, sub).
+
+Softmax family:
+
+    Softmax family: a cost per element of the input (the row length does not change it).
+
+    softmax(x)_i = exp(x_i - max x) / sum_j exp(x_j - max x):
+    max 1 + sub 1 + exp 1 + sum 1 + div 1 = 5 FLOPs per element. ``log_softmax`` has the same
+    five steps (the final div becomes a sub of log-sum). ``_safe_softmax`` (SDPA's math path) is a
+    softmax whose fully-masked rows are set to 0 (a free select).
 """
 from __future__ import annotations
 
 from ..registry import Cost, OpCall, register_formula
 from ._common import bind, ops, per_element, per_input_element, scalar_is
 from .elementwise import elementwise
+
 
 RELU = 1  # max(x, 0); threshold, hardshrink: a select, 1
 HARDTANH = 2  # min(max(x, lo), hi)  (relu6)
@@ -99,3 +109,16 @@ register_formula(*ops("glu_backward"))(per_input_element(
 def gelu_backward(call: OpCall) -> Cost:
     """GELU backward: 11 FLOPs/element (Phi 4, phi 4, x*phi, add, *grad); 18 with approximate='tanh'."""
     return per_element(call, 18 if bind(call).get("approximate") == "tanh" else 11)
+
+
+# -- Softmax family ---------------------------------------------------------------------------------
+SOFTMAX = 5
+SOFTMAX_BACKWARD = 4
+
+register_formula(*ops("_softmax", "_safe_softmax", "softmax", "_log_softmax", "log_softmax",
+                      "special_softmax", "special_log_softmax", "_masked_softmax"))(elementwise(SOFTMAX))
+
+
+register_formula(*ops("_softmax_backward_data", "_log_softmax_backward_data", "_masked_softmax_backward"))(
+    per_input_element(SOFTMAX_BACKWARD, "Softmax backward y*(g - sum(g*y)) and log-softmax backward "
+                                        "g - exp(y)*sum(g): 4 FLOPs per element."))

@@ -18,7 +18,7 @@ from ._common import aten, bind, ops, prod, shape
 from .activation import GELU, RELU
 from .matmul import linear_cost
 from .norm import normalisation_cost
-from .softmax import SOFTMAX, SOFTMAX_BACKWARD
+from .activation import SOFTMAX, SOFTMAX_BACKWARD
 
 
 def _dims(query, key, value) -> tuple[int, int, int, int, int, int]:

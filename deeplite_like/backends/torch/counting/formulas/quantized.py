@@ -22,7 +22,7 @@ from ..registry import Cost, OpCall, register_formula, register_free
 from ._common import MISSING, numel, ops, prod, shape
 from .activation import CELU, HARDSWISH, HARDTANH, LEAKY_RELU, RELU, SIGMOID
 from .norm import _running_stats_cost, normalisation_cost
-from .softmax import SOFTMAX
+from .activation import SOFTMAX
 
 quantized = torch.ops.quantized
 
