@@ -53,7 +53,9 @@ MOVED: dict[str, tuple[str, bool]] = {
     "deeplite_like.timing_loop": ("deeplite_like.timing", False),
     "deeplite_like.timing_noise": ("deeplite_like.timing", True),
     "deeplite_like.timing_values": ("deeplite_like.timing", False),
-    "deeplite_like.zoo.data": ("deeplite_like.zoo.torch_data", True),
+    "deeplite_like.zoo.data": ("deeplite_like.zoo.torch_models", True),
+    "deeplite_like.zoo.torch_data": ("deeplite_like.zoo.torch_models", True),
+    "deeplite_like.zoo.keras_data": ("deeplite_like.zoo.keras_models", False),
     # keras (the Keras and ONNX backends)
     "deeplite_like.backends.keras.counting.errors": ("deeplite_like.errors", False),
     "deeplite_like.backends.keras.counting.graph": ("deeplite_like.backends.keras.counting.tf_graph", False),

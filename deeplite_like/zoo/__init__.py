@@ -121,14 +121,14 @@ class ZooEntry:
         return self._data().example_input(self, batch_size=batch_size, seed=seed)
 
     def synthetic_splits(self, batch_size: int = 8, batches: int = 4, seed: int = 0) -> dict[str, list]:
-        """``{"train": [(x, y), ...], "test": [...]}``: tiny deterministic data (see ``zoo.torch_data``)."""
+        """``{"train": [(x, y), ...], "test": [...]}``: tiny deterministic data (see ``zoo.torch_models``)."""
         return self._data().synthetic_splits(self, batch_size=batch_size, batches=batches, seed=seed)
 
     def _data(self) -> Any:
-        """The module drawing this entry's data: ``zoo.keras_data`` (NumPy arrays, channels-last) for a
-        Keras entry, ``zoo.torch_data`` (torch tensors) otherwise."""
-        return importlib.import_module("deeplite_like.zoo.keras_data" if self.framework == "keras" else
-                                       "deeplite_like.zoo.torch_data")
+        """The module drawing this entry's data: ``zoo.keras_models`` (NumPy arrays, channels-last) for a
+        Keras entry, ``zoo.torch_models`` (torch tensors) otherwise."""
+        return importlib.import_module("deeplite_like.zoo.keras_models" if self.framework == "keras" else
+                                       "deeplite_like.zoo.torch_models")
 
 
 ZOO: dict[str, ZooEntry] = {}

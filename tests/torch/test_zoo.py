@@ -368,7 +368,7 @@ def test_synthetic_splits(name):
 
 
 def test_synthetic_splits_by_name_and_seed_are_disjoint():
-    from deeplite_like.zoo.torch_data import synthetic_splits
+    from deeplite_like.zoo.torch_models import synthetic_splits
 
     by_name = synthetic_splits("lenet5", batch_size=2, batches=1, seed=0)
     by_entry = zoo.get("lenet5").synthetic_splits(batch_size=2, batches=1, seed=0)
