@@ -61,7 +61,7 @@ REVIEWED = {
     ("backends/tflite/graph.py", "load_model"):
         "graph.load_model, the TFLite loader: a .tflite file is a flatbuffer (data, no code) read with LiteRT's "
         "generated schema reader; the interpreter runs builtin kernels only, no custom-op library is registered",
-    ("backends/tflite/counting.py", "load_model"): "graph.load_model, the TFLite loader above",
+    ("backends/tflite/formulas.py", "load_model"): "graph.load_model, the TFLite loader above",
     ("backends/tflite/compute.py", "load_model"): "graph.load_model, the TFLite loader above",
     ("cli/loading/tflite_files.py", "load_model"):
         "graph.load_model, the TFLite loader above, on the .tflite file named on the command line; a malformed "

@@ -11,7 +11,7 @@ onnx = pytest.importorskip("onnx")
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 
 from deeplite_like.backends.onnx import count_ops  # noqa: E402
-from deeplite_like.backends.onnx.counting import UntrackedOnnxOpWarning, module_of  # noqa: E402
+from deeplite_like.backends.onnx.formulas import UntrackedOnnxOpWarning, module_of  # noqa: E402
 from deeplite_like.backends.onnx.graph import initializer_stats  # noqa: E402
 
 F = TensorProto.FLOAT

@@ -1,4 +1,4 @@
-"""Peak activation memory of ONNX files from tensor lifetimes (``backends/onnx/memory.py``), by hand and against torch."""
+"""Peak activation memory of ONNX files from tensor lifetimes (``backends/onnx/graph.py``), by hand and against torch."""
 from __future__ import annotations
 
 import pytest

@@ -9,8 +9,8 @@ from __future__ import annotations
 from deeplite_like._moved import lazy_exports
 
 _EXPORTS = {
-    "count_ops": "deeplite_like.backends.onnx.counting",
-    "UntrackedOnnxOpWarning": "deeplite_like.backends.onnx.counting",
+    "count_ops": "deeplite_like.backends.onnx.formulas",
+    "UntrackedOnnxOpWarning": "deeplite_like.backends.onnx.formulas",
     "FORMULAS": "deeplite_like.backends.onnx.formulas",
     "FREE": "deeplite_like.backends.onnx.formulas",
     "formula": "deeplite_like.backends.onnx.formulas",
@@ -20,7 +20,7 @@ _EXPORTS = {
     "ComputeParams": "deeplite_like.backends.onnx.compute",
     "ComputeSize": "deeplite_like.backends.onnx.compute",
     "ComputeMemory": "deeplite_like.backends.onnx.compute",
-    "tensor_lifetimes": "deeplite_like.backends.onnx.memory",
+    "tensor_lifetimes": "deeplite_like.backends.onnx.graph",
     "ComputeExecutionTime": "deeplite_like.backends.onnx.compute",
 }
 

@@ -17,10 +17,10 @@ import warnings
 from typing import Any, Mapping
 
 from deeplite_like.errors import caller, check_profiler_options
-from deeplite_like.backends.onnx.counting import UntrackedOnnxOpWarning, count_graph, untracked_message
+from deeplite_like.backends.onnx.formulas import UntrackedOnnxOpWarning, count_graph, untracked_message
 from deeplite_like.backends.onnx.graph import (GraphInfo, batch_dims, import_onnx, inference_session,
                                                initializer_stats, load_model, prepare, session_inputs)
-from deeplite_like.backends.onnx.memory import tensor_lifetimes
+from deeplite_like.backends.onnx.graph import tensor_lifetimes
 from deeplite_like.functions import ProfilerFunction
 from deeplite_like.metrics import (ExecutionTime, Flops, Macs, MemoryFootprint, ModelSize, PeakActivationMemory,
                                    Throughput, TotalParams)

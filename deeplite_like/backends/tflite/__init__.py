@@ -8,8 +8,8 @@ from __future__ import annotations
 from deeplite_like._moved import lazy_exports
 
 _EXPORTS = {
-    "count_ops": "deeplite_like.backends.tflite.counting",
-    "UntrackedTFLiteOpWarning": "deeplite_like.backends.tflite.counting",
+    "count_ops": "deeplite_like.backends.tflite.formulas",
+    "UntrackedTFLiteOpWarning": "deeplite_like.backends.tflite.formulas",
     "FORMULAS": "deeplite_like.backends.tflite.formulas",
     "FREE": "deeplite_like.backends.tflite.formulas",
     "formula": "deeplite_like.backends.tflite.formulas",
@@ -24,7 +24,7 @@ _EXPORTS = {
     "ComputeMemory": "deeplite_like.backends.tflite.compute",
     "ComputeExecutionTime": "deeplite_like.backends.tflite.compute",
     "ComputeEvalMetric": "deeplite_like.functions",
-    "tensor_lifetimes": "deeplite_like.backends.tflite.memory",
+    "tensor_lifetimes": "deeplite_like.backends.tflite.graph",
 }
 
 __all__ = sorted(_EXPORTS)

@@ -11,9 +11,9 @@ import warnings
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from deeplite_like.backends.tflite.counting import UntrackedTFLiteOpWarning, count_model, untracked_message
+from deeplite_like.backends.tflite.formulas import UntrackedTFLiteOpWarning, count_model, untracked_message
 from deeplite_like.backends.tflite.graph import TFLiteModel, feed_arrays, import_litert, interpreter, load_model
-from deeplite_like.backends.tflite.memory import tensor_lifetimes
+from deeplite_like.backends.tflite.graph import tensor_lifetimes
 from deeplite_like.errors import caller, check_profiler_options
 from deeplite_like.functions import ProfilerFunction
 from deeplite_like.metrics import (ExecutionTime, Flops, Macs, MemoryFootprint, ModelSize, PeakActivationMemory,
