@@ -46,6 +46,7 @@ MOVED: dict[str, tuple[str, bool]] = {
     "deeplite_like.profiling.summary": ("deeplite_like.profiling.views", False),
     "deeplite_like.profiling.tree": ("deeplite_like.profiling.views", False),
     "deeplite_like.reports.compare": ("deeplite_like.reports.comparison", False),
+    "deeplite_like.reports.memory_timeline": ("deeplite_like.reports.html", False),
     "deeplite_like.reports.ordering": ("deeplite_like.reports.status", True),
     "deeplite_like.reports.tree_view": ("deeplite_like.reports.table", False),
     "deeplite_like.status": ("deeplite_like.metrics.status_keys", False),

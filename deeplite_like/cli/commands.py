@@ -34,7 +34,7 @@ from deeplite_like.cli.sweep import render_sweep, run_sweep, size_list
 from deeplite_like.reports import CompareReport, Report
 from deeplite_like.reports.formatting import strict_json
 from deeplite_like.reports.html import document, notes_html, report_section
-from deeplite_like.reports.memory_timeline import training_memory_page
+from deeplite_like.reports.html import training_memory_page
 from deeplite_like.zoo import ZOO
 
 

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import re
 
-from deeplite_like.reports import memory_timeline
-from deeplite_like.reports.memory_timeline import _buckets, timeline_chart
+from deeplite_like.reports import html as memory_timeline
+from deeplite_like.reports.html import _buckets, timeline_chart
 
 
 def test_buckets_keep_each_bucket_maximum_and_never_mix_phases(monkeypatch):
