@@ -261,6 +261,75 @@ class OpCount:
         return f"OpCount(macs={self.macs:,}, flops={self.flops:,}{extra})"
 
 
+Moves = list[tuple[int, int]]  # (storage serial, bytes) an operator call read or wrote
+
+
+def fused_bytes(records: list[OpRecord], reads: list[Moves], writes: list[Moves]) -> list[int]:
+    """Each record's bytes in the fused view (``docs/conventions.rst``, "Bytes moved").
+
+    A chain of consecutive records without MACs (in one phase) between two contractions moves
+    only its ends: a storage (``serial``: one per storage made, as the backend tells them apart)
+    read by the chain from outside it is read once, at its first reader; one the chain writes is
+    written once, at its last writer, only if a record after the chain reads it or nothing reads it
+    again. A contraction moves what it moves.
+    """
+    readers: dict[int, list[int]] = {}
+    for index, row in enumerate(reads):
+        for serial, _ in row:
+            readers.setdefault(serial, []).append(index)
+    fused = [0] * len(records)
+    start = 0
+    while start < len(records):
+        first = records[start]
+        if first.macs:  # a contraction moves what it moves
+            fused[start] = first.bytes
+            start += 1
+            continue
+        end = start
+        while end + 1 < len(records) and not records[end + 1].macs and records[end + 1].phase == first.phase:
+            end += 1
+        made: set[int] = set()  # storages written so far in the chain
+        seen: set[int] = set()  # storages already read from memory by the chain
+        last_write: dict[int, tuple[int, int]] = {}  # serial -> (record, bytes) of its last write
+        for index in range(start, end + 1):
+            for serial, nbytes in reads[index]:
+                if serial not in made and serial not in seen:
+                    seen.add(serial)
+                    fused[index] += nbytes
+            for serial, nbytes in writes[index]:
+                made.add(serial)
+                last_write[serial] = (index, nbytes)
+        for serial, (index, nbytes) in last_write.items():
+            later = [r for r in readers.get(serial, ()) if r > index]
+            if not later or later[-1] > end:  # read after the chain, or never read again: kept
+                fused[index] += nbytes
+        start = end + 1
+    return fused
+
+
+def attach_records(result: "OpCount", records: list[OpRecord], reads: list[Moves], writes: list[Moves],
+                   enclosing: list[tuple[str, ...]]) -> None:
+    """Give ``result`` its records with their fused bytes, and every row its bytes.
+
+    ``enclosing[i]``: the modules record ``i`` ran in, outermost first (each gets its bytes, as
+    ``by_module`` nests MACs); the innermost is the record's ``module`` (its ``module_ops`` row).
+    """
+    result.records = [rec._replace(fused_bytes=b) for rec, b in zip(records, fused_bytes(records, reads, writes))]
+    by_module, by_operator, module_ops = result.by_module, result.by_operator, result.module_ops
+    for record, modules in zip(result.records, enclosing):
+        moved = record.bytes
+        if not moved:
+            continue
+        for module in modules:
+            if module in by_module:
+                by_module[module].bytes += moved
+        for row in (by_operator.get(record.op), module_ops.get(record.module, {}).get(record.op),
+                    result.phases.get(record.phase)):
+            if row is not None:
+                row.bytes += moved
+    result.bytes_counted = True
+
+
 def parent_names(names: Iterable[str], sep: str = ".") -> dict[str, str | None]:
     """Qualified name -> the nearest enclosing name that is also listed (``None`` for the root ``""``)."""
     known = list(names)

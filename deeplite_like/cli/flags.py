@@ -240,7 +240,7 @@ def add_measure_options(parser: argparse.ArgumentParser, model_options: bool = T
 
 def add_roofline_options(parser: argparse.ArgumentParser) -> None:
     """Options asking how fast the model would run on a device (``deeplite_like.roofline``)."""
-    group = parser.add_argument_group("predicted time (roofline; PyTorch models)")
+    group = parser.add_argument_group("predicted time (roofline; PyTorch models, .onnx and .tflite files)")
     group.add_argument("--device-model", metavar="NAME", default=None,
                        help="predict the time per operator on a device of the registry (h100, a100-80gb, l4, t4, "
                             "rtx4090, orin, rpi5, m2, ...; 'this' calibrates this machine): max(FLOPs / peak, "

@@ -170,10 +170,13 @@ def _check_roofline(loaded: LoadedModel, options: RunOptions) -> None:
         if options.fused:
             raise UsageError("--fused chooses the bytes of a predicted time", "add --device-model NAME")
         return
-    option = "--device-model" if options.device_model is not None else "--decode"
-    if loaded.framework != "torch":
-        raise UsageError(f"{option} needs the bytes each operator moves, which only PyTorch models count so far "
-                         f"(this is a {loaded.framework} model)", "profile the PyTorch model the file came from")
+    if options.decode is not None and loaded.framework != "torch":
+        raise UsageError(f"--decode counts a PyTorch causal language model's decode step (this is a "
+                         f"{loaded.framework} model)", "profile the transformers model (hf:...)")
+    if loaded.framework not in ("torch", "onnx", "tflite"):
+        raise UsageError(f"--device-model needs the bytes each operator moves, which PyTorch models, ONNX and "
+                         f"TFLite files count so far (this is a {loaded.framework} model)",
+                         "export it to a .tflite or .onnx file and profile that, or profile it in PyTorch")
     if options.device_model is not None:
         from deeplite_like.roofline import device_model, is_this_machine
 
@@ -258,6 +261,24 @@ def _utilisation(prediction: Any, timing: Any, options: RunOptions) -> list[str]
             f"{100 * prediction.bandwidth_utilisation(seconds):.1f} %"]
 
 
+def _count_with_bytes(run: PreparedRun) -> Any:
+    """The run's ``OpCount`` with the bytes each operator moves, from its backend."""
+    loaded, options = run.loaded, run.options
+    args, kwargs = run.inputs
+    if loaded.framework == "onnx":
+        from deeplite_like.backends.onnx import count_ops as count_file
+
+        return count_file(loaded.model, onnx_profiler_inputs((args, kwargs)), warn_untracked=False, bytes_moved=True)
+    if loaded.framework == "tflite":
+        from deeplite_like.backends.tflite import count_ops as count_file
+
+        return count_file(loaded.model, warn_untracked=False, bytes_moved=True)
+    from deeplite_like.backends.torch import count_ops
+
+    return count_ops(loaded.model, args=args, kwargs=kwargs, backward=options.backward, meta=options.device == "meta",
+                     causal_half=options.causal_half, bytes_moved=True, warn_untracked=False)
+
+
 def _attention_kernel(device: Any) -> str:
     """The attention kernel ``device`` runs: CUDA's flash on a GPU (a Jetson too), the CPU's on a CPU."""
     if device is None or device.kind == "gpu" or "jetson" in device.name.lower():
@@ -270,18 +291,13 @@ def _roofline(run: PreparedRun, progress: Progress) -> tuple[Any, Any]:
     options, loaded = run.options, run.loaded
     prediction = serving = device = None
     if options.device_model is not None:
-        from deeplite_like.backends.torch import count_ops
         from deeplite_like.roofline import device_model, predict
 
         progress.start(f"{loaded.name}: predicted time on {options.device_model}")
         try:  # "this": calibrated at the thread count the execution time is measured at
             threads = options.num_threads if isinstance(options.num_threads, int) else DEFAULT_NUM_THREADS
             device = device_model(options.device_model, num_threads=threads)
-            args, kwargs = run.inputs
-            count = count_ops(loaded.model, args=args, kwargs=kwargs, backward=options.backward,
-                              meta=options.device == "meta", causal_half=options.causal_half, bytes_moved=True,
-                              warn_untracked=False)
-            prediction = predict(count, device, fused=options.fused)
+            prediction = predict(_count_with_bytes(run), device, fused=options.fused)
         except Exception as exc:
             raise _failed(run, "predicting the time", exc) from exc
         progress.advance()

@@ -158,3 +158,17 @@ def test_fuzzed_onnx_files_get_a_clear_error_never_a_traceback(cli, tmp_path):
         if code:
             assert err.startswith("deeplite-like: error: ") and out == "", (i, err)
     assert 2 in codes  # some corruptions are refused at loading
+
+
+def test_device_model_prices_an_onnx_file(cli, tmp_path):
+    path = tmp_path / "model.onnx"
+    conv_file(path)
+    code, out, err = cli("profile", str(path), "--input-shape", "input=1x3x8x8", "--metrics", "macs",
+                         "--device-model", "rpi5", "--format", "json", "--no-progress")
+    assert code == 0, err
+    roofline = json.loads(out)["roofline"]
+    # Conv reads input 3x8x8 (768 bytes) + W 4x3x3x3 (432) + B (16) and writes 4x8x8 (1,024): 2,240;
+    # GlobalAveragePool reads 1,024 and writes 4 (16): 1,040
+    assert roofline["by_operator"]["Conv"]["bytes"] == 2_240
+    assert roofline["by_operator"]["GlobalAveragePool"]["bytes"] == 1_040
+    assert roofline["device"]["name"] == "Raspberry Pi 5"

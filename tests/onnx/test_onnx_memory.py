@@ -93,3 +93,39 @@ def test_lenet5_export_against_the_torch_backends_peak():
     assert torch_bytes == 8_192 + 37_632 + 9_408 + 18_816
     assert onnx_peak.get_status("peak_activation_memory").details["peak_at"] == "/features/features.1/Relu"
     assert live.get_status("peak_activation_memory").details["peak_at"].endswith("in 'features.2'")
+
+
+def test_bytes_moved_per_node_of_the_hand_built_graph():
+    """Every node reads its distinct inputs and writes its outputs at their stored type (float32: 4 bytes);
+    the Reshape is a view and the Constant stored data: no record.
+
+    relu1: x 1x4 (16) -> a (16); matmul: a 16 + W 4x8 (128) = 144 -> b 1x8 (32); add: c 2x4 (32) + x 16 = 48
+    -> d (32); relu2: d 32 -> y 32. Fused: the chain add -> relu2 reads c and x (48) and writes y (32, the
+    output: nothing reads it again); d stays on chip. relu1 is a chain of one before the matmul: 16 + 16.
+    """
+    from deeplite_like.backends.onnx import count_ops
+
+    count = count_ops(hand_graph(), bytes_moved=True)
+    assert [(r.op, r.bytes_read, r.bytes_written, r.fused_bytes, r.dtype) for r in count.records] == [
+        ("Relu", 16, 16, 32, "float32"), ("MatMul", 144, 32, 176, "float32"),
+        ("Add", 48, 32, 48, "float32"), ("Relu", 32, 32, 32, "float32")]
+    assert (count.bytes, count.fused_bytes) == (32 + 176 + 80 + 64, 32 + 176 + 48 + 32)
+    assert count.by_operator["Relu"].bytes == 32 + 64
+    assert count_ops(hand_graph()).records == []
+
+
+def test_lenet5_export_moves_the_bytes_the_live_model_moves_in_its_contractions():
+    """The exported LeNet-5 (batch 2): each Conv and Gemm reads its input, weight and bias and writes its
+    output, as the live model's convolution and addmm do (the same tensors, float32)."""
+    pytest.importorskip("torch")
+    from deeplite_like.backends.onnx import count_ops as count_onnx
+    from deeplite_like.backends.torch import count_ops as count_torch
+    from tests.onnx.test_onnx_export import exported
+
+    model, x, data = exported("lenet5")
+    onnx_counts = count_onnx(data, bytes_moved=True)
+    torch_counts = count_torch(model, x, bytes_moved=True)
+    contractions = [(r.macs, r.bytes) for r in onnx_counts.records if r.macs]
+    assert contractions == [(r.macs, r.bytes) for r in torch_counts.records if r.macs]
+    # conv1: x 2x1x32x32 (8,192) + W 6x1x5x5 (600) + b (24) read, 2x6x28x28 (37,632) written
+    assert contractions[0] == (2 * 6 * 28 * 28 * 25, 8_192 + 600 + 24 + 37_632)

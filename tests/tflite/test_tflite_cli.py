@@ -77,3 +77,17 @@ def test_a_text_file_named_tflite_is_a_usage_error(cli, tmp_path):
     path.write_text("hello, not a model\n")
     code, out, err = cli("profile", str(path), "--no-progress")
     assert code == 2 and out == "" and "is not a loadable TFLite model" in err and "TFL3" in err
+
+
+def test_device_model_prices_a_tflite_file(cli, tmp_path, lenet5_int8):
+    path = tmp_path / "lenet5_int8.tflite"
+    path.write_bytes(lenet5_int8)
+    code, out, err = cli("profile", str(path), "--metrics", "macs", "--device-model", "orin", "--format", "json",
+                         "--no-progress")
+    assert code == 0, err
+    roofline = json.loads(out)["roofline"]
+    # int8 operators priced at the int8 peak; fc1 reads 48,880 bytes and writes 120
+    # (tests/tflite/test_tflite_lenet5.py derives them)
+    assert roofline["main_dtype"] == "int8"
+    assert roofline["by_operator"]["FULLY_CONNECTED"]["calls"] == 3
+    assert roofline["device"]["name"] == "Jetson AGX Orin"

@@ -112,3 +112,20 @@ def test_eval_metric_runs_through_the_interpreter(keras_lenet5, lenet5_float, le
     int8_out = TFLiteProfiler(lenet5_int8).tflite_model.predict(x)
     assert float_out.shape == int8_out.shape == (16, 10)
     assert np.abs(float_out - int8_out).max() < 0.25 * np.abs(float_out).max()
+
+
+def test_bytes_moved_per_operator_of_the_int8_file(lenet5_int8):
+    """Each operator reads its distinct inputs (weights and the int32 bias included) and writes its outputs
+    at their stored types; SHAPE reads no data and RESHAPE is a view: no record for either.
+
+    conv1: input 1x32x32x1 int8 (1,024) + W 6x5x5x1 (150) + bias 6 x int32 (24) = 1,198 read, 28x28x6
+    (4,704) written; fc1: its input 400 + W 120x400 (48,000) + bias 120 x 4 (480) = 48,880 read, 120 written.
+    """
+    from deeplite_like.backends.tflite import count_ops
+
+    count = count_ops(lenet5_int8, bytes_moved=True, warn_untracked=False)
+    rows = {(r.op, r.macs): (r.bytes_read, r.bytes_written, r.dtype) for r in count.records}
+    assert rows[("CONV_2D", 117_600)] == (1_198, 4_704, "int8")
+    assert rows[("FULLY_CONNECTED", 48_000)] == (48_880, 120, "int8")
+    assert not any(r.op in ("SHAPE", "RESHAPE") for r in count.records)
+    assert count.bytes == sum(r.bytes for r in count.records) and count.bytes_counted

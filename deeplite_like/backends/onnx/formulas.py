@@ -43,10 +43,11 @@ import ast
 import math
 import string
 import warnings
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, Sequence
 
-from deeplite_like.backends.onnx.graph import GraphInfo, NodeView, prepare
-from deeplite_like.results import Cost, OpCount, OpStats
+from deeplite_like.backends.onnx.graph import (ALIAS_OPS, FLOAT_TYPES, GraphInfo, NodeView, dtype_name, element_bits,
+                                               prepare)
+from deeplite_like.results import Cost, OpCount, OpRecord, OpStats, attach_records
 
 
 __all__ = ["FORMULAS", "FREE", "Formula", "GATE_MATH", "UntrackedOnnxOpWarning", "count_graph", "count_ops",
@@ -438,10 +439,51 @@ def _ancestors(module: str) -> list[str]:
     return names
 
 
-def count_graph(info: GraphInfo) -> OpCount:
-    """The ``OpCount`` of an inferred graph (``graph.prepare``); see the module docstring."""
+_NO_DATA = ("Constant", "Shape", "Size")  # stored data, or a question about a shape
+
+
+def _value_bytes(name: str, info: GraphInfo) -> int:
+    """Bytes of a value at its inferred shape and stored type (0 where either is unknown)."""
+    shape, elem_type = info.shapes.get(name), info.dtypes.get(name)
+    if shape is None or elem_type is None:
+        return 0
+    return (math.prod(shape) * element_bits(elem_type) + 7) // 8
+
+
+def _dtype(names: Sequence[str], info: GraphInfo) -> str:
+    """The widest floating (else the first) element type among ``names``, spelled as torch does."""
+    types = [info.dtypes[n] for n in names if n in info.dtypes]
+    floats = [t for t in types if t in FLOAT_TYPES]
+    pick = max(floats, key=element_bits) if floats else (types[0] if types else None)
+    if pick is None:
+        return ""
+    name = dtype_name(pick)
+    return {"float": "float32", "double": "float64"}.get(name, name.replace("float8", "float8_"))
+
+
+def _moves(node: Any, info: GraphInfo, serial: dict[str, int]) -> tuple[list, list]:
+    """What a node reads (each distinct input value, weights included) and writes (its outputs)."""
+    def row(names: Sequence[str]) -> list[tuple[int, int]]:
+        out = []
+        for name in dict.fromkeys(n for n in names if n):
+            out.append((serial.setdefault(name, len(serial)), _value_bytes(name, info)))
+        return out
+    return row(node.input), row(node.output)
+
+
+def count_graph(info: GraphInfo, bytes_moved: bool = False) -> OpCount:
+    """The ``OpCount`` of an inferred graph (``graph.prepare``); see the module docstring.
+
+    ``bytes_moved``: also one ``OpRecord`` per node with the bytes it reads and writes (the
+    convention of ``docs/conventions.rst``, "Bytes moved": every distinct input value, weights
+    included, and every output, at its stored type; ``Reshape``/``Flatten``/``Squeeze``/
+    ``Unsqueeze``/``Identity`` are views, ``Constant`` is stored data and ``Shape``/``Size`` read no
+    data: no record).
+    """
     result = OpCount()
     by_module: dict[str, OpStats] = {}
+    records, reads, writes, enclosing = [], [], [], []
+    serial: dict[str, int] = {}
     for node in info.model.graph.node:
         key = op_key(node.domain, node.op_type)
         view = NodeView(node, info)
@@ -463,9 +505,18 @@ def count_graph(info: GraphInfo) -> OpCount:
             by_module.setdefault(name, OpStats()).add(cost.macs, cost.flops, 1 if name == module else 0)
         result.macs += cost.macs
         result.flops += cost.flops
+        if bytes_moved and not (node.domain in ("", "ai.onnx") and node.op_type in (*ALIAS_OPS, *_NO_DATA)):
+            read, written = _moves(node, info, serial)
+            reads.append(read)
+            writes.append(written)
+            enclosing.append(tuple(_ancestors(module)))
+            records.append(OpRecord(key, module, "forward", int(cost.macs), int(cost.flops),
+                                    sum(b for _, b in read), sum(b for _, b in written), _dtype(node.input, info)))
     result.by_module = by_module
     batches = {shape[0] for shape in info.input_shapes.values() if shape}
     result.batch_size = batches.pop() if len(batches) == 1 else None
+    if bytes_moved:
+        attach_records(result, records, reads, writes, enclosing)
     return result
 
 
@@ -476,7 +527,8 @@ def untracked_message(untracked: Mapping[str, int]) -> str:
             "Add a formula to deeplite_like.backends.onnx.formulas (formula decorator) or list the op in FREE.")
 
 
-def count_ops(model: Any, inputs_or_shapes: Any = None, warn_untracked: bool = True, **dims: int) -> OpCount:
+def count_ops(model: Any, inputs_or_shapes: Any = None, warn_untracked: bool = True, bytes_moved: bool = False,
+              **dims: int) -> OpCount:
     """MACs and FLOPs of one run of an ONNX model, per op type and per module.
 
     Args:
@@ -484,11 +536,13 @@ def count_ops(model: Any, inputs_or_shapes: Any = None, warn_untracked: bool = T
         inputs_or_shapes: the inputs' shapes: ``None`` (the model's fixed shapes), one array or
             shape for a one-input model, a sequence in graph-input order, or a dict by input name.
         warn_untracked: warn once (``UntrackedOnnxOpWarning``) about ops with no formula.
+        bytes_moved: also the bytes each node reads and writes (``OpCount.records``; ``count_graph``),
+            for ``deeplite_like.roofline``.
         **dims: symbolic dimensions bound by name (``batch=8, sequence=128``).
 
     Returns an ``OpCount`` whose ``batch_size`` is the inputs' common first dimension (if any).
     """
-    result = count_graph(prepare(model, inputs_or_shapes, dims))
+    result = count_graph(prepare(model, inputs_or_shapes, dims), bytes_moved=bytes_moved)
     if warn_untracked and result.untracked:
         warnings.warn(untracked_message(result.untracked), UntrackedOnnxOpWarning, stacklevel=2)
     return result

@@ -35,8 +35,8 @@ from __future__ import annotations
 import warnings
 from typing import Any, Callable, Mapping
 
-from deeplite_like.backends.tflite.graph import OpView, TFLiteModel, load_model
-from deeplite_like.results import Cost, OpCount, OpStats
+from deeplite_like.backends.tflite.graph import ALIAS_OPS, DTYPE_BITS, OpView, TFLiteModel, load_model
+from deeplite_like.results import Cost, OpCount, OpRecord, OpStats, attach_records
 
 
 __all__ = ["ACTIVATIONS", "FORMULAS", "FREE", "FUSED_ACTIVATIONS", "Formula", "UntrackedTFLiteOpWarning",
@@ -214,10 +214,35 @@ def price(op: OpView) -> Cost | None:
     return Cost() if op.op in FREE else None
 
 
-def count_model(model: TFLiteModel) -> OpCount:
-    """The ``OpCount`` of a read model (``graph.load_model``); see the module docstring."""
+_TORCH_DTYPES = {"FLOAT32": "float32", "FLOAT16": "float16", "BFLOAT16": "bfloat16", "FLOAT64": "float64",
+                 "INT8": "int8", "UINT8": "uint8", "INT16": "int16", "INT32": "int32", "INT64": "int64"}
+
+
+def _record(op: OpView, module: str, cost: Cost) -> tuple[OpRecord, list, list]:
+    """What ``op`` reads (each distinct input tensor, weights included) and writes, at the stored types."""
+    def row(tensors: Any) -> list[tuple[int, int]]:
+        distinct = {t.index: t for t in tensors if t is not None}
+        return [(index, t.nbytes) for index, t in distinct.items()]
+    read, written = row(op.inputs), row(op.outputs)
+    types = [t.dtype for t in op.inputs if t is not None and t.numeric]
+    floats = [t for t in types if t.startswith(("FLOAT", "BFLOAT"))]
+    widest = max(floats, key=lambda t: DTYPE_BITS.get(t, 0)) if floats else types[0] if types else ""
+    dtype = _TORCH_DTYPES.get(widest, widest.lower())
+    record = OpRecord(op.op, module, "forward", int(cost.macs), int(cost.flops), sum(b for _, b in read),
+                      sum(b for _, b in written), dtype)
+    return record, read, written
+
+
+def count_model(model: TFLiteModel, bytes_moved: bool = False) -> OpCount:
+    """The ``OpCount`` of a read model (``graph.load_model``); see the module docstring.
+
+    ``bytes_moved``: also one ``OpRecord`` per operator with the bytes it reads and writes (every
+    distinct input tensor, weights included, and every output, at its stored type; ``RESHAPE``,
+    ``SQUEEZE`` and ``EXPAND_DIMS`` are views and ``SHAPE`` reads no data: no record).
+    """
     result = OpCount()
     by_module: dict[str, OpStats] = {}
+    records, reads, writes, enclosing = [], [], [], []
     for op in model.ops:
         cost = price(op)
         if cost is None:
@@ -230,9 +255,17 @@ def count_model(model: TFLiteModel) -> OpCount:
             by_module.setdefault(name, OpStats()).add(cost.macs, cost.flops, 1 if name == module else 0)
         result.macs += cost.macs
         result.flops += cost.flops
+        if bytes_moved and op.op not in ALIAS_OPS and op.op != "SHAPE":  # (SHAPE reads no data)
+            record, read, written = _record(op, module, cost)
+            records.append(record)
+            reads.append(read)
+            writes.append(written)
+            enclosing.append(tuple(_ancestors(module)))
     result.by_module = by_module
     batches = {t.shape[0] for t in model.inputs if t.shape}
     result.batch_size = batches.pop() if len(batches) == 1 else None
+    if bytes_moved:
+        attach_records(result, records, reads, writes, enclosing)
     return result
 
 
@@ -243,16 +276,18 @@ def untracked_message(untracked: Mapping[str, int]) -> str:
             "Add a formula to deeplite_like.backends.tflite.formulas (formula decorator) or list the op in FREE.")
 
 
-def count_ops(model: Any, warn_untracked: bool = True) -> OpCount:
+def count_ops(model: Any, warn_untracked: bool = True, bytes_moved: bool = False) -> OpCount:
     """MACs and FLOPs of one run of a ``.tflite`` model at its stored shapes, per op type and per module.
 
     Args:
         model: a path to a ``.tflite`` file or its bytes (never modified).
         warn_untracked: warn once (``UntrackedTFLiteOpWarning``) about ops with no formula.
+        bytes_moved: also the bytes each operator reads and writes (``OpCount.records``;
+            ``count_model``), for ``deeplite_like.roofline``.
 
     Returns an ``OpCount`` whose ``batch_size`` is the inputs' common first dimension (if any).
     """
-    result = count_model(load_model(model))
+    result = count_model(load_model(model), bytes_moved=bytes_moved)
     if warn_untracked and result.untracked:
         warnings.warn(untracked_message(result.untracked), UntrackedTFLiteOpWarning, stacklevel=2)
     return result

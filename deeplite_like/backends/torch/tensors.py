@@ -30,7 +30,7 @@ from torch.utils._pytree import tree_leaves
 
 from deeplite_like.data import format_shape
 from deeplite_like.errors import BackwardError
-from deeplite_like.results import ActivationMemory, Cost, OpCount, OpRecord
+from deeplite_like.results import ActivationMemory, Cost, OpCount, OpRecord, attach_records
 
 __all__ = ["LayerFacts", "MemoryStats", "StorageLedger", "any_nested", "batch_size_of", "component_shapes",
            "describe_args", "describe_nested", "describe_tensor", "first_tensor_batch", "input_shapes",
@@ -658,55 +658,5 @@ class TrafficLog:
         self.records.append(OpRecord(name, modules[-1], phase, macs, flops, 0, 0, ""))
 
     def finish(self, result: OpCount) -> None:
-        """Give ``result`` the records, with ``fused_bytes`` filled in (the class docstring's
-        fused view), and the bytes of every operator, module (nested, as its MACs), and phase row."""
-        self._fuse()
-        result.records = self.records
-        by_module, by_operator, module_ops = result.by_module, result.by_operator, result.module_ops
-        for record, modules in zip(self.records, self._modules):
-            moved = record.bytes
-            if not moved:
-                continue
-            for module in modules:
-                if module in by_module:
-                    by_module[module].bytes += moved
-            for row in (by_operator.get(record.op), module_ops.get(modules[-1], {}).get(record.op),
-                        result.phases.get(record.phase)):
-                if row is not None:
-                    row.bytes += moved
-        result.bytes_counted = True
-
-    def _fuse(self) -> None:
-        records, reads, writes = self.records, self._reads, self._writes
-        readers: dict[int, list[int]] = {}
-        for index, row in enumerate(reads):
-            for serial, _ in row:
-                readers.setdefault(serial, []).append(index)
-        fused = [0] * len(records)
-        start = 0
-        while start < len(records):
-            rec = records[start]
-            if rec.macs:  # a contraction moves what it moves
-                fused[start] = rec.bytes
-                start += 1
-                continue
-            end = start
-            while end + 1 < len(records) and not records[end + 1].macs and records[end + 1].phase == rec.phase:
-                end += 1
-            made: set[int] = set()  # storages written so far in the chain
-            seen: set[int] = set()  # storages already read from memory by the chain
-            last_write: dict[int, tuple[int, int]] = {}  # serial -> (record, bytes) of its last write
-            for index in range(start, end + 1):
-                for serial, nbytes in reads[index]:
-                    if serial not in made and serial not in seen:
-                        seen.add(serial)
-                        fused[index] += nbytes
-                for serial, nbytes in writes[index]:
-                    made.add(serial)
-                    last_write[serial] = (index, nbytes)
-            for serial, (index, nbytes) in last_write.items():
-                later = [r for r in readers.get(serial, ()) if r > index]
-                if not later or later[-1] > end:  # read after the chain, or never read again: kept
-                    fused[index] += nbytes
-            start = end + 1
-        self.records = [rec._replace(fused_bytes=b) for rec, b in zip(records, fused)]
+        """Give ``result`` the records, their fused view and the bytes of every row (``results.attach_records``)."""
+        attach_records(result, self.records, self._reads, self._writes, self._modules)
