@@ -20,11 +20,18 @@ is 0, TensorFlow's default) and a different request is an error saying how to se
 ``"auto"`` and ``None`` accept it as it is. A large spread or a busy machine is warned about
 (``NoisyTimingWarning``) and noted in ``spread_warning``, as on PyTorch.
 
+**JAX backend:** the forward is ``jax.jit`` of ``model.stateless_call`` (the model's variables
+passed as arguments, so nothing is baked into the program and the model is not touched); the
+first call compiles it (one warm-up); every timed call ends with ``jax.block_until_ready`` on its
+output, since JAX dispatches asynchronously. XLA's CPU client fixes its threads when it starts, as
+TensorFlow does: the count is reported and a different request is an error.
+
 Measured backends: execution time (a ``tf.function`` on TensorFlow, ``torch.utils.benchmark``-
-style blocks on torch) and peak activation memory (``memory.py``: a traced-graph simulation on
-TensorFlow, a tensor-lifetime tracker on torch) need the framework under Keras. On another
-backend (JAX) they are reported as *not measured*, with the reason ``unmeasured_reason`` gives,
-instead of failing the whole status; counts, parameters and sizes are measured on every backend.
+style blocks on torch, ``jax.jit`` on JAX) and peak activation memory (``memory.py``: a
+traced-graph simulation on TensorFlow, a tensor-lifetime tracker on torch, the compiled program's
+buffer assignment on JAX) need the framework under Keras. On another backend they are reported as
+*not measured*, with the reason ``unmeasured_reason`` gives, instead of failing the whole status;
+counts, parameters and sizes are measured on every backend.
 """
 from __future__ import annotations
 
@@ -43,9 +50,9 @@ from deeplite_like.timing import (AUTO, available_cpus, busy_note, check_num_thr
 
 keras = import_keras()
 
-__all__ = ["MEASURED_BACKENDS", "TimingStats", "measure_execution_time", "unmeasured_reason"]
+__all__ = ["MEASURED_BACKENDS", "TimingStats", "jax_forward", "measure_execution_time", "unmeasured_reason"]
 
-MEASURED_BACKENDS = ("tensorflow", "torch")
+MEASURED_BACKENDS = ("tensorflow", "torch", "jax")
 
 
 def _tf_threads(num_threads: int | str | None) -> tuple[int, str]:
@@ -143,6 +150,8 @@ def measure_execution_time(model: keras.layers.Layer, inputs: Any, device: Any =
     backend = keras.config.backend()
     if backend == "torch":
         return _torch_timing(model, inputs, device, warmup, min_run_time, num_threads, batch_size, training)
+    if backend == "jax":
+        return _jax_timing(model, inputs, device, warmup, min_run_time, num_threads, batch_size, training, min_blocks)
     if backend != "tensorflow":
         raise NotImplementedError(f"execution time is measured on Keras' tensorflow and torch backends; this "
                                   f"Keras runs on {backend!r}")
@@ -169,9 +178,69 @@ def _torch_timing(model: keras.layers.Layer, inputs: Any, device: Any, warmup: i
     return dataclasses.replace(stats, compiled="torch.no_grad eager")
 
 
+def jax_forward(model: keras.layers.Layer, inputs: Any, training: bool) -> tuple[Any, tuple]:
+    """``jax.jit`` of the model's stateless forward, and its arguments (variables, then inputs)."""
+    import jax
+
+    trainable = [v.value for v in model.trainable_variables]
+    fixed = [v.value for v in model.non_trainable_variables]
+
+    def forward(trainable: list, fixed: list, inputs: Any) -> Any:
+        return model.stateless_call(trainable, fixed, inputs, training=training)[0]
+
+    return jax.jit(forward), (trainable, fixed, inputs)
+
+
+def _jax_device(device: Any) -> None:
+    """Only the device JAX runs on by default is timed here; another is an error naming JAX's devices."""
+    import jax
+
+    if device is None:
+        return
+    try:
+        parsed = Device.parse(device)
+    except ValueError as exc:
+        raise ValueError(f"device={device!r}: {exc}") from None
+    platform = jax.devices()[0].platform
+    if (parsed.kind == "cpu") != (platform == "cpu"):
+        raise ValueError(f"device={device!r}: Keras on JAX runs on JAX's default devices, here "
+                         f"{[str(d) for d in jax.devices()]}; leave device out (or set JAX_PLATFORMS before "
+                         "starting Python)")
+
+
+def _jax_timing(model: keras.layers.Layer, inputs: Any, device: Any, warmup: int, min_run_time: float,
+                num_threads: int | str | None, batch_size: int, training: bool, min_blocks: int) -> TimingStats:
+    import jax
+
+    _jax_device(device)
+    threads = available_cpus()
+    requested = check_num_threads(num_threads)
+    if isinstance(requested, int) and requested != threads:
+        raise ValueError(f"XLA runs Keras-on-JAX with the {threads} threads of this process and cannot change them "
+                         f"once JAX started; set XLA_FLAGS before starting Python, then omit num_threads")
+    reason = f"num_threads='auto': XLA's {threads} threads (fixed when JAX started)" if requested == AUTO else ""
+    busy = busy_note()
+    with preserved_model_state(model), naming_failures(model, inputs):
+        jitted, arguments = jax_forward(model, inputs, training)
+        last: list[Any] = [jax.block_until_ready(jitted(*arguments))]  # the first call compiles the program
+
+        def call() -> Any:
+            last[0] = jitted(*arguments)
+            return last[0]
+
+        blocks = time_blocks(call, lambda: jax.block_until_ready(last[0]), warmup=warmup - 1,
+                             min_run_time=min_run_time, min_blocks=min_blocks)
+    blocks = dataclasses.replace(blocks, warmup_forwards=blocks.warmup_forwards + 1)
+    where = str(jax.devices()[0]).lower().replace("cpudevice(id=0)", "cpu:0")
+    stats = summarise(blocks, batch_size=batch_size, num_threads=threads, device=where, compiled="jax.jit",
+                      threads_reason=reason, busy=busy)
+    warn_noisy(stats.spread_warning, f"execution time of {model.name}")
+    return stats
+
+
 def unmeasured_reason(what: str, backend: str) -> str | None:
     """Why ``what`` (``'memory'``, ``'execution time'``) is not measured on Keras' ``backend``; ``None`` if it is."""
     if backend in MEASURED_BACKENDS:
         return None
-    return (f"{what} is not available on Keras' {backend!r} backend (measured on "
-            f"{' and '.join(MEASURED_BACKENDS)}): run Keras with KERAS_BACKEND=tensorflow or torch to measure it")
+    return (f"{what} is not available on Keras' {backend!r} backend (measured on tensorflow, torch and jax): "
+            "run Keras with KERAS_BACKEND=tensorflow, torch or jax to measure it")
