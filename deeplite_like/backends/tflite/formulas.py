@@ -23,7 +23,9 @@ Counting a file: the pass over its operators:
 
     One pass over the main subgraph's operators in execution order: each op's builtin name finds its
     formula, or marks it free, or untracked (counted 0, listed in ``OpCount.untracked`` and warned about
-    once, by name and count; custom ops are keyed ``CUSTOM:code``).
+    once, by name and count; custom ops are keyed ``CUSTOM:code``). A ``WHILE`` runs its condition and
+    body subgraphs in its place, as many times as its trip count (``trip_count``: the converter's
+    counted loop); one whose trip count the file does not fix counts its body once and says so.
 
     Modules come from the scopes of the op's first output tensor's name: the converter names it
     ``lenet5_keras_1/fc1_1/MatMul;lenet5_keras_1/relu3_1/Relu`` (fused ops joined by ``;``); the first
@@ -218,11 +220,12 @@ _TORCH_DTYPES = {"FLOAT32": "float32", "FLOAT16": "float16", "BFLOAT16": "bfloat
                  "INT8": "int8", "UINT8": "uint8", "INT16": "int16", "INT32": "int32", "INT64": "int64"}
 
 
-def _record(op: OpView, module: str, cost: Cost) -> tuple[OpRecord, list, list]:
-    """What ``op`` reads (each distinct input tensor, weights included) and writes, at the stored types."""
-    def row(tensors: Any) -> list[tuple[int, int]]:
+def _record(op: OpView, module: str, cost: Cost, graph: int = 0) -> tuple[OpRecord, list, list]:
+    """What ``op`` reads (each distinct input tensor, weights included) and writes, at the stored types;
+    a tensor is told apart by its subgraph and index."""
+    def row(tensors: Any) -> list[tuple[Any, int]]:
         distinct = {t.index: t for t in tensors if t is not None}
-        return [(index, t.nbytes) for index, t in distinct.items()]
+        return [((graph, index), t.nbytes) for index, t in distinct.items()]
     read, written = row(op.inputs), row(op.outputs)
     types = [t.dtype for t in op.inputs if t is not None and t.numeric]
     floats = [t for t in types if t.startswith(("FLOAT", "BFLOAT"))]
@@ -231,6 +234,98 @@ def _record(op: OpView, module: str, cost: Cost) -> tuple[OpRecord, list, list]:
     record = OpRecord(op.op, module, "forward", int(cost.macs), int(cost.flops), sum(b for _, b in read),
                       sum(b for _, b in written), dtype)
     return record, read, written
+
+
+_COMPARISONS = {"LESS": 0, "LESS_EQUAL": 1, "GREATER": 0, "GREATER_EQUAL": 1, "NOT_EQUAL": 0}
+_MAX_DEPTH = 16  # nested WHILE loops entered; deeper is a damaged or adversarial file
+
+
+def trip_count(model: TFLiteModel, op: OpView) -> int | None:
+    """How many times a ``WHILE`` runs its body, when the file fixes it; ``None`` otherwise.
+
+    The converter's counted loop (``fori_loop``, ``range``): the condition subgraph is one
+    comparison (``LESS``, ``LESS_EQUAL``, ``GREATER``, ``GREATER_EQUAL``, ``NOT_EQUAL``) of a loop
+    variable with a constant; the loop variable enters the ``WHILE`` as a constant and the body adds
+    a constant step to it (``ADD`` or ``SUB``). Anything else (a data-dependent condition, a bound
+    computed at run time) is not static.
+    """
+    graphs = model.graphs
+    cond_index, body_index = op.option("condSubgraphIndex"), op.option("bodySubgraphIndex")
+    if not (isinstance(cond_index, int) and isinstance(body_index, int)
+            and 0 < cond_index < len(graphs) and 0 < body_index < len(graphs)):
+        return None
+    cond, body = graphs[cond_index], graphs[body_index]
+    if len(cond.ops) != 1 or cond.ops[0].op not in _COMPARISONS or len(cond.ops[0].inputs) != 2:
+        return None
+    compare = cond.ops[0]
+    positions = {t.index: at for at, t in enumerate(cond.inputs)}
+    left, right = compare.inputs
+    if left is None or right is None:
+        return None
+    if left.index in positions and right.value is not None and len(right.value) == 1:
+        slot, limit, flipped = positions[left.index], right.value[0], False
+    elif right.index in positions and left.value is not None and len(left.value) == 1:
+        slot, limit, flipped = positions[right.index], left.value[0], True
+    else:
+        return None
+    start_tensor = op.inputs[slot] if slot < len(op.inputs) else None
+    if start_tensor is None or start_tensor.value is None or len(start_tensor.value) != 1 or slot >= len(body.inputs):
+        return None
+    start = start_tensor.value[0]
+    loop_var, result_var = body.inputs[slot].index, body.outputs[slot].index if slot < len(body.outputs) else None
+    step = None
+    for body_op in body.ops:
+        if body_op.op in ("ADD", "SUB") and body_op.outputs and body_op.outputs[0].index == result_var:
+            a, b = body_op.inputs[0], body_op.inputs[1]
+            constant = b if a is not None and a.index == loop_var else a if b is not None and b.index == loop_var else None
+            if constant is not None and constant.value is not None and len(constant.value) == 1:
+                step = constant.value[0] if body_op.op == "ADD" else -constant.value[0]
+    if not step:
+        return None
+    name = compare.op
+    if flipped:  # limit OP var: turn it around
+        name = {"LESS": "GREATER", "GREATER": "LESS", "LESS_EQUAL": "GREATER_EQUAL",
+                "GREATER_EQUAL": "LESS_EQUAL"}.get(name, name)
+    inclusive = _COMPARISONS[name]
+    if name in ("LESS", "LESS_EQUAL") and step > 0:
+        span = limit - start + inclusive
+    elif name in ("GREATER", "GREATER_EQUAL") and step < 0:
+        span = start - limit + inclusive
+    elif name == "NOT_EQUAL" and (limit - start) % step == 0 and (limit - start) // step >= 0:
+        return (limit - start) // step
+    else:
+        return None
+    return max(0, -(-span // abs(step)))
+
+
+def _run(model: TFLiteModel, ops: list[OpView], untracked: dict[str, int], depth: int, graph: int = 0):
+    """``(op, cost, subgraph)`` of every operator that runs, in order: a ``WHILE``'s condition (trip + 1 times) and
+    body (trip times) in its place when its trip count is static (``trip_count``); else the body once,
+    and ``untracked`` names it (``WHILE (trip count not static: body counted once)``)."""
+    for op in ops:
+        if op.op == "WHILE" and depth < _MAX_DEPTH and model.graphs:
+            trips = trip_count(model, op)
+            cond, body = op.option("condSubgraphIndex"), op.option("bodySubgraphIndex")
+            if not (isinstance(cond, int) and isinstance(body, int) and 0 < cond < len(model.graphs)
+                    and 0 < body < len(model.graphs)):
+                untracked[op.op] = untracked.get(op.op, 0) + 1
+                yield op, Cost(), graph
+                continue
+            if trips is None:
+                key = "WHILE (trip count not static: body counted once)"
+                untracked[key] = untracked.get(key, 0) + 1
+            yield op, Cost(), graph
+            for _ in range(1 if trips is None else trips):  # as it runs: condition, body, ..., condition
+                yield from _run(model, model.graphs[cond].ops, untracked, depth + 1, cond)
+                yield from _run(model, model.graphs[body].ops, untracked, depth + 1, body)
+            if trips is not None:
+                yield from _run(model, model.graphs[cond].ops, untracked, depth + 1, cond)
+            continue
+        cost = price(op)
+        if cost is None:
+            untracked[op.op] = untracked.get(op.op, 0) + 1
+            cost = Cost()
+        yield op, cost, graph
 
 
 def count_model(model: TFLiteModel, bytes_moved: bool = False) -> OpCount:
@@ -243,11 +338,7 @@ def count_model(model: TFLiteModel, bytes_moved: bool = False) -> OpCount:
     result = OpCount()
     by_module: dict[str, OpStats] = {}
     records, reads, writes, enclosing = [], [], [], []
-    for op in model.ops:
-        cost = price(op)
-        if cost is None:
-            result.untracked[op.op] = result.untracked.get(op.op, 0) + 1
-            cost = Cost()
+    for op, cost, graph in _run(model, model.ops, result.untracked, 0):
         result.by_operator.setdefault(op.op, OpStats()).add(cost.macs, cost.flops)
         module = module_of(op)
         result.module_ops.setdefault(module, {}).setdefault(op.op, OpStats()).add(cost.macs, cost.flops)
@@ -255,8 +346,8 @@ def count_model(model: TFLiteModel, bytes_moved: bool = False) -> OpCount:
             by_module.setdefault(name, OpStats()).add(cost.macs, cost.flops, 1 if name == module else 0)
         result.macs += cost.macs
         result.flops += cost.flops
-        if bytes_moved and op.op not in ALIAS_OPS and op.op != "SHAPE":  # (SHAPE reads no data)
-            record, read, written = _record(op, module, cost)
+        if bytes_moved and op.op not in (*ALIAS_OPS, "SHAPE", "WHILE"):  # (no data read, or control flow)
+            record, read, written = _record(op, module, cost, graph)
             records.append(record)
             reads.append(read)
             writes.append(written)

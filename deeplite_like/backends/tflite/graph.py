@@ -2,9 +2,9 @@
 
 The flatbuffer is read with LiteRT's maintained reader (``ai_edge_litert.schema_py_generated``, the
 schema's generated object API): no byte is parsed by hand. A model is a path or the file's bytes;
-it is read once, copied, and never changed. Only the main subgraph (subgraph 0) runs in this
-slice; the operators of other subgraphs (``WHILE`` / ``IF`` bodies) are not entered, so those
-control-flow ops are untracked and named.
+it is read once, copied, and never changed. Every subgraph is read (``TFLiteModel.graphs``; the
+first is the main one): the counting pass enters a ``WHILE``'s condition and body
+(``formulas.py``); peak memory is the main subgraph's.
 
 Shapes are the ones stored in the file (``shape``; ``shape_signature`` marks a dynamic dimension
 with -1, and the stored shape is then the converter's example, usually batch 1).
@@ -71,6 +71,8 @@ class TensorInfo:
         dtype: the ``TensorType`` name (``FLOAT32``, ``INT8``).
         constant: it has data in a buffer (a weight, bias or stored constant).
         scales / zero_points: quantization parameters (per-tensor: one each; per-channel: one per channel).
+        value: the values of a constant integer tensor of at most 16 elements (loop bounds and
+            steps, which a ``WHILE``'s trip count is read from), else ``None``.
     """
 
     index: int
@@ -80,6 +82,7 @@ class TensorInfo:
     constant: bool
     scales: int = 0
     zero_points: int = 0
+    value: tuple | None = None  # a small integer constant's values (a loop's bounds), else None
 
     @property
     def numel(self) -> int:
@@ -139,8 +142,19 @@ class OpView:
 
 
 @dataclass
+class Subgraph:
+    """One subgraph: its tensors, operators in execution order, inputs and outputs."""
+
+    tensors: list[TensorInfo] = field(default_factory=list)
+    ops: list[OpView] = field(default_factory=list)
+    inputs: list[TensorInfo] = field(default_factory=list)
+    outputs: list[TensorInfo] = field(default_factory=list)
+
+
+@dataclass
 class TFLiteModel:
-    """A read ``.tflite`` file: its bytes, the main subgraph's tensors and operators in execution order."""
+    """A read ``.tflite`` file: its bytes, the main subgraph's tensors and operators in execution order,
+    and every subgraph (``graphs[0]`` is the main one; the others are ``WHILE`` / ``IF`` bodies)."""
 
     content: bytes
     name: str
@@ -150,6 +164,7 @@ class TFLiteModel:
     outputs: list[TensorInfo] = field(default_factory=list)
     subgraphs: int = 1
     version: int = 0
+    graphs: list[Subgraph] = field(default_factory=list)
 
     @property
     def constants(self) -> list[TensorInfo]:
@@ -193,10 +208,32 @@ def load_model(model: Any) -> TFLiteModel:
     return info
 
 
+_SMALL_INTS = {"INT32": "<i4", "INT64": "<i8", "INT16": "<i2", "INT8": "<i1", "UINT8": "<u1"}
+
+
+def _small_value(dtype: str, shape: tuple[int, ...], buffer: Any) -> tuple | None:
+    """The values of a small integer constant (at most 16 elements), read from its buffer."""
+    if dtype not in _SMALL_INTS or math.prod(shape) > 16 or buffer is None or buffer.data is None:
+        return None
+    import numpy as np
+
+    data = bytes(bytearray(buffer.data))
+    width = np.dtype(_SMALL_INTS[dtype]).itemsize
+    if len(data) != math.prod(shape) * width:
+        return None
+    return tuple(int(v) for v in np.frombuffer(data, dtype=_SMALL_INTS[dtype]))
+
+
 def _describe(proto: Any, content: bytes, name: str, schema: Any) -> TFLiteModel:
     if not proto.subgraphs:
         raise ValueError("it has no subgraph")
-    graph = proto.subgraphs[0]
+    graphs = [_subgraph(proto, graph, schema) for graph in proto.subgraphs]
+    main = graphs[0]
+    return TFLiteModel(content, name, main.tensors, main.ops, main.inputs, main.outputs, len(proto.subgraphs),
+                       int(proto.version), graphs)
+
+
+def _subgraph(proto: Any, graph: Any, schema: Any) -> Subgraph:
     dtypes, builtins = _names(schema.TensorType), _names(schema.BuiltinOperator)
     buffers = proto.buffers or []
     tensors = []
@@ -208,7 +245,9 @@ def _describe(proto: Any, content: bytes, name: str, schema: Any) -> TFLiteModel
         zeros = len(q.zeroPoint) if q is not None and q.zeroPoint is not None else 0
         tname = t.name.decode("utf-8", "replace") if isinstance(t.name, bytes) else str(t.name or "")
         shape = tuple(int(d) for d in t.shape) if t.shape is not None else ()
-        tensors.append(TensorInfo(index, tname, shape, dtypes.get(t.type, f"TYPE{t.type}"), constant, scales, zeros))
+        dtype = dtypes.get(t.type, f"TYPE{t.type}")
+        value = _small_value(dtype, shape, buffer) if constant else None
+        tensors.append(TensorInfo(index, tname, shape, dtype, constant, scales, zeros, value))
     ops = []
     codes = proto.operatorCodes or []
     for index, op in enumerate(graph.operators or []):
@@ -222,9 +261,8 @@ def _describe(proto: Any, content: bytes, name: str, schema: Any) -> TFLiteModel
         ins = tuple(tensors[i] if i >= 0 else None for i in (op.inputs if op.inputs is not None else []))
         outs = tuple(tensors[i] for i in (op.outputs if op.outputs is not None else []))
         ops.append(OpView(index, op_name, ins, outs, op.builtinOptions))
-    return TFLiteModel(content, name, tensors, ops, [tensors[i] for i in (graph.inputs if graph.inputs is not None else [])],
-                       [tensors[i] for i in (graph.outputs if graph.outputs is not None else [])],
-                       len(proto.subgraphs), int(proto.version))
+    return Subgraph(tensors, ops, [tensors[i] for i in (graph.inputs if graph.inputs is not None else [])],
+                    [tensors[i] for i in (graph.outputs if graph.outputs is not None else [])])
 
 
 def interpreter(model: TFLiteModel, num_threads: int = 1) -> Any:
