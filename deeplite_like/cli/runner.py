@@ -233,6 +233,8 @@ def execute(run: PreparedRun, progress: Progress | None = None) -> ModelResult:
     by_reason: dict[str, list[str]] = {}
     if prediction is not None:
         loaded.notes.extend(_utilisation(prediction, statuses.get("execution_time"), run.options))
+        if table is not None and loaded.framework == "torch":
+            table = with_predicted_times(table, prediction)
     for key, reason in loaded.limits.items():
         by_reason.setdefault(reason, []).append(key)
     notes = list(loaded.notes) + [f"not computed ({', '.join(keys)}): {reason}" for reason, keys in by_reason.items()]
@@ -334,6 +336,26 @@ def with_layer_times(table: TableReport, model: Any, args: tuple, kwargs: dict,
                            "timed with hooks (a few microseconds per module call), so the model row differs from "
                            "the Execution time metric, a torch.utils.benchmark median without hooks"]
     return TableReport(table.title, [*table.columns, LATENCY_COLUMN], rows, formatters=formatters, headers=headers,
+                       notes=notes)
+
+
+PREDICTED_COLUMNS = ("bytes_moved", "predicted_s", "bound")
+
+
+def with_predicted_times(table: TableReport, prediction: Any) -> TableReport:
+    """The per-layer table with each module's bytes moved, predicted time and bound (``--device-model``)."""
+    rows = []
+    for row in table.rows:
+        figures = prediction.by_module.get(str(row["module"]))
+        rows.append({**row, "bytes_moved": figures.bytes if figures else None,
+                     "predicted_s": figures.time_s if figures else None, "bound": figures.bound if figures else None})
+    formatters = {**table.formatters, "bytes_moved": lambda v: "" if v is None else format_bytes(v),
+                  "predicted_s": lambda v: "" if v is None else format_seconds(v)}
+    headers = {**table.headers, "bytes_moved": "Bytes moved", "predicted_s": f"Predicted ({prediction.device.name})",
+               "bound": "Bound"}
+    notes = [*table.notes, f"Predicted: the roofline time of the module's operators on {prediction.device.name}, "
+                           "children included (deeplite_like.roofline; the table of the slowest operators below)"]
+    return TableReport(table.title, [*table.columns, *PREDICTED_COLUMNS], rows, formatters=formatters, headers=headers,
                        notes=notes)
 
 

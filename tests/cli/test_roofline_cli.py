@@ -96,3 +96,15 @@ def test_this_machine_is_calibrated_at_the_timing_threads_and_gives_mfu_of_the_m
     # a named device is not this machine: no utilisation of a time measured here
     code, out, err = cli("profile", *TINY, "--metrics", "time,macs", "--device-model", "h100")
     assert code == 0 and "MFU" not in err + out
+
+
+def test_the_per_layer_table_gets_each_modules_bytes_predicted_time_and_bound(cli, tmp_path):
+    out = tmp_path / "p.json"
+    code, _, err = cli("profile", *TINY, "--metrics", "macs,layers", "--device-model", "h100", "-o", str(out))
+    assert code == 0, err
+    data = json.loads(out.read_text())
+    (row,) = data["layers"]["rows"]  # Linear(4, 3) is the model: one row
+    # its one addmm moves 116 bytes (the module docstring) and is memory bound: 116 B / bandwidth
+    assert (row["bytes_moved"], row["bound"]) == (116, "memory")
+    assert row["predicted_s"] == pytest.approx(116 / device_model("h100").memory_bandwidth)
+    assert row["predicted_s"] == pytest.approx(data["roofline"]["time_s"])
