@@ -29,8 +29,8 @@ from prettytable import PrettyTable
 from deeplite_like.reports.base import Report, unique_names
 
 #: Per-layer columns (keys) left out first when a table is too wide, the first first.
-LAYER_DROP_ORDER = ("input_shapes", "bytes_moved", "bound", "calls", "activation_bytes", "output_shapes", "macs_share", "flops", "type",
-                    "latency_s", "params")
+LAYER_DROP_ORDER = ("input_shapes", "bytes_moved", "bound", "calls", "activation_bytes", "output_shapes", "macs_share",
+                    "flops", "type", "latency_s", "params")
 MIN_CELL = 6  # characters: a column is never folded narrower than this
 MIN_WIDTH = 40  # the narrowest width a table is fitted to
 
