@@ -330,6 +330,62 @@ def attach_records(result: "OpCount", records: list[OpRecord], reads: list[Moves
     result.bytes_counted = True
 
 
+def module_ancestors(module: str) -> list[str]:
+    """``a.b.c`` -> ``["", "a", "a.b", "a.b.c"]``: the module and every scope around it, the root first."""
+    parts = module.split(".") if module else []
+    return [""] + [".".join(parts[:i + 1]) for i in range(len(parts))]
+
+
+class GraphCount:
+    """A file backend's counting pass (ONNX nodes, TFLite operators) accumulated into an ``OpCount``.
+
+    ``add`` one operator after another with its module (the scopes its name carries) and cost:
+    ``by_module`` is nested (a module's figures include its children's; ``calls`` counts the
+    operators directly in it), as the live backends'. With ``bytes_moved``, an operator that moves
+    data also gives its ``moves`` (what it reads and writes, and its dtype), and ``finish``
+    attaches the records (``attach_records``).
+    """
+
+    def __init__(self, bytes_moved: bool = False) -> None:
+        self.result = OpCount()
+        self.bytes_moved = bytes_moved
+        self._by_module: dict[str, OpStats] = {}
+        self._records: list[OpRecord] = []
+        self._reads: list[Moves] = []
+        self._writes: list[Moves] = []
+        self._enclosing: list[tuple[str, ...]] = []
+
+    def untracked(self, op: str) -> None:
+        self.result.untracked[op] = self.result.untracked.get(op, 0) + 1
+
+    def add(self, op: str, module: str, cost: Cost, moves: tuple[Moves, Moves, str] | None = None) -> None:
+        result = self.result
+        result.by_operator.setdefault(op, OpStats()).add(cost.macs, cost.flops)
+        result.module_ops.setdefault(module, {}).setdefault(op, OpStats()).add(cost.macs, cost.flops)
+        enclosing = module_ancestors(module)
+        for name in enclosing:
+            self._by_module.setdefault(name, OpStats()).add(cost.macs, cost.flops, 1 if name == module else 0)
+        result.macs += cost.macs
+        result.flops += cost.flops
+        if self.bytes_moved and moves is not None:
+            read, written, dtype = moves
+            self._reads.append(read)
+            self._writes.append(written)
+            self._enclosing.append(tuple(enclosing))
+            self._records.append(OpRecord(op, module, "forward", int(cost.macs), int(cost.flops),
+                                          sum(b for _, b in read), sum(b for _, b in written), dtype))
+
+    def finish(self, batch_sizes: Iterable[int]) -> "OpCount":
+        """The ``OpCount``; its ``batch_size`` is the inputs' one first dimension (``None`` if they differ)."""
+        result = self.result
+        result.by_module = self._by_module
+        batches = set(batch_sizes)
+        result.batch_size = batches.pop() if len(batches) == 1 else None
+        if self.bytes_moved:
+            attach_records(result, self._records, self._reads, self._writes, self._enclosing)
+        return result
+
+
 def parent_names(names: Iterable[str], sep: str = ".") -> dict[str, str | None]:
     """Qualified name -> the nearest enclosing name that is also listed (``None`` for the root ``""``)."""
     known = list(names)

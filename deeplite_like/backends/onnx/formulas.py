@@ -47,7 +47,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 from deeplite_like.backends.onnx.graph import (ALIAS_OPS, FLOAT_TYPES, GraphInfo, NodeView, dtype_name, element_bits,
                                                prepare)
-from deeplite_like.results import Cost, OpCount, OpRecord, OpStats, attach_records
+from deeplite_like.results import Cost, GraphCount, OpCount
 
 
 __all__ = ["FORMULAS", "FREE", "Formula", "GATE_MATH", "UntrackedOnnxOpWarning", "count_graph", "count_ops",
@@ -430,15 +430,6 @@ def node_module(node: Any) -> str:
     return module_of(node.name)
 
 
-def _ancestors(module: str) -> list[str]:
-    """``a.b.c`` -> ``["", "a", "a.b", "a.b.c"]``."""
-    names = [""]
-    parts = module.split(".") if module else []
-    for i in range(len(parts)):
-        names.append(".".join(parts[:i + 1]))
-    return names
-
-
 _NO_DATA = ("Constant", "Shape", "Size")  # stored data, or a question about a shape
 
 
@@ -480,9 +471,7 @@ def count_graph(info: GraphInfo, bytes_moved: bool = False) -> OpCount:
     ``Unsqueeze``/``Identity`` are views, ``Constant`` is stored data and ``Shape``/``Size`` read no
     data: no record).
     """
-    result = OpCount()
-    by_module: dict[str, OpStats] = {}
-    records, reads, writes, enclosing = [], [], [], []
+    counting = GraphCount(bytes_moved)
     serial: dict[str, int] = {}
     for node in info.model.graph.node:
         key = op_key(node.domain, node.op_type)
@@ -496,28 +485,13 @@ def count_graph(info: GraphInfo, bytes_moved: bool = False) -> OpCount:
         elif key in FREE:
             cost = Cost()
         else:
-            result.untracked[key] = result.untracked.get(key, 0) + 1
+            counting.untracked(key)
             cost = Cost()
-        result.by_operator.setdefault(key, OpStats()).add(cost.macs, cost.flops)
-        module = node_module(node)
-        result.module_ops.setdefault(module, {}).setdefault(key, OpStats()).add(cost.macs, cost.flops)
-        for name in _ancestors(module):
-            by_module.setdefault(name, OpStats()).add(cost.macs, cost.flops, 1 if name == module else 0)
-        result.macs += cost.macs
-        result.flops += cost.flops
+        moves = None
         if bytes_moved and not (node.domain in ("", "ai.onnx") and node.op_type in (*ALIAS_OPS, *_NO_DATA)):
-            read, written = _moves(node, info, serial)
-            reads.append(read)
-            writes.append(written)
-            enclosing.append(tuple(_ancestors(module)))
-            records.append(OpRecord(key, module, "forward", int(cost.macs), int(cost.flops),
-                                    sum(b for _, b in read), sum(b for _, b in written), _dtype(node.input, info)))
-    result.by_module = by_module
-    batches = {shape[0] for shape in info.input_shapes.values() if shape}
-    result.batch_size = batches.pop() if len(batches) == 1 else None
-    if bytes_moved:
-        attach_records(result, records, reads, writes, enclosing)
-    return result
+            moves = (*_moves(node, info, serial), _dtype(node.input, info))
+        counting.add(key, node_module(node), cost, moves)
+    return counting.finish(shape[0] for shape in info.input_shapes.values() if shape)
 
 
 def untracked_message(untracked: Mapping[str, int]) -> str:

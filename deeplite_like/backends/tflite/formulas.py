@@ -38,7 +38,7 @@ import warnings
 from typing import Any, Callable, Mapping
 
 from deeplite_like.backends.tflite.graph import ALIAS_OPS, DTYPE_BITS, OpView, TFLiteModel, load_model
-from deeplite_like.results import Cost, OpCount, OpRecord, OpStats, attach_records
+from deeplite_like.results import Cost, GraphCount, OpCount
 
 
 __all__ = ["ACTIVATIONS", "FORMULAS", "FREE", "FUSED_ACTIVATIONS", "Formula", "UntrackedTFLiteOpWarning",
@@ -200,11 +200,6 @@ def module_of(op: OpView) -> str:
     return ".".join(parts[:-1])
 
 
-def _ancestors(module: str) -> list[str]:
-    parts = module.split(".") if module else []
-    return [""] + [".".join(parts[:i + 1]) for i in range(len(parts))]
-
-
 def price(op: OpView) -> Cost | None:
     """The op's ``Cost``; ``None`` when it is untracked (no formula, not free)."""
     function = FORMULAS.get(op.op)
@@ -220,20 +215,16 @@ _TORCH_DTYPES = {"FLOAT32": "float32", "FLOAT16": "float16", "BFLOAT16": "bfloat
                  "INT8": "int8", "UINT8": "uint8", "INT16": "int16", "INT32": "int32", "INT64": "int64"}
 
 
-def _record(op: OpView, module: str, cost: Cost, graph: int = 0) -> tuple[OpRecord, list, list]:
-    """What ``op`` reads (each distinct input tensor, weights included) and writes, at the stored types;
-    a tensor is told apart by its subgraph and index."""
+def _moves(op: OpView, graph: int = 0) -> tuple[list, list, str]:
+    """What ``op`` reads (each distinct input tensor, weights included) and writes, at the stored types,
+    and its dtype; a tensor is told apart by its subgraph and index."""
     def row(tensors: Any) -> list[tuple[Any, int]]:
         distinct = {t.index: t for t in tensors if t is not None}
         return [((graph, index), t.nbytes) for index, t in distinct.items()]
-    read, written = row(op.inputs), row(op.outputs)
     types = [t.dtype for t in op.inputs if t is not None and t.numeric]
     floats = [t for t in types if t.startswith(("FLOAT", "BFLOAT"))]
     widest = max(floats, key=lambda t: DTYPE_BITS.get(t, 0)) if floats else types[0] if types else ""
-    dtype = _TORCH_DTYPES.get(widest, widest.lower())
-    record = OpRecord(op.op, module, "forward", int(cost.macs), int(cost.flops), sum(b for _, b in read),
-                      sum(b for _, b in written), dtype)
-    return record, read, written
+    return row(op.inputs), row(op.outputs), _TORCH_DTYPES.get(widest, widest.lower())
 
 
 _COMPARISONS = {"LESS": 0, "LESS_EQUAL": 1, "GREATER": 0, "GREATER_EQUAL": 1, "NOT_EQUAL": 0}
@@ -335,29 +326,13 @@ def count_model(model: TFLiteModel, bytes_moved: bool = False) -> OpCount:
     distinct input tensor, weights included, and every output, at its stored type; ``RESHAPE``,
     ``SQUEEZE`` and ``EXPAND_DIMS`` are views and ``SHAPE`` reads no data: no record).
     """
-    result = OpCount()
-    by_module: dict[str, OpStats] = {}
-    records, reads, writes, enclosing = [], [], [], []
-    for op, cost, graph in _run(model, model.ops, result.untracked, 0):
-        result.by_operator.setdefault(op.op, OpStats()).add(cost.macs, cost.flops)
-        module = module_of(op)
-        result.module_ops.setdefault(module, {}).setdefault(op.op, OpStats()).add(cost.macs, cost.flops)
-        for name in _ancestors(module):
-            by_module.setdefault(name, OpStats()).add(cost.macs, cost.flops, 1 if name == module else 0)
-        result.macs += cost.macs
-        result.flops += cost.flops
+    counting = GraphCount(bytes_moved)
+    for op, cost, graph in _run(model, model.ops, counting.result.untracked, 0):
+        moves = None
         if bytes_moved and op.op not in (*ALIAS_OPS, "SHAPE", "WHILE"):  # (no data read, or control flow)
-            record, read, written = _record(op, module, cost, graph)
-            records.append(record)
-            reads.append(read)
-            writes.append(written)
-            enclosing.append(tuple(_ancestors(module)))
-    result.by_module = by_module
-    batches = {t.shape[0] for t in model.inputs if t.shape}
-    result.batch_size = batches.pop() if len(batches) == 1 else None
-    if bytes_moved:
-        attach_records(result, records, reads, writes, enclosing)
-    return result
+            moves = _moves(op, graph)
+        counting.add(op.op, module_of(op), cost, moves)
+    return counting.finish(t.shape[0] for t in model.inputs if t.shape)
 
 
 def untracked_message(untracked: Mapping[str, int]) -> str:
