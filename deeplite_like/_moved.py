@@ -63,7 +63,7 @@ MOVED: dict[str, tuple[str, bool]] = {
     "deeplite_like.zoo.keras_data": ("deeplite_like.zoo.keras_models", False),
     # keras (the Keras and ONNX backends)
     "deeplite_like.backends.keras.counting.errors": ("deeplite_like.errors", False),
-    "deeplite_like.backends.keras.counting.graph": ("deeplite_like.backends.keras.counting.tf_graph", False),
+    "deeplite_like.backends.keras.counting.graph": ("deeplite_like.backends.keras.counting.tf_ops", False),
     "deeplite_like.backends.keras.counting.inputs": ("deeplite_like.backends.keras.tensors", False),
     "deeplite_like.backends.keras.counting.own_ops": ("deeplite_like.backends.keras.counting.engine", False),
     "deeplite_like.backends.keras.counting.pricing": ("deeplite_like.backends.keras.counting.engine", False),

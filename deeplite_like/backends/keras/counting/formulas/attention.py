@@ -5,7 +5,7 @@ they differ from torch's), ``attention`` the Luong and Bahdanau layers.
 """
 from __future__ import annotations
 
-import deeplite_like.backends.keras.counting.formulas.conventions as c
+import deeplite_like.backends.keras.counting.formulas._common as c
 from ..registry import Cost, LayerCall, TensorSpec, register_layer_formula
 from ._common import einsum_cost, einsum_output_shape, prod
 

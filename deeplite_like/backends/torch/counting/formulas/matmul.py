@@ -18,7 +18,7 @@ import torch
 
 from ..registry import Cost, OpCall, register_formula
 from ._common import aten, bind, numel, ops, prod, scalar_is, shape
-from .activation import GELU_TANH, RELU
+from .elementwise import GELU_TANH, RELU
 
 
 def linear_cost(rows: int, in_features: int, out_features: int, bias: bool) -> Cost:
