@@ -142,7 +142,8 @@ MOVED: dict[str, tuple[str, bool]] = {
     "deeplite_like.commands.export_archive": ("deeplite_like.cli.loading.export_archive", False),
     "deeplite_like.commands.factory_guard": ("deeplite_like.cli.loading.preflight", False),
     "deeplite_like.commands.file_kinds": ("deeplite_like.cli.loading.preflight", False),
-    "deeplite_like.commands.hub_models": ("deeplite_like.cli.loading.hub_models", False),
+    "deeplite_like.commands.hub_models": ("deeplite_like.cli.loading.torch_files", False),
+    "deeplite_like.cli.loading.hub_models": ("deeplite_like.cli.loading.torch_files", False),
     "deeplite_like.commands.input_memory": ("deeplite_like.cli.loading.preflight", False),
     "deeplite_like.commands.inputs": ("deeplite_like.cli.model_inputs", False),
     "deeplite_like.commands.keras_files": ("deeplite_like.cli.loading.keras_files", False),
@@ -157,7 +158,8 @@ MOVED: dict[str, tuple[str, bool]] = {
     "deeplite_like.commands.quantities": ("deeplite_like.cli.flags", False),
     "deeplite_like.commands.run": ("deeplite_like.cli.runner", False),
     "deeplite_like.commands.schema": ("deeplite_like.cli.output", False),
-    "deeplite_like.commands.sweep": ("deeplite_like.cli.sweep", False),
+    "deeplite_like.commands.sweep": ("deeplite_like.cli.commands", False),
+    "deeplite_like.cli.sweep": ("deeplite_like.cli.commands", False),
     "deeplite_like.commands.torch_files": ("deeplite_like.cli.loading.torch_files", False),
 }
 
