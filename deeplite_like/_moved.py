@@ -33,6 +33,7 @@ MOVED: dict[str, tuple[str, bool]] = {
     "deeplite_like.eval_metric": ("deeplite_like.functions", False),
     "deeplite_like.evaluation": ("deeplite_like.functions", False),
     "deeplite_like.lazy": ("deeplite_like._moved", True),
+    "deeplite_like.data.splits": ("deeplite_like.data.adapters", False),
     "deeplite_like.loaders": ("deeplite_like.data.loaders", False),
     "deeplite_like.measurements": ("deeplite_like.results", False),
     "deeplite_like.metrics.eval": ("deeplite_like.metrics", False),
