@@ -48,6 +48,8 @@ MOVED: dict[str, tuple[str, bool]] = {
     "deeplite_like.profiling.summary": ("deeplite_like.profiling.views", False),
     "deeplite_like.profiling.tree": ("deeplite_like.profiling.views", False),
     "deeplite_like.reports.compare": ("deeplite_like.reports.comparison", False),
+    "deeplite_like.reports.fit": ("deeplite_like.reports.base", False),
+    "deeplite_like.reports.formatting": ("deeplite_like.reports.base", False),
     "deeplite_like.reports.memory_timeline": ("deeplite_like.reports.html", False),
     "deeplite_like.reports.ordering": ("deeplite_like.reports.status", True),
     "deeplite_like.reports.tree_view": ("deeplite_like.reports.table", False),

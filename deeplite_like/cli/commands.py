@@ -43,7 +43,7 @@ from deeplite_like.cli.progress import Progress
 from deeplite_like.cli.runner import ModelResult, RunOptions, TIMING_KEYS, check_device, execute, prepare
 from deeplite_like.reports import CompareReport, Report, TableReport
 from deeplite_like.reports.charts import line_chart
-from deeplite_like.reports.formatting import format_seconds, strict_json
+from deeplite_like.reports.base import format_seconds, strict_json
 from deeplite_like.reports.html import document, notes_html, report_section, training_memory_page
 from deeplite_like.units import format_bytes, format_number, parse_bytes
 from deeplite_like.zoo import ZOO

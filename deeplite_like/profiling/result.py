@@ -25,7 +25,7 @@ from typing import Any, Iterable, Iterator
 
 import deeplite_like.profiling.views as views
 from deeplite_like.errors import check_flag
-from deeplite_like.reports.formatting import strict_json
+from deeplite_like.reports.base import strict_json
 from deeplite_like.results import CommStats, OpStats
 
 
