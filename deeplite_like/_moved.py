@@ -130,10 +130,11 @@ MOVED: dict[str, tuple[str, bool]] = {
     "deeplite_like.backends.torch.profiling.timers": ("deeplite_like.backends.torch.latency", False),
     "deeplite_like.backends.torch.run_tensors": ("deeplite_like.backends.torch.tensors", False),
     "deeplite_like.backends.torch.shapes": ("deeplite_like.backends.torch.tensors", False),
-    "deeplite_like.backends.torch.sharding": ("deeplite_like.backends.torch.training.optimizers", False),
+    "deeplite_like.backends.torch.sharding": ("deeplite_like.backends.torch.training.step", False),
     "deeplite_like.backends.torch.timing": ("deeplite_like.backends.torch.latency", False),
     "deeplite_like.backends.torch.training_memory": ("deeplite_like.backends.torch.training.estimate", False),
-    "deeplite_like.backends.torch.training_optimizers": ("deeplite_like.backends.torch.training.optimizers", False),
+    "deeplite_like.backends.torch.training_optimizers": ("deeplite_like.backends.torch.training.step", False),
+    "deeplite_like.backends.torch.training.optimizers": ("deeplite_like.backends.torch.training.step", False),
     "deeplite_like.backends.torch.training_result": ("deeplite_like.backends.torch.training.estimate", False),
     "deeplite_like.backends.torch.training_step": ("deeplite_like.backends.torch.training.step", False),
     # cli

@@ -371,7 +371,7 @@ def run_memory(args: argparse.Namespace, stdout: IO[str] | None = None, stderr: 
     require_framework("torch", args.model)
     import torch
 
-    from deeplite_like.backends.torch.training.optimizers import _OPTIMIZERS  # the names build_optimizer knows
+    from deeplite_like.backends.torch.training.step import _OPTIMIZERS  # the names build_optimizer knows
 
     if args.train and args.optimizer.lower() not in _OPTIMIZERS:
         raise UsageError(f"--optimizer {args.optimizer!r} is not a known optimizer",
