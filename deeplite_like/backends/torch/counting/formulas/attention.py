@@ -16,7 +16,7 @@ import torch
 from ..registry import Cost, CountOptions, Formula, OpCall, register_formula
 from ._common import aten, bind, ops, prod, shape
 from .elementwise import GELU, RELU
-from .matmul import linear_cost
+from .linalg import linear_cost
 from .reduction import normalisation_cost
 from .elementwise import SOFTMAX, SOFTMAX_BACKWARD
 

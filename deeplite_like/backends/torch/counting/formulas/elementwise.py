@@ -10,7 +10,7 @@ Conventions, fvcore-style (one factory, a table of one-liners):
 * in-place (``add_``) and ``out=`` variants cost the same as the functional op;
 * only floating-point (and complex) outputs count: integer and boolean arithmetic is index
   book-keeping (positions, offsets, masks) and costs 0;
-* comparisons, ``where``, ``masked_fill`` and casts are free (see ``free.py``).
+* comparisons, ``where``, ``masked_fill`` and casts are free (see ``indexing.py``).
 
 Activations and their backward ops: FLOPs per output element, from the textbook formula.
 Selecting a branch (``x > 0 ? a : b``) is free, as comparisons are everywhere. Each constant

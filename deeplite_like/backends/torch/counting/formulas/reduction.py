@@ -4,7 +4,7 @@ Reductions: priced per INPUT element N, plus a per-output term R where a step ru
 output (a divide for ``mean``, a ``sqrt`` for ``std``).
 
 Only floating-point inputs are priced: counting booleans or ids (``sum`` of a mask) is free.
-Sorting, ``topk``, ``median``, ``all``/``any`` and counting are selection (free.py).
+Sorting, ``topk``, ``median``, ``all``/``any`` and counting are selection (free: indexing.py).
 
 The table of counts is in ``reduction``.
 
