@@ -7,8 +7,8 @@ family's conventions, which are the torch backend's (restated in ``_common.py``)
 
     conv            Conv1D/2D/3D, DepthwiseConv1D/2D, SeparableConv1D/2D, Conv*DTranspose; max /
                     average / global / adaptive pooling of ranks 1-3
-    core            Dense, EinsumDense, Embedding, ReversibleEmbedding
-    attention       MultiHeadAttention, GroupedQueryAttention, Attention, AdditiveAttention
+    core            Dense, EinsumDense, Embedding, ReversibleEmbedding; the attention layers
+                    MultiHeadAttention, GroupedQueryAttention, Attention, AdditiveAttention
     rnn             LSTM, GRU, SimpleRNN, their cells, Bidirectional (TimeDistributed: its child);
                     ConvLSTM1D/2D/3D
     norm            BatchNormalization, LayerNormalization, GroupNormalization, RMSNormalization,
@@ -28,7 +28,6 @@ profiles use it for what runs outside the layers (backward, optimizer).
 from __future__ import annotations
 
 from . import (  # noqa: F401  (imported for their registrations)
-    attention,
     conv,
     core,
     elementwise,
