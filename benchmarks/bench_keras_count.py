@@ -35,7 +35,7 @@ sys.path.insert(0, ROOT)
 
 from deeplite_like.backends.keras._tf import import_keras, import_tensorflow  # noqa: E402
 from deeplite_like.backends.keras.counting import count_ops  # noqa: E402
-from deeplite_like.backends.keras.counting.tf_graph import _profile  # noqa: E402
+from deeplite_like.backends.keras.counting.tf_ops import _profile  # noqa: E402
 from deeplite_like.backends.keras.tensors import prepare_inputs  # noqa: E402
 
 keras = import_keras()

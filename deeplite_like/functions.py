@@ -17,7 +17,7 @@ import weakref
 from numbers import Real
 from typing import Any, Callable, Hashable, Iterable, Iterator, Mapping, TypeVar
 
-from deeplite_like.data.splits import split_loader
+from deeplite_like.data.adapters import split_loader
 from deeplite_like.metrics import EvalMetric, EvalMetricAlias, InferenceTime, make_eval_metric
 from deeplite_like.metrics.status_keys import Comparative, Detailed, StatusKey
 

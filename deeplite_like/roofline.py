@@ -19,7 +19,7 @@ from typing import Any, Iterable, Mapping, NamedTuple
 
 from deeplite_like.errors import check_positive_int
 from deeplite_like.reports.charts import PALETTE, RoofPoint, roofline_chart
-from deeplite_like.reports.formatting import format_quantity, format_seconds, strict_json
+from deeplite_like.reports.base import format_quantity, format_seconds, strict_json
 from deeplite_like.reports.html import document, report_section
 from deeplite_like.reports.table import TableReport
 from deeplite_like.results import OpCount, OpRecord

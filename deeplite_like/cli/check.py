@@ -26,8 +26,7 @@ from deeplite_like.cli.output import (SCHEMA_VERSION, Rendered, require_writable
 from deeplite_like.cli.progress import Progress
 from deeplite_like.cli.runner import check_device, execute, prepare
 from deeplite_like.reports import TableReport
-from deeplite_like.reports.fit import fit_report
-from deeplite_like.reports.formatting import format_quantity, strict_json
+from deeplite_like.reports.base import fit_report, format_quantity, strict_json
 
 #: ``--max-...`` option -> (status key, parser, what it bounds).
 LIMITS = {

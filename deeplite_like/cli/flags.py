@@ -21,7 +21,7 @@ from deeplite_like.cli.exit_codes import UsageError
 from deeplite_like.cli.output import FORMATS, LayerView
 from deeplite_like.cli.progress import is_terminal
 from deeplite_like.cli.runner import RunOptions
-from deeplite_like.reports.fit import terminal_width
+from deeplite_like.reports.base import terminal_width
 from deeplite_like.timing import AUTO, check_num_threads
 
 

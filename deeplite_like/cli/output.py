@@ -4,7 +4,7 @@ Formats: ``table`` (text), ``json``, ``csv``, ``markdown``, ``html``. The format
 ``--format`` or, without it, the extension of ``--output`` (``.json .csv .md .html .txt``);
 table text otherwise. Per-layer tables follow ``--depth`` (modules at most N levels deep),
 ``--top`` (the K leaf modules with the most MACs, or of ``--sort``), ``--sort``, ``--columns``
-and ``--tree``; text tables fit ``--width`` (``deeplite_like.reports.fit``).
+and ``--tree``; text tables fit ``--width`` (``deeplite_like.reports.base.fit_report``).
 
 CSV holds one table: the summary (profile) or compare rows. With ``--output out.csv`` the
 per-layer rows go to ``out.layers.csv`` beside it (``out.<model>.layers.csv`` for a compare).
@@ -30,9 +30,8 @@ from deeplite_like.reports.changes import is_number
 from deeplite_like.cli.exit_codes import CommandError, UsageError, raise_if_interrupted
 from deeplite_like.cli.runner import ModelResult
 from deeplite_like.reports import CompareReport, Report, TableReport
-from deeplite_like.reports.base import write_atomically
-from deeplite_like.reports.fit import LAYER_DROP_ORDER, ColumnError, choose_columns, fit_report
-from deeplite_like.reports.formatting import strict_json
+from deeplite_like.reports.base import (ColumnError, LAYER_DROP_ORDER, choose_columns, fit_report, strict_json,
+                                        write_atomically)
 from deeplite_like.reports.html import (document, is_layer_table, module_depth, notes_html, qualified_names,
                                         report_section, to_html)
 from deeplite_like.reports.table import as_tree

@@ -23,7 +23,7 @@ from deeplite_like.cli.loading.preflight import check_input_bytes, sample_bytes
 from deeplite_like.cli.model_inputs import cast_copy
 from deeplite_like.cli.progress import Progress
 from deeplite_like.reports import StatusReport, TableReport
-from deeplite_like.reports.formatting import format_seconds
+from deeplite_like.reports.base import format_seconds
 from deeplite_like.metrics.status_keys import Metric, StatusKey
 from deeplite_like.timing import DEFAULT_NUM_THREADS, NoisyTimingWarning
 from deeplite_like.units import format_bytes

@@ -16,7 +16,7 @@ from typing import Any, Union
 
 from deeplite_like.data.adapters import (_is_namedtuple, _leaves, _map_leaves, _quoted, _sample_bytes, _where,
                                          adapter_for, describe)
-from deeplite_like.data.splits import first_batch
+from deeplite_like.data.adapters import first_batch
 from deeplite_like.errors import DataError, check_fits_in_memory
 from deeplite_like.units import format_bytes
 

@@ -8,8 +8,7 @@ measure (``deeplite_like.backends.torch.model_profile``, ``deeplite_like.backend
 * ``FlopsProfiler(model)`` profiles what runs between ``start_profile()`` and ``stop_profile()``
   in a training loop: forward, backward and optimizer step, each measured.
 """
-from deeplite_like.profiling.api import get_model_profile
-from deeplite_like.profiling.flops_profiler import FlopsProfiler, not_provided
+from deeplite_like.profiling.flops_profiler import FlopsProfiler, get_model_profile, not_provided
 from deeplite_like.profiling.result import PHASES, ModelProfile, ModuleNode, ModuleRecord, PhaseStats, build_profile
 from deeplite_like.profiling.views import aggregate, aggregated_report
 

@@ -20,8 +20,8 @@ from __future__ import annotations
 from typing import Any, Callable, Iterable, Sequence
 
 import deeplite_like.profiling.views as views
-from deeplite_like.profiling.api import get_model_profile as _get_model_profile
 from deeplite_like.profiling.flops_profiler import FlopsProfiler
+from deeplite_like.profiling.flops_profiler import get_model_profile as _get_model_profile
 
 __all__ = ["add_profile_methods", "duration_to_string", "flops_to_string", "get_model_profile", "macs_to_string",
            "params_to_string", "remove_profile_methods"]

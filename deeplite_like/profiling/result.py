@@ -2,7 +2,8 @@
 
 Raw values in base units: counts as ints (params, MACs, FLOPs, calls), durations in seconds
 (floats), rates in FLOP/s. Renderings (``to_text``, ``to_dict``, ``save``) are drawn by
-``profiling.views`` and reached through the methods here.
+``profiling.views`` and reached through the methods here; ``check_view_options`` checks the
+``module_depth`` and ``top_modules`` every view takes.
 
 Figures of a ``ModuleNode`` include its children's (as ``print(model)`` nests them); the
 operators listed on a node (``ops``) are those that ran directly inside it, not inside a child,
@@ -16,16 +17,43 @@ totals, and lists them as excluded - their cost is never moved to a parent.
 from __future__ import annotations
 
 import html
+import numbers
 import os
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Iterable, Iterator
+from typing import Any, Iterable, Iterator
 
 import deeplite_like.profiling.views as views
 from deeplite_like.errors import check_flag
-from deeplite_like.profiling.api import check_view_options
-from deeplite_like.reports.formatting import strict_json
+from deeplite_like.reports.base import strict_json
 from deeplite_like.results import CommStats, OpStats
+
+
+def is_int(value: Any) -> bool:
+    """An int, not a bool."""
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+
+
+def _as_written(value: Any, fallback: int) -> int:
+    """The int a str such as ``"2"`` spells, for the 'e.g.' of a message; else ``fallback``."""
+    text = value.strip() if isinstance(value, str) else ""
+    return int(text) if text.lstrip("-").isdigit() else fallback
+
+
+def check_view_options(module_depth: Any, top_modules: Any) -> None:
+    """``module_depth``: an int >= -1 (-1 or ``None``: every depth); ``top_modules``: an int >= 1."""
+    depth_rule = "module_depth must be an int >= -1 (the deepest module depth shown; -1 shows all)"
+    if module_depth is not None and not is_int(module_depth):
+        raise TypeError(f"{depth_rule}, got {type(module_depth).__name__} {module_depth!r}; e.g. "
+                        f"module_depth={_as_written(module_depth, 2)}")
+    if module_depth is not None and module_depth < -1:
+        raise ValueError(f"{depth_rule}, got {module_depth}")
+    top_rule = "top_modules must be an int >= 1 (how many module types per depth are ranked)"
+    if not is_int(top_modules):
+        raise TypeError(f"{top_rule}, got {type(top_modules).__name__} {top_modules!r}; e.g. "
+                        f"top_modules={_as_written(top_modules, 3)}")
+    if top_modules < 1:
+        raise ValueError(f"{top_rule}, got {top_modules}")
 
 
 #: Phases a profile may hold, in the order they are shown.

@@ -11,10 +11,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from deeplite_like.metrics.status_keys import Metric, StatusKey, common_options, describe_options
-from deeplite_like.reports.base import Report, unique_names
+from deeplite_like.reports.base import Report, format_cell, format_in_scale, jsonable, scaled_value, unique_names
 from deeplite_like.reports.changes import (NOT_COMPUTED, NOT_MEASURED, WITHIN_NOISE, Change, conversion_factor,
                                    describe_change, is_number)
-from deeplite_like.reports.formatting import format_cell, format_in_scale, jsonable, scaled_value
 from deeplite_like.reports.status import (at_least, comparative_text, labelled_name, not_measured, ordered_keys,
                                           spread_text, untracked_ops)
 from deeplite_like.units import Scale, pick_scale

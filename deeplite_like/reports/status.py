@@ -12,9 +12,8 @@ from typing import Any
 
 from deeplite_like.metrics import BUILTIN_KEYS
 from deeplite_like.metrics.status_keys import Metric, StatusKey, common_options, describe_options, metric_comparative
-from deeplite_like.reports.base import Report
+from deeplite_like.reports.base import Report, format_cell, format_details, jsonable
 from deeplite_like.reports.changes import NOT_MEASURED, is_number, noise_interval
-from deeplite_like.reports.formatting import format_cell, format_details, jsonable
 
 
 @dataclass(frozen=True)

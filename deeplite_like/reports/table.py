@@ -10,9 +10,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
-from deeplite_like.reports.base import Report
+from deeplite_like.reports.base import Report, format_cell, jsonable
 from deeplite_like.reports.changes import is_number
-from deeplite_like.reports.formatting import format_cell, jsonable
 from deeplite_like.reports.html import qualified_names
 
 
@@ -28,7 +27,7 @@ class TableReport(Report):
         headers: column -> displayed header (default: the column key).
         notes: lines shown under the table.
         drop_order: columns a text table too wide for the terminal may leave out, the first first
-            (``reports.fit``; a per-layer table has its own).
+            (``reports.base.fit_report``; a per-layer table has its own).
     """
 
     KIND = "table"

@@ -18,7 +18,7 @@ import pytest
 
 from deeplite_like import metrics as M
 from deeplite_like.reports import CompareReport, StatusReport, TableReport
-from deeplite_like.reports.formatting import csv_cell, strict_json
+from deeplite_like.reports.base import csv_cell, strict_json
 from deeplite_like.metrics.status_keys import Comparative, Metric
 
 FAST = ("--min-run-time", "0.01", "--no-progress")
@@ -46,7 +46,7 @@ def test_status_json_with_nan_and_infinite_values_is_strict_json():
                                          "execution_time": M.ExecutionTime(float("-inf"))})
     data = _strict_load(report.to_json())
     values = {m["key"]: m["value"] for m in data["metrics"]}
-    # the documented rule (reports.formatting): NaN -> "NaN", inf -> "Infinity", -inf -> "-Infinity"
+    # the documented rule (reports.base.strict_json): NaN -> "NaN", inf -> "Infinity", -inf -> "-Infinity"
     assert values == {"macs": 10, "score": "NaN", "execution_time": "-Infinity"}
     score = next(m for m in data["metrics"] if m["key"] == "score")
     assert score["details"]["spread"] == "Infinity"

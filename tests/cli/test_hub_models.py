@@ -18,7 +18,7 @@ from torch import nn
 from deeplite_like.backends.torch import count_ops
 from deeplite_like.cli.exit_codes import UsageError
 from deeplite_like.cli.loading import load_model, parse_model_args
-from deeplite_like.cli.loading.hub_models import parse_hf_spec
+from deeplite_like.cli.loading.torch_files import parse_hf_spec
 
 HAS_TRANSFORMERS = importlib.util.find_spec("transformers") is not None
 needs_transformers = pytest.mark.skipif(not HAS_TRANSFORMERS, reason="transformers is not installed here")

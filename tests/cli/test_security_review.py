@@ -47,7 +47,7 @@ REVIEWED = {
     ("roofline.py", "tomllib.loads"): "a device registry is TOML: data, never code (devices.toml, load_devices)",
     ("cli/model_inputs.py", "import pickle"): "for the pickle.UnpicklingError class only",
     ("cli/loading/torch_files.py", "import pickle"): "for the pickle.UnpicklingError class only",
-    ("cli/loading/hub_models.py", "importlib.import_module"):
+    ("cli/loading/torch_files.py", "importlib.import_module"):
         "'transformers' or 'timm' only (the fixed names of the hf: and timm: forms); the hf: config is read with "
         "trust_remote_code=False, so no code from the hub runs",
     ("backends/onnx/graph.py", "onnx.load_model"):
@@ -76,7 +76,7 @@ REVIEWED = {
         "deeplite_like.cli.loading.load_model, the dispatcher above (the demo: on the bundled zoo's fixed specs)",
     ("cli/check.py", "load_model"): "deeplite_like.cli.loading.load_model, the dispatcher above",
     ("cli/check.py", "json.loads"): "--baseline is a JSON report: JSON is data",
-    ("cli/sweep.py", "load"):
+    ("cli/commands.py", "load"):
         "the load callable run_profile passes: loading.load_model with the MODEL spec, once per sequence length",
     # --- imports by name from the package's own fixed tables, never from user text
     ("_moved.py", "importlib.import_module"): "the new path of an old one, from the fixed MOVED table, and the "

@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from deeplite_like.cli.exit_codes import UsageError
-from deeplite_like.cli.sweep import sweep_chart, sweep_table, with_seq_len
+from deeplite_like.cli.commands import sweep_chart, sweep_table, with_seq_len
 from tests.cli.test_hub_models import configs, needs_transformers  # noqa: F401 (a fixture)
 
 TINY = ("profile", "tests.cli.fixture_models:tiny", "--input-shape", "2,4")

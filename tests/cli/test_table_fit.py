@@ -14,7 +14,7 @@ import pytest
 
 from deeplite_like import metrics as M
 from deeplite_like.reports import CompareReport, TableReport
-from deeplite_like.reports.fit import fit_report
+from deeplite_like.reports.base import fit_report
 from deeplite_like.reports.table import as_tree, tree_labels
 
 MLP = "tests.cli.fixture_models:mlp"

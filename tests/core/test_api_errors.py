@@ -9,7 +9,8 @@ from deeplite_like import DataError, ForwardPass, Profiler
 from deeplite_like.data import as_forward_pass
 from deeplite_like.device import unavailable
 from deeplite_like.errors import called_as, caller, inputs_hint
-from deeplite_like.profiling.api import check_input_shape, check_view_options
+from deeplite_like.profiling.flops_profiler import check_input_shape
+from deeplite_like.profiling.result import check_view_options
 from deeplite_like.timing import MAX_THREADS_PER_CPU, check_num_threads, max_threads
 
 from .toy import ToyComplexity, ToyModel

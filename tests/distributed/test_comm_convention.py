@@ -38,7 +38,7 @@ def test_unknown_kind_and_bad_group_say_what_is_wrong():
 def test_every_collective_operator_of_this_torch_is_in_the_table():
     code = ("import torch, torch.distributed._functional_collectives, torch.distributed.tensor.parallel\n"
             "import torch.distributed.fsdp  # (these register more operators when imported)\n"
-            "from deeplite_like.backends.torch.distributed.collectives import COLLECTIVES, FREE_COMM_OPS\n"
+            "from deeplite_like.backends.torch.distributed.recording import COLLECTIVES, FREE_COMM_OPS\n"
             "spaces = ('c10d', '_c10d_functional', '_c10d_functional_autograd', '_dtensor', 'fsdp')\n"
             "ops = {n.replace('::', '.') for n in torch._C._dispatch_get_all_op_names() if n.split('::')[0] in spaces}\n"
             "assert len(ops) > 40, len(ops)\n"

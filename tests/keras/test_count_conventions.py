@@ -10,14 +10,15 @@ from pathlib import Path
 import pytest
 
 from deeplite_like.backends.keras import _tf
-from deeplite_like.backends.keras.counting.formulas import conventions as c
+from deeplite_like.backends.keras.counting.formulas import _common as c
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_per_element_costs_match_the_torch_backend():
     pytest.importorskip("torch")
-    from deeplite_like.backends.torch.counting.formulas import activation, interpolate, norm, pooling, rnn
+    from deeplite_like.backends.torch.counting.formulas import conv as pooling, elementwise as activation, rnn
+    from deeplite_like.backends.torch.counting.formulas import reduction as norm, vision as interpolate
 
     for name in ("RELU", "HARDTANH", "LEAKY_RELU", "SOFTSHRINK", "CELU", "SIGMOID", "TANH", "SILU", "GELU",
                  "GELU_TANH", "HARDSIGMOID", "HARDSWISH", "SOFTPLUS", "MISH", "LOG_SIGMOID", "GLU"):

@@ -1,6 +1,6 @@
 """Normalisation, activation, pooling, merge, reshaping and dropout formulas, derived by hand.
 
-Per-element costs are the torch backend's (formulas/conventions.py): relu 1, sigmoid 4,
+Per-element costs are the torch backend's (formulas/_common.py): relu 1, sigmoid 4,
 softmax 5, max-pool K, avg-pool K + 1, batch norm (eval) 2N + 2C (+N, +N), ...
 """
 import warnings

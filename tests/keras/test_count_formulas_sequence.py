@@ -2,7 +2,7 @@
 
 RNN convention (formulas/rnn.py, as torch): rows = batch x steps; MACs rows*G*H*(I+H);
 FLOPs 2*MACs + rows*G*H per bias vector + rows*H*gate math (LSTM 22, GRU 16, RNN 2).
-Attention (formulas/attention.py): projections (einsum), scale q, QK^T, softmax 5/score, PV.
+Attention (formulas/core.py): projections (einsum), scale q, QK^T, softmax 5/score, PV.
 """
 import numpy as np
 import pytest

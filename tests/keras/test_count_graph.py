@@ -60,7 +60,7 @@ def test_graph_counts_by_tensorflow_op_type_with_macs_from_contractions():
 
 
 def test_the_batch_is_fixed_because_an_unknown_batch_silently_counts_nothing():
-    from deeplite_like.backends.keras.counting.tf_graph import _profile
+    from deeplite_like.backends.keras.counting.tf_ops import _profile
 
     model = keras.Sequential([keras.Input((8,)), L.Dense(4)])
     forward = tf.function(lambda x: model(x, training=False), autograph=False)

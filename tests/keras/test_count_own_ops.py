@@ -1,7 +1,7 @@
 """A layer's own arithmetic (``keras.ops`` in ``call``) is counted op by op, next to its sublayers.
 
 Keras on TensorFlow: every eager op a layer without a formula runs itself (outside the layers it
-calls) is priced by ``formulas/tf_ops.py``. Expected values are derived by hand in comments.
+calls) is priced by ``counting/tf_ops.py``. Expected values are derived by hand in comments.
 """
 import numpy as np
 import pytest

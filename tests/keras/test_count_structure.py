@@ -92,7 +92,7 @@ def test_a_subclassed_model_with_user_layers():
 def test_an_op_with_no_cost_in_a_user_layer_is_untracked_by_op_name(monkeypatch):
     # the same model with TensorFlow's Mul taken out of the op table: _Scale's own x * 2 has no
     # cost known -> counted 0 and listed as tf.Mul (1 call), never silent. FLOPs 256 - 8 = 248
-    from deeplite_like.backends.keras.counting.formulas import tf_ops
+    from deeplite_like.backends.keras.counting import tf_ops
 
     monkeypatch.delitem(tf_ops.TF_COSTS, "Mul")
     model = _Net()
@@ -191,7 +191,7 @@ def test_lambda_layers_are_priced_by_their_ops():
 
 
 def test_ops_with_no_cost_are_untracked_and_warned_about_once(monkeypatch):
-    from deeplite_like.backends.keras.counting.formulas import tf_ops
+    from deeplite_like.backends.keras.counting import tf_ops
 
     monkeypatch.delitem(tf_ops.TF_COSTS, "Mul")
     monkeypatch.delitem(tf_ops.TF_COSTS, "AddV2")

@@ -22,7 +22,7 @@ tf = pytest.importorskip("tensorflow")
 
 from tensorflow.python.eager import backprop  # noqa: E402
 
-from deeplite_like.backends.keras.counting.formulas.tf_ops import TF_COSTS, TF_FREE, tf_op_cost  # noqa: E402
+from deeplite_like.backends.keras.counting.tf_ops import TF_COSTS, TF_FREE, tf_op_cost  # noqa: E402
 from deeplite_like.backends.keras.model_profile import KerasFlopsProfiler  # noqa: E402
 
 X = np.random.default_rng(0).standard_normal((3, 4)).astype("float32")

@@ -1,4 +1,4 @@
-"""Optimizer formulas (formulas/optim.py): every implementation of a step costs the same.
+"""Optimizer formulas (formulas/training.py): every implementation of a step costs the same.
 
 The parameters are those of Linear(4, 3): 12 + 3 = 15 elements in 2 tensors. Each step counts
 the ops that run inside ``optimizer.step()`` only (the gradients come from an uncounted pass).

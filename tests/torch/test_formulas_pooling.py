@@ -5,7 +5,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from deeplite_like.backends.torch.counting.formulas.pooling import adaptive_window_elements
+from deeplite_like.backends.torch.counting.formulas.conv import adaptive_window_elements
 from tests.torch._formula_harness import count, run_counted
 
 torch.manual_seed(0)

@@ -175,7 +175,7 @@ def test_every_quantized_layer_counts_as_its_float_twin():
     # x (1, 3, 16, 16), N = 8*16*16 = 2,048 elements after the conv:
     # conv 55,296 MACs, 2*55,296 + 2,048 bias = 112,640; batch norm (running stats) 2N + 2C + 2N = 8,208;
     # hardswish 5N = 10,240; max pool 2x2: 512 outputs * 4 = 2,048; bilinear upsample back to 16x16:
-    # 14,336 (interpolate.py: 7 per output); sigmoid 4N = 8,192; leaky ReLU 2N; ReLU6 2N (4,096 each);
+    # 14,336 (vision.py: 7 per output); sigmoid 4N = 8,192; leaky ReLU 2N; ReLU6 2N (4,096 each);
     # layer norm 6N + 4 + 2N = 16,388; avg pool 2x2: 512 * 5 = 2,560. Total 182,804 FLOPs.
     torch.manual_seed(0)
     x = torch.randn(1, 3, 16, 16)

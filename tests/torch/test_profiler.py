@@ -51,7 +51,7 @@ def test_flops_of_lenet_by_hand(lenet):
     # FLOPs = 2*MACs + bias adds + ReLUs + max pools, batch 1:
     #   biases: conv1 6*28*28 = 4,704; conv2 16*10*10 = 1,600; fc 120 + 84 + 10 = 214  -> 6,518
     #   ReLU (1 FLOP/element): 4,704 + 1,600 + 120 + 84 = 6,508
-    #   max pool (K FLOPs per output, K = window size 4, formulas/pooling.py):
+    #   max pool (K FLOPs per output, K = window size 4, formulas/conv.py):
     #     pool1 out 6*14*14 = 1,176 -> 4,704; pool2 out 16*5*5 = 400 -> 1,600  -> 6,304
     flops = profiler.compute_status("flops", batch_size=1)
     assert flops == 2 * LENET_MACS + 6_518 + 6_508 + 6_304

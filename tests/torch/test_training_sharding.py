@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from deeplite_like.backends.torch import estimate_training_memory, largest_batch
-from deeplite_like.backends.torch.training.optimizers import repeated_blocks, shard_bytes
+from deeplite_like.backends.torch.training.step import repeated_blocks, shard_bytes
 from deeplite_like.units import parse_bytes
 from tests.torch.training_models import LlamaDecoder, lm_loss, mlp
 

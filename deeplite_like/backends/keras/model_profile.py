@@ -3,7 +3,7 @@ side) and a training step (``KerasFlopsProfiler``, the core ``FlopsProfiler`` ar
 
 ``deeplite_like.profiling`` imports this module for a Keras model and uses
 ``build_model_profile`` and ``FLOPS_PROFILER``; the per-TensorFlow-op costs a profile prices
-operators with (``TF_COSTS``, ``TF_FREE``, ``tf_op_cost``: ``counting/formulas/tf_ops.py``) are
+operators with (``TF_COSTS``, ``TF_FREE``, ``tf_op_cost``: ``counting/tf_ops.py``) are
 importable from here too. Both profiles record and price the layers as ``count_ops`` does and
 count what runs outside them per operator and phase; what is attached while they run, and
 what they touch outside the model, is ``profile_session.py``. ``profile_of`` assembles what a
@@ -22,7 +22,7 @@ from deeplite_like.profiling.flops_profiler import FlopsProfiler
 
 from ._tf import import_keras, import_tensorflow, keras_message
 from .counting.engine import price
-from .counting.formulas.tf_ops import TF_COSTS, TF_FREE, tf_op_cost
+from .counting.tf_ops import TF_COSTS, TF_FREE, tf_op_cost
 from .counting.recorder import named_layers
 from .counting.registry import CountOptions
 from .inputs import as_model_input

@@ -27,7 +27,7 @@ from deeplite_like.results import OpStats
 
 from ._tf import import_keras, import_tensorflow
 from .counting.engine import OpTap, own_ops
-from .counting.formulas.tf_ops import tf_op_cost
+from .counting.tf_ops import tf_op_cost
 from .counting.recorder import LayerRecorder, SpecMaker, named_layers
 from .latency import synchronizer
 from .tensors import batch_size_of
@@ -267,7 +267,7 @@ class TFOpCounter:
 
     An op callback (``tensorflow.python.framework.op_callbacks``, what
     ``tf.debugging.enable_check_numerics`` uses; thread-local: only the profiling thread's ops
-    are seen) prices every eager op with ``counting.formulas.tf_ops.tf_op_cost``.
+    are seen) prices every eager op with ``counting.tf_ops.tf_op_cost``.
 
     **Global setting, unavoidable:** a ``tf.function`` that was traced already (a compiled
     ``train_on_batch``, a ``@tf.function`` step) runs its graph as one op, and the callback

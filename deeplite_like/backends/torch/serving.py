@@ -15,7 +15,7 @@ import torch
 
 from deeplite_like.backends.torch.counting.engine import count_ops
 from deeplite_like.errors import check_flag, check_positive_int
-from deeplite_like.reports.formatting import format_quantity, format_seconds
+from deeplite_like.reports.base import format_quantity, format_seconds
 from deeplite_like.reports.table import TableReport
 from deeplite_like.results import OpCount
 from deeplite_like.units import format_bytes

@@ -3,7 +3,7 @@
 Forms, tried in this order::
 
     zoo:NAME                       a bundled model (``deeplite_like.zoo``)
-    hf:NAME_OR_DIR[?task=TASK]     a transformers model built on meta from its config (``hub_models``)
+    hf:NAME_OR_DIR[?task=TASK]     a transformers model built on meta from its config (``torch_files``)
     timm:NAME                      ``timm.create_model(NAME, pretrained=False)``
     torchvision:NAME               ``torchvision.models.get_model(NAME, weights=None)``
     keras.applications:NAME        ``keras.applications.NAME(weights=None)``
@@ -31,9 +31,9 @@ file of weights alone (a ``state_dict``) is explained (pass it with ``--weights`
 
 This package: this module is the dispatcher, and imports the loaders; they import what they
 share from ``preflight`` (``LoadedModel``, the checks made before anything is loaded), never
-this module. ``torch_files`` (TorchScript, ``torch.export``, pickles, torchvision; with
-``export_archive`` checking a ``.pt2`` record by record), ``keras_files``, ``onnx_files`` and
-``hub_models`` (``hf:``, ``timm:``) import their framework only when their form is used.
+this module. ``torch_files`` (TorchScript, ``torch.export``, pickles, torchvision, ``hf:``,
+``timm:``; with ``export_archive`` checking a ``.pt2`` record by record), ``keras_files``,
+``onnx_files`` and ``tflite_files`` import their framework only when their form is used.
 """
 from __future__ import annotations
 
@@ -49,14 +49,14 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from deeplite_like.cli.exit_codes import ProfilingFailed, UsageError
-from deeplite_like.cli.loading.hub_models import load_hf, load_timm
 from deeplite_like.cli.loading.keras_files import keras_input_shapes, load_keras_application, load_keras_file
 from deeplite_like.cli.loading.onnx_files import load_onnx_file
 from deeplite_like.cli.loading.tflite_files import load_tflite_file
 from deeplite_like.cli.loading.preflight import (FORMS, FORMS_HINT, KERAS_SUFFIXES, MODEL_FILE_SUFFIXES, ONNX_SUFFIXES,
                                                  TFLITE_SUFFIXES, LoadedModel, file_kind, refuse_loader,
                                                  refuse_stdlib_module, require_framework, require_known_model)
-from deeplite_like.cli.loading.torch_files import load_state_dict_into, load_torch_file, load_torchvision
+from deeplite_like.cli.loading.torch_files import (load_hf, load_state_dict_into, load_timm, load_torch_file,
+                                                   load_torchvision)
 
 __all__ = ["FORMS", "FORMS_HINT", "LoadedModel", "framework_of", "load_model", "parse_model_args",
            "require_framework", "require_known_model"]

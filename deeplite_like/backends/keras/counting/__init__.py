@@ -3,7 +3,7 @@
 ``count_ops`` runs the model once with every layer's ``call`` recorded (``recorder.py``) and
 prices each call with a layer formula (``registry.py``, filled by ``formulas/``), using the
 torch backend's conventions, so the same architecture counts the same in both backends.
-``count_ops(..., method='graph')`` cross-checks with TensorFlow's profiler (``tf_graph.py``).
+``count_ops(..., method='graph')`` cross-checks with TensorFlow's profiler (``tf_ops.py``).
 ``register_layer_formula`` and ``register_free_layer`` extend the table.
 
 Importing this package imports neither Keras nor TensorFlow; ``count_ops`` imports Keras on

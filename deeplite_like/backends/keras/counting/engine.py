@@ -3,7 +3,7 @@
 The model runs once, for real, on the inputs given (or made from a shape), with every layer's
 ``call`` recorded (``recorder.py``); the records are then priced here (``price``) by the layer
 formulas (``registry.py``, ``formulas/``). ``method='graph'`` instead asks TensorFlow's
-profiler (``tf_graph.py``). The model is left as found (see ``count_ops``).
+profiler (``tf_ops.py``). The model is left as found (see ``count_ops``).
 
 A layer with a formula is priced by it. A layer without one - a custom layer, a ``Lambda``, a
 subclassed ``Model.call`` doing ``ops.matmul`` next to its sublayers, ``ConvLSTM2D`` - is
@@ -33,9 +33,8 @@ from .._tf import import_keras, keras_message
 from ..state import preserved_model_state
 from ..tensors import expected_inputs_text, prepare_inputs, to_backend
 from .recorder import CallRecord, LayerRecorder, SpecMaker, describe, describe_call, named_layers
-from .formulas.tf_ops import tf_op_cost
 from .registry import FREE, INFERENCE_IDENTITY, OP_MARKS, CountOptions, Entry, LayerCall, is_keras_layer, lookup
-from .tf_graph import count_graph
+from .tf_ops import count_graph, tf_op_cost
 
 __all__ = ["TORCH_TRACKING", "MemoryStats", "Observation", "OpTap", "TorchForwardMemory", "count_ops", "observe",
            "own_ops", "price", "run_recorded", "warn_if_untracked"]
@@ -67,10 +66,10 @@ def count_ops(model: Any, inputs_or_shape: Any, *, batch_size: int | None = None
     ``module_ops`` are keyed by primitive, unknown primitives are untracked by name.
 
     ``method='graph'`` (TensorFlow backend only): TensorFlow's profiler counts the float ops of
-    the model's traced graph at this batch size (``tf_graph.count_graph``): totals and
+    the model's traced graph at this batch size (``tf_ops.count_graph``): totals and
     ``by_operator`` by TF op type; MACs are half the FLOPs of contraction ops. It is a
     cross-check, complete only where TensorFlow has a FLOP statistic for every op (see
-    ``tf_graph.py``).
+    ``tf_ops.py``).
 
     The model is left as found: its weights and non-trainable state (batch-norm moving
     statistics, seed generators, RNN states) are restored if the pass changed them, every
@@ -375,7 +374,7 @@ def own_ops(recorder: LayerRecorder, backend: str, ledger: Any = None) -> Iterat
 
     TensorFlow
         An op callback (``tensorflow.python.framework.op_callbacks``, thread-local) sees every eager
-        op, priced by ``formulas.tf_ops.tf_op_cost`` (``tf.MatMul``, ``tf.Softmax``...).
+        op, priced by ``tf_ops.tf_op_cost`` (``tf.MatMul``, ``tf.Softmax``...).
     torch
         A ``TorchDispatchMode`` (thread-local) sees every aten op, priced by the torch backend's
         formula table (``aten.bmm``...).

@@ -8,7 +8,7 @@ from __future__ import annotations
 from deeplite_like._moved import lazy_exports
 
 _EXPORTS = {
-    "COLLECTIVES": "deeplite_like.backends.torch.distributed.collectives",
+    "COLLECTIVES": "deeplite_like.backends.torch.distributed.recording",
     "JobProfile": "deeplite_like.backends.torch.distributed.job",
     "RankProfile": "deeplite_like.backends.torch.distributed.job",
     "profile_job": "deeplite_like.backends.torch.distributed.job",

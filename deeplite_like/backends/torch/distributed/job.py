@@ -15,7 +15,7 @@ import torch
 
 from deeplite_like.errors import model_inputs
 from deeplite_like.reports import TableReport
-from deeplite_like.reports.formatting import strict_json
+from deeplite_like.reports.base import strict_json
 
 from ..counting import count_ops
 from ..params import parameter_stats

@@ -28,10 +28,10 @@ from deeplite_like.backends.torch.kernels import AttentionKernel, RecurrentKerne
 from deeplite_like.backends.torch.state import model_device, preserved_model_state
 from deeplite_like.backends.torch.tensors import (input_shapes, required_batch_size, spanned_bytes, storage_key,
                                                   tensor_leaves)
-from deeplite_like.backends.torch.training.optimizers import (ShardPlan, build_optimizer, repeated_blocks,
-                                                              resolve_sharding, select_modules, shard_bytes)
-from deeplite_like.backends.torch.training.step import (AutocastPolicy, StepRecord, StepTracker, checkpointed,
-                                                        resolve_autocast_dtype, tensor_storages)
+from deeplite_like.backends.torch.training.step import (AutocastPolicy, ShardPlan, StepRecord, StepTracker,
+                                                        build_optimizer, checkpointed, repeated_blocks,
+                                                        resolve_autocast_dtype, resolve_sharding, select_modules,
+                                                        shard_bytes, tensor_storages)
 from deeplite_like.errors import check_batch_agrees, check_batch_size, check_flag
 from deeplite_like.units import format_bytes
 
@@ -97,7 +97,7 @@ def estimate_training_memory(
     ``activation_checkpointing``: modules to run under ``torch.utils.checkpoint`` (``True`` for
     the repeated blocks, module classes, a predicate ``(name, module) -> bool`` or qualified
     names). ``world_size`` / ``sharding`` / ``units``: per-rank figures under ``'ddp'``,
-    ``'zero1'``, ``'zero2'``, ``'zero3'`` / ``'fsdp'`` (model in ``optimizers.py``; ``units``
+    ``'zero1'``, ``'zero2'``, ``'zero3'`` / ``'fsdp'`` (model in ``step.py``; ``units``
     chooses the FSDP units like ``activation_checkpointing``); ``inputs`` are one rank's
     micro-batch. ``attention``: the ``scaled_dot_product_attention`` kernel (``kernels.py``):
     ``"auto"`` is ``"cuda"`` (flash / memory-efficient) on meta and torch's own choice otherwise.
@@ -128,7 +128,7 @@ def estimate_training_memory(
     unit's gathered parameters from its forward to its backward; ``cpu_offload=True``, its
     ``CPUOffloadPolicy``: the rank's shards of parameters, gradients and states are host memory
     (``offloaded_bytes``, outside every device figure) and the optimizer step runs on the host
-    (``optimizers.py``).
+    (``step.py``).
 
     Choices that make the meta step the step a CUDA run would take:
 

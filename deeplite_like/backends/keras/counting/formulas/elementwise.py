@@ -37,7 +37,7 @@ Dropout and noise layers:
 """
 from __future__ import annotations
 
-import deeplite_like.backends.keras.counting.formulas.conventions as c
+import deeplite_like.backends.keras.counting.formulas._common as c
 from ..registry import Cost, LayerCall, LayerFormula, register_free_layer, register_layer_formula
 from ._common import activation_cost, float_elements, named, per_output_element
 

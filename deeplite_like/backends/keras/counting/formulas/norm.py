@@ -4,7 +4,7 @@ Each layer's count is in its formula's docstring.
 """
 from __future__ import annotations
 
-import deeplite_like.backends.keras.counting.formulas.conventions as c
+import deeplite_like.backends.keras.counting.formulas._common as c
 from ..registry import Cost, LayerCall, register_layer_formula
 from ._common import axes_of, float_elements, prod
 

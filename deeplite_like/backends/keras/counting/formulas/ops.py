@@ -13,11 +13,11 @@ Costs follow the torch backend's elementwise, activation, matmul and reduction f
 
 Eager code in a subclassed model's or custom layer's ``call`` runs these functions directly
 (no operation object is created): it is priced op by op from the framework's own operators
-(``engine.own_ops``, ``formulas/tf_ops.py`` on TensorFlow, the torch formula table on torch).
+(``engine.own_ops``, ``counting/tf_ops.py`` on TensorFlow, the torch formula table on torch).
 """
 from __future__ import annotations
 
-import deeplite_like.backends.keras.counting.formulas.conventions as c
+import deeplite_like.backends.keras.counting.formulas._common as c
 from ..registry import Cost, LayerCall, register_free_layer, register_layer_formula
 from ._common import ACTIVATIONS, einsum_cost, float_elements, named, per_output_element
 

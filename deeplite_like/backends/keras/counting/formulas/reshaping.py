@@ -40,7 +40,7 @@ Preprocessing, augmentation, spectrogram and wrapper layers:
 """
 from __future__ import annotations
 
-import deeplite_like.backends.keras.counting.formulas.conventions as c
+import deeplite_like.backends.keras.counting.formulas._common as c
 from ..registry import Cost, LayerCall, register_free_layer, register_layer_formula, register_op_level_layer
 from ._common import float_elements, per_output_element
 

@@ -9,7 +9,7 @@ Convolutional LSTMs:
 """
 from __future__ import annotations
 
-import deeplite_like.backends.keras.counting.formulas.conventions as c
+import deeplite_like.backends.keras.counting.formulas._common as c
 from ..registry import Cost, FREE, LayerCall, OP_MARKS, TensorSpec, lookup, register_layer_formula
 from ._common import activation_flops, float_elements, named, prod
 

@@ -4,42 +4,35 @@ Importing this package registers every formula (``registry.register_formula``) a
 op known to be free (``registry.register_free``). Each formula's one-line docstring states
 its cost; each module's docstring states the family's conventions:
 
-    matmul       mm, addmm, bmm, baddbmm, mv, dot, linear, einsum, nn.Bilinear
-    conv         convolutions of rank 1-3: grouped, depthwise, dilated, transposed; backward
+    conv         sliding windows of rank 1-3: convolutions (grouped, depthwise, dilated,
+                 transposed), max / avg / adaptive pools; backward
     attention    scaled-dot-product kernels, fused MultiheadAttention / TransformerEncoderLayer
     rnn          fused recurrent layers (oneDNN LSTM, cuDNN RNNs, CUDA fused cells)
-    elementwise  arithmetic per output element, dropout
-    activation   activations and their backward; softmax, log-softmax and backward
-    norm         batch / layer / group / instance / RMS norm and backward
-    pooling      max / avg / adaptive pools of rank 1-3 and backward
-    reduction    sum, mean, var, std, max, norms, ...
-    interpolate  upsample (nearest is free), grid_sample, affine_grid
-    indexing     embedding bags, scatter-adds, embedding backward
-    loss         loss functions and their backward
+    elementwise  arithmetic per output element, dropout; activations, softmax, log-softmax and
+                 their backward
+    reduction    sum, mean, var, std, max, vector norms, ...; batch / layer / group / instance /
+                 RMS norm and backward
+    indexing     free: views, copies, casts, indexing, creation, comparisons (0 FLOPs); with
+                 arithmetic: embedding bags, scatter-adds, embedding backward
+    training     loss functions and their backward; optimizer kernels (_foreach_*, fused)
     quantized    quantized:: kernels (static and dynamic), priced as their float twins
-    linalg       decompositions, solves, inverses: LAPACK / Golub & Van Loan counts; FFTs
+    linalg       mm, addmm, bmm, baddbmm, mv, dot, linear, einsum, nn.Bilinear; decompositions,
+                 solves, inverses: LAPACK / Golub & Van Loan counts; FFTs
                  (_fft_r2c / _fft_c2r / _fft_c2c): 5 N log2 N per complex transform, half for real
-    vision       torchvision::nms, torchvision::roi_align (by name: torchvision need not be loaded)
-    free         views, copies, casts, indexing, creation, comparisons: 0 FLOPs
+    vision       upsample (nearest is free), grid_sample, affine_grid; torchvision::nms,
+                 torchvision::roi_align (by name: torchvision need not be loaded)
 """
 from __future__ import annotations
 
 from . import (  # noqa: F401  (imported for their registrations)
-    activation,
     attention,
     conv,
     elementwise,
-    free,
     indexing,
-    interpolate,
     linalg,
-    loss,
-    matmul,
-    norm,
-    optim,
-    pooling,
     quantized,
     reduction,
     rnn,
+    training,
     vision,
 )

@@ -15,10 +15,10 @@ import torch
 
 from ..registry import Cost, CountOptions, Formula, OpCall, register_formula
 from ._common import aten, bind, ops, prod, shape
-from .activation import GELU, RELU
-from .matmul import linear_cost
-from .norm import normalisation_cost
-from .activation import SOFTMAX, SOFTMAX_BACKWARD
+from .elementwise import GELU, RELU
+from .linalg import linear_cost
+from .reduction import normalisation_cost
+from .elementwise import SOFTMAX, SOFTMAX_BACKWARD
 
 
 def _dims(query, key, value) -> tuple[int, int, int, int, int, int]:

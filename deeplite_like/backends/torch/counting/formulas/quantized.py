@@ -20,9 +20,8 @@ import torch
 
 from ..registry import Cost, OpCall, register_formula, register_free
 from ._common import MISSING, numel, ops, prod, shape
-from .activation import CELU, HARDSWISH, HARDTANH, LEAKY_RELU, RELU, SIGMOID
-from .norm import _running_stats_cost, normalisation_cost
-from .activation import SOFTMAX
+from .elementwise import CELU, HARDSWISH, HARDTANH, LEAKY_RELU, RELU, SIGMOID, SOFTMAX
+from .reduction import _running_stats_cost, normalisation_cost
 
 quantized = torch.ops.quantized
 
@@ -38,7 +37,7 @@ def _q(*names: str) -> list[Any]:
         add, mul [_relu], _scalar    1 FLOP per output element (+1 relu)
         matmul                       as ``aten.matmul``: out * k MACs
         cat                          free (``cat_relu``: 1 FLOP per output element)
-        activations, softmax, norms  the float formula's FLOPs per element (``activation.py``, ...)
+        activations, softmax, norms  the float formula's FLOPs per element (``elementwise.py``, ...)
     """
     found = []
     for name in names:
