@@ -89,6 +89,11 @@ def test_network_status_on_jax_measures_memory_and_time(report):
     assert report["memory"]["method"] == "XLA buffer assignment (compiled.memory_analysis)"
     # footprint = parameters 92 + peak 72
     assert report["keys"]["memory_footprint"][0] == 164
+    # XLA's own sizes: arguments = parameter bytes 92 + input bytes 32 = 124 exactly; output 16; temp 24; no
+    # aliasing; generated code 0 on the CPU client (the compiled code is not a device buffer there)
+    sizes = report["memory"]["program_bytes"]
+    assert (sizes["argument"], sizes["output"], sizes["temp"], sizes["alias"]) == (92 + 32, 16, 24, 0)
+    assert sizes["generated_code"] >= 0
     # timed through jax.jit; the first call (the compilation) is a warm-up
     assert report["timing"]["compiled"] == "jax.jit" and report["timing"]["warmup_forwards"] >= 1
     assert report["untouched"]

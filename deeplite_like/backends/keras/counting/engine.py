@@ -434,13 +434,16 @@ class MemoryStats(ActivationMemory):
 
     ``method`` says how it was measured (``GRAPH_SIMULATION`` on TensorFlow). ``constant_bytes``:
     graph constants (excluded). ``opaque_ops``: ops running nested functions, whose internals are
-    not seen. ``unsized``: ops whose output shape was not static (counted 0).
+    not seen. ``unsized``: ops whose output shape was not static (counted 0). ``program_bytes`` (JAX):
+    the compiled program's own sizes, ``compiled.memory_analysis()`` as XLA reports them (``argument``:
+    parameters + inputs, ``output``, ``alias``, ``temp``, ``generated_code``, ``peak`` when XLA gives it).
     """
 
     method: str
     constant_bytes: int = 0
     opaque_ops: tuple[str, ...] = ()
     unsized: tuple[str, ...] = ()
+    program_bytes: tuple[tuple[str, int], ...] = ()
     timeline: tuple[tuple[str, int], ...] = field(default=(), repr=False)
 
 
