@@ -56,6 +56,19 @@ with warnings.catch_warnings(record=True) as caught:
     warnings.simplefilter("always")
     scale = count_ops(keras.Sequential([keras.Input((4,)), Scale(name="scale")]), (2, 4))
 report["scale"] = [scale.macs, scale.flops, scale.untracked, scale.by_module["scale"].flops, len(caught)]
+class Spectrum(L.Layer):  # its own FFT: a primitive with no price
+    def call(self, x):
+        real, imag = keras.ops.fft((x, keras.ops.zeros_like(x)))
+        return real + imag
+
+
+hidden = keras.Sequential([keras.Input((8,)), Spectrum(name="spectrum")])
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore")
+    hidden_status = KerasProfiler.from_inputs(hidden, np.ones((2, 8), "float32")).compute_network_status(
+        batch_size=2)
+report["hidden"] = [line for line in str(hidden_status).splitlines() if "FLOPs" in line or "MACs" in line]
+report["hidden_untracked"] = count_ops(hidden, (2, 8), warn_untracked=False).untracked
 try:
     count_ops(Branchy(name="branchy"), (2, 4))
 except Exception as exc:
@@ -119,3 +132,11 @@ def test_a_model_jax_cannot_trace_raises_a_forward_error_naming_the_tracer(repor
     # the layer's call takes no `training`: the trace fails on the Python `float()`, not on the argument
     assert message.startswith("tracing Branchy 'branchy' with jax.make_jaxpr failed: ConcretizationTypeError")
     assert "must be traceable (keras.ops.cond" in message and "KERAS_BACKEND=tensorflow or torch" in message
+
+
+@pytest.mark.slow
+def test_arithmetic_no_price_covers_is_named_and_its_totals_marked_at_least(report):
+    # the layer's own fft has no price: named in untracked by primitive (1 call), and the status table's
+    # MACs / FLOPs show ">=" (the add real + imag, 16 FLOPs, is counted)
+    assert report["hidden_untracked"] == {"jax.fft": 1}
+    assert report["hidden"] and all(">=" in line for line in report["hidden"]), report["hidden"]

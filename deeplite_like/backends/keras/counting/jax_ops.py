@@ -36,7 +36,7 @@ FREE = frozenset("""
     eq ne lt gt le ge and or not xor shift_left shift_right_logical shift_right_arithmetic population_count
     is_finite sort top_k reduce_precision random_bits random_seed random_wrap random_unwrap random_fold_in random_split
     threefry2x32 bitcast_convert_type device_put split optimization_barrier reduce_and reduce_or
-    sharding_constraint mesh_cast
+    sharding_constraint mesh_cast complex real imag
 """.split())
 #: sub-program parameters walked once, per primitive
 _CALLS = {"pjit": "jaxpr", "jit": "jaxpr", "closed_call": "call_jaxpr", "core_call": "call_jaxpr",
