@@ -56,6 +56,19 @@ with warnings.catch_warnings(record=True) as caught:
     warnings.simplefilter("always")
     scale = count_ops(keras.Sequential([keras.Input((4,)), Scale(name="scale")]), (2, 4))
 report["scale"] = [scale.macs, scale.flops, scale.untracked, scale.by_module["scale"].flops, len(caught)]
+class Spectrum(L.Layer):  # its own FFT: a primitive with no price
+    def call(self, x):
+        real, imag = keras.ops.fft((x, keras.ops.zeros_like(x)))
+        return real + imag
+
+
+hidden = keras.Sequential([keras.Input((8,)), Spectrum(name="spectrum")])
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore")
+    hidden_status = KerasProfiler.from_inputs(hidden, np.ones((2, 8), "float32")).compute_network_status(
+        batch_size=2)
+report["hidden"] = [line for line in str(hidden_status).splitlines() if "FLOPs" in line or "MACs" in line]
+report["hidden_untracked"] = count_ops(hidden, (2, 8), warn_untracked=False).untracked
 try:
     count_ops(Branchy(name="branchy"), (2, 4))
 except Exception as exc:
@@ -89,6 +102,11 @@ def test_network_status_on_jax_measures_memory_and_time(report):
     assert report["memory"]["method"] == "XLA buffer assignment (compiled.memory_analysis)"
     # footprint = parameters 92 + peak 72
     assert report["keys"]["memory_footprint"][0] == 164
+    # XLA's own sizes: arguments = parameter bytes 92 + input bytes 32 = 124 exactly; output 16; temp 24; no
+    # aliasing; generated code 0 on the CPU client (the compiled code is not a device buffer there)
+    sizes = report["memory"]["program_bytes"]
+    assert (sizes["argument"], sizes["output"], sizes["temp"], sizes["alias"]) == (92 + 32, 16, 24, 0)
+    assert sizes["generated_code"] >= 0
     # timed through jax.jit; the first call (the compilation) is a warm-up
     assert report["timing"]["compiled"] == "jax.jit" and report["timing"]["warmup_forwards"] >= 1
     assert report["untouched"]
@@ -114,3 +132,11 @@ def test_a_model_jax_cannot_trace_raises_a_forward_error_naming_the_tracer(repor
     # the layer's call takes no `training`: the trace fails on the Python `float()`, not on the argument
     assert message.startswith("tracing Branchy 'branchy' with jax.make_jaxpr failed: ConcretizationTypeError")
     assert "must be traceable (keras.ops.cond" in message and "KERAS_BACKEND=tensorflow or torch" in message
+
+
+@pytest.mark.slow
+def test_arithmetic_no_price_covers_is_named_and_its_totals_marked_at_least(report):
+    # the layer's own fft has no price: named in untracked by primitive (1 call), and the status table's
+    # MACs / FLOPs show ">=" (the add real + imag, 16 FLOPs, is counted)
+    assert report["hidden_untracked"] == {"jax.fft": 1}
+    assert report["hidden"] and all(">=" in line for line in report["hidden"]), report["hidden"]

@@ -84,5 +84,12 @@ def test_sigmoid_and_softmax_follow_the_torch_conventions():
     # sigmoid: 4 FLOPs per element (neg, exp, add, divide) -> 3 elements: 12
     assert _count(jax.nn.sigmoid, jnp.ones((3,))).flops == 12
     # softmax over rows of 4, 2 rows: max, sub, exp, sum, div = 5 per element -> 40 (torch's softmax
-    # formula), plus jax's guard max(-inf, row max), 1 per row: 2 -> 42 (priced as traced)
-    assert _count(lambda x: jax.nn.softmax(x, axis=-1), jnp.ones((2, 4))).flops == 42
+    # formula); jax's guard max(-inf, row max) is the identity on the row max: free -> 40
+    assert _count(lambda x: jax.nn.softmax(x, axis=-1), jnp.ones((2, 4))).flops == 40
+
+
+def test_arithmetic_on_scalars_alone_is_free_as_on_tensorflow_and_torch():
+    # 1 / sqrt(8.0) on a rank-0 value (a scale computed from a shape): 0, as Keras' TensorFlow and torch
+    # taps price it; the same ops on 3 elements: sqrt 3 + div 3 = 6
+    assert _count(lambda s: 1.0 / jnp.sqrt(s), jnp.float32(8.0)).flops == 0
+    assert _count(lambda x: 1.0 / jnp.sqrt(x), jnp.ones((3,))).flops == 6

@@ -246,7 +246,8 @@ class ComputeMemory(ProfilerFunction):
         return {KerasPeakActivationMemory.NAME: Detailed(peak, {
                     "batch_size": memory.batch_size, "per_sample": peak / memory.batch_size,
                     "input_bytes": memory.input_bytes, "output_bytes": memory.output_bytes,
-                    "peak_at": memory.peak_at, "method": memory.method, "opaque_ops": list(memory.opaque_ops)}),
+                    "peak_at": memory.peak_at, "method": memory.method, "opaque_ops": list(memory.opaque_ops),
+                    **({"program_bytes": dict(memory.program_bytes)} if memory.program_bytes else {})}),
                 MemoryFootprint.NAME: Detailed(footprint, {"batch_size": memory.batch_size,
                                                            "param_bytes": param_bytes,
                                                            "buffer_bytes": buffer_bytes,

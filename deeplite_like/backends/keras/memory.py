@@ -233,6 +233,7 @@ def peak_activation_memory(model: keras.layers.Layer, inputs: Any, training: boo
 
 
 XLA_BUFFERS = "XLA buffer assignment (compiled.memory_analysis)"
+XLA_SIZES = ("argument", "output", "alias", "temp", "generated_code")
 
 
 def _jax_peak(model: keras.layers.Layer, inputs: Any, training: bool, batch_size: int) -> MemoryStats:
@@ -243,6 +244,8 @@ def _jax_peak(model: keras.layers.Layer, inputs: Any, training: bool, batch_size
     temporaries to one allocation sized for those live at once, so inputs + temporaries + outputs
     is the program's activation memory at its peak, parameters left out as on the other backends.
     No operator is named: XLA reports no per-instruction peak (``peak_op`` is the program).
+    Every size XLA reports is kept in ``program_bytes`` (``argument`` = parameters + inputs exactly,
+    ``generated_code``: the compiled code itself, 0 on XLA's CPU client).
     """
     _ensure_built(model, inputs, training)
     import jax
@@ -253,6 +256,10 @@ def _jax_peak(model: keras.layers.Layer, inputs: Any, training: bool, batch_size
     input_bytes = sum(int(leaf.nbytes) for leaf in jax.tree_util.tree_leaves(arguments[2]))
     temp, output = int(analysis.temp_size_in_bytes), int(analysis.output_size_in_bytes)
     peak = input_bytes + temp + output
+    sizes = tuple((name, int(getattr(analysis, f"{name}_size_in_bytes"))) for name in XLA_SIZES)
+    if getattr(analysis, "peak_memory_in_bytes", None) is not None:  # absent from older jaxlib
+        sizes += (("peak", int(analysis.peak_memory_in_bytes)),)
     return MemoryStats(peak_bytes=peak, input_bytes=input_bytes, output_bytes=output, end_bytes=input_bytes + output,
                        allocated_bytes=temp + output, batch_size=batch_size, per_sample_peak_bytes=peak / batch_size,
-                       peak_op="the XLA program", peak_module=model.name, method=XLA_BUFFERS)
+                       peak_op="the XLA program", peak_module=model.name, method=XLA_BUFFERS,
+                       program_bytes=sizes)

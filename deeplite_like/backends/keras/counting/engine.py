@@ -59,11 +59,12 @@ def count_ops(model: Any, inputs_or_shape: Any, *, batch_size: int | None = None
     a formula, is *untracked* (by op name): counted as 0, listed in ``OpCount.untracked`` and
     warned about once (``UntrackedLayerWarning``) unless ``warn_untracked=False``.
 
-    On Keras' JAX backend the counts come from the program JAX traces instead
-    (``jax_ops.count_traced``: ``jax.make_jaxpr`` of the model's ``stateless_call``, no
-    compilation): every primitive is priced (``jax.dot_general``...), ``scan`` bodies once per
-    step, and attributed to its innermost layer by JAX's name stack; ``by_operator`` and
-    ``module_ops`` are keyed by primitive, unknown primitives are untracked by name.
+    On Keras' JAX backend, which has no operator hook, the operators a layer runs itself are read
+    from the program JAX traces (``jax_ops.trace_program``: ``jax.make_jaxpr`` of the model's
+    ``stateless_call``, no compilation): each primitive attributed to its innermost layer by JAX's
+    name stack, priced (``jax.dot_general``...), ``scan`` bodies once per step; layers with a
+    formula are priced by it, as on the other backends (once per step inside a ``scan``), so the
+    three backends give the same counts; unknown primitives are untracked by name.
 
     ``method='graph'`` (TensorFlow backend only): TensorFlow's profiler counts the float ops of
     the model's traced graph at this batch size (``tf_ops.count_graph``): totals and
@@ -134,31 +135,47 @@ def observe(model: Any, inputs: Any, batch: int | None, *, training: bool, causa
     handler = on_failure or (lambda exc, rec: _forward_error(model, exc, rec))
     recorder = run_recorded(model, inputs, training=bool(training), on_failure=handler, tap_ops=True,
                             memory_batch=batch or 1 if memory else None)
+    own, repeats, untracked = recorder.own_ops, None, {}
+    if import_keras().config.backend() == "jax":  # own arithmetic read from the traced program
+        own, repeats, untracked = _traced_ops(model, inputs, training, recorder)
     result = price(recorder.records, CountOptions(training=bool(training), causal_half=bool(causal_half)),
-                   recorder.own_ops)
+                   own, repeats)
+    for name, calls in untracked.items():
+        result.untracked[name] = result.untracked.get(name, 0) + calls
     roll_up_containers(result.by_module, parent_names(name for name, _ in named_layers(model)))
-    if import_keras().config.backend() == "jax":  # counted from the traced program, per primitive
-        result = _count_traced(model, inputs, training, result)
     result.batch_size = batch
     return Observation(recorder, result, recorder.memory)
 
 
-def _count_traced(model: Any, inputs: Any, training: bool, recorded: OpCount) -> OpCount:
-    """Keras on JAX: the counts of the program ``jax.make_jaxpr`` traces (``jax_ops``), with the
-    recorded forward's call counts per layer."""
-    from .jax_ops import count_traced
+def _traced_ops(model: Any, inputs: Any, training: bool,
+                recorder: LayerRecorder) -> tuple[OpTap, dict[int, int], dict[str, int]]:
+    """Keras on JAX, where no operator hook exists: the program ``jax.make_jaxpr`` traces (``jax_ops``)
+    stands in for one. Returns the own-operator tap ``price`` reads (a layer's own primitives, filed
+    under the first recorded call of its path), each record's repeats (a layer inside an ``ops.scan``
+    runs once per step but is recorded once) and what is untracked beyond single primitives (a
+    ``while`` with an unproven trip count)."""
+    from .jax_ops import UNKNOWN_WHILE, trace_program
 
     try:
-        result = count_traced(model, inputs, training=bool(training), paths=[name for name, _ in named_layers(model)])
+        traced = trace_program(model, inputs, training=bool(training),
+                               paths=[name for name, _ in named_layers(model)])
     except Exception as exc:
         raise ForwardError(f"tracing {type(model).__name__} {getattr(model, 'name', '')!r} with jax.make_jaxpr "
                            f"failed: {keras_message(exc)}. On Keras' JAX backend the counts come from the traced "
                            "program: the model's call must be traceable (keras.ops.cond / ops.fori_loop instead of "
                            "a Python `if` or loop on a tensor's value); or count it with KERAS_BACKEND=tensorflow "
                            "or torch") from exc
-    for path, stats in recorded.by_module.items():
-        result.by_module.setdefault(path, OpStats()).calls = stats.calls
-    return result
+    tap, seen = OpTap(recorder), set()
+    for record in recorder.records:
+        if record.path not in seen:
+            seen.add(record.path)
+            if record.path in traced.own:
+                tap.costs[record.index] = traced.own[record.path]
+            if record.path in traced.unknown:
+                tap.unknown[record.index] = traced.unknown[record.path]
+    repeats = {record.index: traced.repeats(record.path) for record in recorder.records}
+    untracked = {UNKNOWN_WHILE: traced.untracked[UNKNOWN_WHILE]} if UNKNOWN_WHILE in traced.untracked else {}
+    return tap, repeats, untracked
 
 
 def warn_if_untracked(result: OpCount, stacklevel: int = 1) -> None:
@@ -257,7 +274,8 @@ def operator_name(obj: Any, entry: Entry | None) -> str:
     return name if is_keras_layer(obj) else f"ops.{name}"
 
 
-def price(records: list[CallRecord], options: CountOptions, own_ops: OpTap | None = None) -> OpCount:
+def price(records: list[CallRecord], options: CountOptions, own_ops: OpTap | None = None,
+          repeats: dict[int, int] | None = None) -> OpCount:
     """An ``OpCount`` from the records of one forward pass. For each record, in call order:
 
     * a call that did not finish (it raised; a profile may have caught it) and the calls inside
@@ -279,6 +297,8 @@ def price(records: list[CallRecord], options: CountOptions, own_ops: OpTap | Non
     * otherwise: untracked (counted as 0, listed by class name).
 
     ``own_ops``: the operators each call ran itself (``run_recorded(..., tap_ops=True)``).
+    ``repeats``: record index -> how many times that call runs per forward (Keras on JAX: a layer
+    recorded once inside an ``ops.scan`` of 6 steps runs 6 times); a formula's cost is multiplied.
     """
     result = OpCount()
     by_module, untracked = result.by_module, result.untracked
@@ -316,10 +336,12 @@ def price(records: list[CallRecord], options: CountOptions, own_ops: OpTap | Non
         opaque[i] = entry.opaque
         call = LayerCall(record.layer, record.path, record.args, record.kwargs, record.outputs, options)
         macs, flops = _apply(entry, call, record)
+        times = repeats.get(i, 1) if repeats else 1
+        macs, flops = macs * times, flops * times
         for part in call.untracked_parts:
             untracked[part] = untracked.get(part, 0) + 1
-        _add(result, chain, record.path, operator_name(record.layer, entry), macs, flops, 1)
-        total.add(macs, flops, 1)
+        _add(result, chain, record.path, operator_name(record.layer, entry), macs, flops, times)
+        total.add(macs, flops, times)
 
     result.macs, result.flops = total.macs, total.flops
     return result
@@ -380,7 +402,7 @@ def own_ops(recorder: LayerRecorder, backend: str, ledger: Any = None) -> Iterat
         formula table (``aten.bmm``...).
     JAX
         No operator hook: ``own_ops`` returns ``None``; ``observe`` replaces the recorded counts
-        with those of the traced program (``jax_ops.count_traced``).
+        with the traced program's own operators (``jax_ops.trace_program``).
 
     ``ledger`` (torch only): a storage ledger told of every op's outputs (``TorchForwardMemory``).
     """
@@ -402,7 +424,10 @@ def _tf_tap(tap: OpTap) -> Iterator[OpTap]:
         if graph is not None:  # an op added to a graph being traced, not run
             return None
         name = op_type.decode() if isinstance(op_type, bytes) else str(op_type)
-        tap.add(f"tf.{name}", tf_op_cost(name, tuple(inputs or ()), attrs, tuple(outputs or ())))
+        cost = tf_op_cost(name, tuple(inputs or ()), attrs, tuple(outputs or ()))
+        if cost is not None and outputs and all(len(t.shape) == 0 for t in (*(inputs or ()), *outputs)):
+            cost = (0, 0)  # scalars alone (a scale from a shape): JAX and torch compute them in Python
+        tap.add(f"tf.{name}", cost)
         return None
 
     op_callbacks.add_op_callback(on_op)
@@ -433,13 +458,16 @@ class MemoryStats(ActivationMemory):
 
     ``method`` says how it was measured (``GRAPH_SIMULATION`` on TensorFlow). ``constant_bytes``:
     graph constants (excluded). ``opaque_ops``: ops running nested functions, whose internals are
-    not seen. ``unsized``: ops whose output shape was not static (counted 0).
+    not seen. ``unsized``: ops whose output shape was not static (counted 0). ``program_bytes`` (JAX):
+    the compiled program's own sizes, ``compiled.memory_analysis()`` as XLA reports them (``argument``:
+    parameters + inputs, ``output``, ``alias``, ``temp``, ``generated_code``, ``peak`` when XLA gives it).
     """
 
     method: str
     constant_bytes: int = 0
     opaque_ops: tuple[str, ...] = ()
     unsized: tuple[str, ...] = ()
+    program_bytes: tuple[tuple[str, int], ...] = ()
     timeline: tuple[tuple[str, int], ...] = field(default=(), repr=False)
 
 

@@ -16,9 +16,9 @@ from typing import Any
 import jax
 import numpy as np
 
-from deeplite_like.results import OpCount, OpStats, parent_names
+from deeplite_like.results import OpCount, OpStats
 
-__all__ = ["count_jaxpr", "count_traced", "primitive_cost"]
+__all__ = ["TracedProgram", "count_jaxpr", "primitive_cost", "trace_program"]
 
 _ELEMENTWISE = frozenset("""
     add sub mul div rem max min neg abs sign exp exp2 log log1p expm1 tanh sqrt rsqrt cbrt
@@ -36,7 +36,7 @@ FREE = frozenset("""
     eq ne lt gt le ge and or not xor shift_left shift_right_logical shift_right_arithmetic population_count
     is_finite sort top_k reduce_precision random_bits random_seed random_wrap random_unwrap random_fold_in random_split
     threefry2x32 bitcast_convert_type device_put split optimization_barrier reduce_and reduce_or
-    sharding_constraint mesh_cast
+    sharding_constraint mesh_cast complex real imag
 """.split())
 #: sub-program parameters walked once, per primitive
 _CALLS = {"pjit": "jaxpr", "jit": "jaxpr", "closed_call": "call_jaxpr", "core_call": "call_jaxpr",
@@ -51,6 +51,24 @@ def _numel(aval: Any) -> int:
 
 def _is_float(aval: Any) -> bool:
     return np.issubdtype(getattr(aval, "dtype", np.int32), np.inexact)
+
+
+def _is_infinite_bound(eqn: Any) -> bool:
+    """``max(-inf, x)`` / ``min(inf, x)``: the identity a reduction's ``initial=-inf`` leaves behind
+    (``jax.nn.softmax``'s row max), free as TensorFlow's and torch's softmax have no such step."""
+    if eqn.primitive.name not in ("max", "min"):
+        return False
+    for var in eqn.invars:
+        value = getattr(var, "val", None)
+        if value is not None and np.ndim(value) == 0 and np.isinf(value):
+            return True
+    return False
+
+
+def _scalars_alone(eqn: Any) -> bool:
+    """Arithmetic on scalars alone (a scale computed from a shape) is free on the three Keras backends:
+    TensorFlow runs it as ops, JAX and torch mostly in Python (engine._tf_tap)."""
+    return all(not getattr(var.aval, "shape", ()) for var in (*eqn.invars, *eqn.outvars))
 
 
 def primitive_cost(eqn: Any) -> tuple[int, int] | None:
@@ -74,7 +92,7 @@ def primitive_cost(eqn: Any) -> tuple[int, int] | None:
             macs = _numel(out) * rhs.shape[rhs_spec[1]] * kernel  # rhs in-features are C_in / groups already
         return macs, 2 * macs
     if name in _ELEMENTWISE or name in _TWO_BOUNDS:
-        if out is None or not _is_float(out):
+        if out is None or not _is_float(out) or _is_infinite_bound(eqn) or _scalars_alone(eqn):
             return 0, 0  # integer index arithmetic, loop counters
         return 0, _numel(out) * (2 if name in _TWO_BOUNDS else 1)
     if name == "logistic":
@@ -97,6 +115,8 @@ class _Sink:
         self.paths, self.root_name = paths, root_name
         self.result = OpCount()
         self._where: dict[str, str] = {}
+        self.repeats: dict[str, int] = {}  # path -> the fewest times an equation of its runs (its calls)
+        self.unknown: dict[str, dict[str, int]] = {}  # path -> unpriced primitive -> calls
 
     def path_of(self, stack: str) -> str:
         """The innermost known layer path in a name stack (``att/dense`` -> ``att.dense``)."""
@@ -111,13 +131,15 @@ class _Sink:
         return self._where[stack]
 
     def add(self, stack: str, name: str, cost: tuple[int, int] | None, times: int) -> None:
+        path = self.path_of(stack)
         if cost is None:
             self.result.untracked[f"jax.{name}"] = self.result.untracked.get(f"jax.{name}", 0) + times
+            unknown = self.unknown.setdefault(path, {})
+            unknown[f"jax.{name}"] = unknown.get(f"jax.{name}", 0) + times
             return
         macs, flops = cost[0] * times, cost[1] * times
         if macs == 0 and flops == 0:
             return
-        path = self.path_of(stack)
         self.result.macs += macs
         self.result.flops += flops
         self.result.by_module.setdefault(path, OpStats()).add(macs, flops, 0)
@@ -157,6 +179,8 @@ def _walk(jaxpr: Any, sink: _Sink, prefix: str, times: int) -> None:
         own = str(eqn.source_info.name_stack)
         stack = "/".join(p for p in (prefix, own) if p)
         name = eqn.primitive.name
+        path = sink.path_of(stack)
+        sink.repeats[path] = min(sink.repeats.get(path, times), times)
         if name in _CALLS and _CALLS[name] in eqn.params:
             _walk(_jaxpr(eqn.params[_CALLS[name]]), sink, stack, times)
         elif name == "scan":
@@ -188,9 +212,13 @@ def count_jaxpr(jaxpr: Any, paths: set[str] | frozenset[str] = frozenset(), root
     otherwise once, named ``jax.while (trip count unknown, counted once)`` in ``untracked``; a
     ``cond`` its costliest branch (by FLOPs), an upper bound.
     """
+    return _walked(jaxpr, paths, root_name).result
+
+
+def _walked(jaxpr: Any, paths: set[str] | frozenset[str], root_name: str) -> _Sink:
     sink = _Sink(set(paths), root_name)
     _walk(_jaxpr(jaxpr), sink, "", 1)
-    return sink.result
+    return sink
 
 
 def _takes_training(call: Any) -> bool:
@@ -198,11 +226,33 @@ def _takes_training(call: Any) -> bool:
     return any(p.name == "training" or p.kind is inspect.Parameter.VAR_KEYWORD for p in params)
 
 
-def count_traced(model: Any, inputs: Any, *, training: bool, paths: list[str]) -> OpCount:
-    """Trace ``model.stateless_call`` with ``jax.make_jaxpr`` (no compilation, no run) and count it.
+class TracedProgram:
+    """The priced program of one model call: each layer's *own* arithmetic, by dotted path.
 
-    ``by_module`` is nested (a parent includes its children and its own arithmetic).
+    ``own[path]``: primitive -> ``OpStats`` of the equations whose innermost layer is ``path``;
+    ``unknown[path]``: unpriced primitives -> calls; ``untracked``: every unknown, and a ``while``
+    whose trip count is not proven. ``repeats(path)``: how many times the layer runs per call of the
+    model (a layer inside an ``ops.scan`` of 6 steps: 6; an LSTM, whose own scan is inside it: 1).
     """
+
+    def __init__(self, sink: _Sink) -> None:
+        self.own = sink.result.module_ops
+        self.unknown = sink.unknown
+        self.untracked = sink.result.untracked
+        self._repeats = sink.repeats
+
+    def repeats(self, path: str) -> int:
+        """How many times a call of ``path`` runs: the fewest times an equation of it or of a layer inside
+        it runs (a ``scan`` equation runs as often as the call that holds it; its body more). 1 when
+        none ran; a layer called both inside and outside a ``scan`` counts once per recorded call."""
+        if not path:
+            return 1
+        inside = [times for where, times in self._repeats.items() if where == path or where.startswith(path + ".")]
+        return min(inside, default=1)
+
+
+def trace_program(model: Any, inputs: Any, *, training: bool, paths: list[str]) -> TracedProgram:
+    """Trace ``model.stateless_call`` with ``jax.make_jaxpr`` (no compilation, no run) and price it."""
     trainable = [v.value for v in model.trainable_variables]
     non_trainable = [v.value for v in model.non_trainable_variables]
 
@@ -213,14 +263,4 @@ def count_traced(model: Any, inputs: Any, *, training: bool, paths: list[str]) -
         return model.stateless_call(trainable, non_trainable, inputs, **kwargs)[0]
 
     closed = jax.make_jaxpr(call)(trainable, non_trainable, inputs)
-    result = count_jaxpr(closed, set(paths) - {""}, getattr(model, "name", ""))
-    own = result.by_module
-    parents = parent_names(paths)
-    nested: dict[str, OpStats] = {path: OpStats() for path in paths if path in own or path == ""}
-    for path, stats in own.items():
-        node: str | None = path
-        while node is not None:
-            nested.setdefault(node, OpStats()).add(stats.macs, stats.flops, 0)
-            node = parents.get(node, "" if node else None)
-    result.by_module = nested
-    return result
+    return TracedProgram(_walked(closed, set(paths) - {""}, getattr(model, "name", "")))
