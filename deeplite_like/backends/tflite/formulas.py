@@ -14,7 +14,7 @@ the Keras model it was converted from counts:
   requantization) are free, as ONNX's ``QuantizeLinear`` / ``DequantizeLinear``;
 * per-element ops are priced on real-valued outputs only (float, or integer with a scale): the
   int32 shape arithmetic converters emit (``SHAPE`` -> ``STRIDED_SLICE`` -> ``PACK``) is free;
-* data movement is in ``FREE``; an op in neither table (custom ops, control flow, the LSTM ops in
+* data movement is in ``FREE``; an op in neither table (custom ops, the fused LSTM ops in
   this slice) is untracked: ``counting.count_ops`` names it, never a silent zero.
 
 Counting a file: the pass over its operators:
@@ -23,9 +23,11 @@ Counting a file: the pass over its operators:
 
     One pass over the main subgraph's operators in execution order: each op's builtin name finds its
     formula, or marks it free, or untracked (counted 0, listed in ``OpCount.untracked`` and warned about
-    once, by name and count; custom ops are keyed ``CUSTOM:code``). A ``WHILE`` runs its condition and
-    body subgraphs in its place, as many times as its trip count (``trip_count``: the converter's
-    counted loop); one whose trip count the file does not fix counts its body once and says so.
+    once, by name and count; custom ops are keyed ``CUSTOM:code``). Control flow runs its subgraphs in
+    its place (``_run``): a ``WHILE`` its condition and body as many times as its trip count
+    (``trip_count``: the converter's counted loops, Keras' LSTM / GRU included); one whose trip count
+    the file does not fix counts its body once and says so; an ``IF`` the branch a constant condition
+    takes, else the costlier branch, and says so; a ``CALL_ONCE`` its init subgraph once.
 
     Modules come from the scopes of the op's first output tensor's name: the converter names it
     ``lenet5_keras_1/fc1_1/MatMul;lenet5_keras_1/relu3_1/Relu`` (fused ops joined by ``;``); the first
@@ -228,55 +230,47 @@ def _moves(op: OpView, graph: int = 0) -> tuple[list, list, str]:
 
 
 _COMPARISONS = {"LESS": 0, "LESS_EQUAL": 1, "GREATER": 0, "GREATER_EQUAL": 1, "NOT_EQUAL": 0}
-_MAX_DEPTH = 16  # nested WHILE loops entered; deeper is a damaged or adversarial file
+_FLIPPED = {"LESS": "GREATER", "GREATER": "LESS", "LESS_EQUAL": "GREATER_EQUAL", "GREATER_EQUAL": "LESS_EQUAL"}
+#: Control-flow ops -> the options naming the subgraphs they run.
+_CONTROL_FLOW = {"WHILE": ("condSubgraphIndex", "bodySubgraphIndex"), "IF": ("thenSubgraphIndex", "elseSubgraphIndex"),
+                 "CALL_ONCE": ("initSubgraphIndex",)}
+_MAX_DEPTH = 16  # nested control flow entered; deeper is a damaged or adversarial file
 
 
-def trip_count(model: TFLiteModel, op: OpView) -> int | None:
-    """How many times a ``WHILE`` runs its body, when the file fixes it; ``None`` otherwise.
+def _subgraph_option(model: TFLiteModel, op: OpView, name: str) -> int | None:
+    """The subgraph index option ``name`` of a control-flow op, when it names a subgraph other than the main one."""
+    index = op.option(name)
+    return index if isinstance(index, int) and 0 < index < len(model.graphs) else None
 
-    The converter's counted loop (``fori_loop``, ``range``): the condition subgraph is one
-    comparison (``LESS``, ``LESS_EQUAL``, ``GREATER``, ``GREATER_EQUAL``, ``NOT_EQUAL``) of a loop
-    variable with a constant; the loop variable enters the ``WHILE`` as a constant and the body adds
-    a constant step to it (``ADD`` or ``SUB``). Anything else (a data-dependent condition, a bound
-    computed at run time) is not static.
-    """
-    graphs = model.graphs
-    cond_index, body_index = op.option("condSubgraphIndex"), op.option("bodySubgraphIndex")
-    if not (isinstance(cond_index, int) and isinstance(body_index, int)
-            and 0 < cond_index < len(graphs) and 0 < body_index < len(graphs)):
-        return None
-    cond, body = graphs[cond_index], graphs[body_index]
-    if len(cond.ops) != 1 or cond.ops[0].op not in _COMPARISONS or len(cond.ops[0].inputs) != 2:
-        return None
-    compare = cond.ops[0]
+
+def _one_bound(op: OpView, cond: Any, body: Any, compare: OpView) -> int | None:
+    """Trips allowed by one comparison of the condition subgraph: a loop variable against a constant,
+    the variable entering the ``WHILE`` as a constant and stepped by a constant ``ADD`` / ``SUB`` in the body."""
     positions = {t.index: at for at, t in enumerate(cond.inputs)}
-    left, right = compare.inputs
-    if left is None or right is None:
+    if len(compare.inputs) != 2 or None in compare.inputs:
         return None
+    left, right = compare.inputs
     if left.index in positions and right.value is not None and len(right.value) == 1:
-        slot, limit, flipped = positions[left.index], right.value[0], False
+        slot, limit, name = positions[left.index], right.value[0], compare.op
     elif right.index in positions and left.value is not None and len(left.value) == 1:
-        slot, limit, flipped = positions[right.index], left.value[0], True
+        slot, limit, name = positions[right.index], left.value[0], _FLIPPED.get(compare.op, compare.op)
     else:
         return None
     start_tensor = op.inputs[slot] if slot < len(op.inputs) else None
-    if start_tensor is None or start_tensor.value is None or len(start_tensor.value) != 1 or slot >= len(body.inputs):
+    if (start_tensor is None or start_tensor.value is None or len(start_tensor.value) != 1
+            or slot >= len(body.inputs) or slot >= len(body.outputs)):
         return None
     start = start_tensor.value[0]
-    loop_var, result_var = body.inputs[slot].index, body.outputs[slot].index if slot < len(body.outputs) else None
+    loop_var, result_var = body.inputs[slot].index, body.outputs[slot].index
     step = None
     for body_op in body.ops:
         if body_op.op in ("ADD", "SUB") and body_op.outputs and body_op.outputs[0].index == result_var:
-            a, b = body_op.inputs[0], body_op.inputs[1]
+            a, b = (body_op.inputs + (None, None))[:2]
             constant = b if a is not None and a.index == loop_var else a if b is not None and b.index == loop_var else None
             if constant is not None and constant.value is not None and len(constant.value) == 1:
                 step = constant.value[0] if body_op.op == "ADD" else -constant.value[0]
     if not step:
         return None
-    name = compare.op
-    if flipped:  # limit OP var: turn it around
-        name = {"LESS": "GREATER", "GREATER": "LESS", "LESS_EQUAL": "GREATER_EQUAL",
-                "GREATER_EQUAL": "LESS_EQUAL"}.get(name, name)
     inclusive = _COMPARISONS[name]
     if name in ("LESS", "LESS_EQUAL") and step > 0:
         span = limit - start + inclusive
@@ -289,34 +283,90 @@ def trip_count(model: TFLiteModel, op: OpView) -> int | None:
     return max(0, -(-span // abs(step)))
 
 
+def trip_count(model: TFLiteModel, op: OpView) -> int | None:
+    """How many times a ``WHILE`` runs its body, when the file fixes it; ``None`` otherwise.
+
+    The converter's counted loops: the condition subgraph is one comparison (``LESS``,
+    ``LESS_EQUAL``, ``GREATER``, ``GREATER_EQUAL``, ``NOT_EQUAL``) of a loop variable with a
+    constant (``fori_loop``, ``range``), or a ``LOGICAL_AND`` of several (Keras' recurrent layers:
+    ``step < 5 and time < 5``): the trip count is the smallest bound. Each loop variable enters the
+    ``WHILE`` as a constant and the body adds a constant step to it (``ADD`` or ``SUB``). Anything
+    else (a data-dependent condition, a bound computed at run time, a ``LOGICAL_OR``) is not static.
+    """
+    cond_index, body_index = _subgraph_option(model, op, "condSubgraphIndex"), _subgraph_option(model, op, "bodySubgraphIndex")
+    if cond_index is None or body_index is None:
+        return None
+    cond, body = model.graphs[cond_index], model.graphs[body_index]
+    if not cond.ops or len(cond.outputs) != 1 or any(c.op not in _COMPARISONS and c.op != "LOGICAL_AND" for c in cond.ops):
+        return None
+    # a conjunction of every comparison: each op's output is the condition or feeds a LOGICAL_AND
+    and_inputs = {t.index for c in cond.ops if c.op == "LOGICAL_AND" for t in c.inputs if t is not None}
+    if any(not c.outputs or c.outputs[0].index not in and_inputs | {cond.outputs[0].index} for c in cond.ops):
+        return None
+    bounds = [_one_bound(op, cond, body, c) for c in cond.ops if c.op in _COMPARISONS]
+    return None if None in bounds else min(bounds)
+
+
+def _if_branch(model: TFLiteModel, op: OpView) -> int | None:
+    """The subgraph an ``IF`` takes when its condition is a constant in the file; ``None`` otherwise."""
+    flag = op.inputs[0] if op.inputs else None
+    if flag is None or flag.value is None or len(flag.value) != 1:
+        return None
+    return _subgraph_option(model, op, "thenSubgraphIndex" if flag.value[0] else "elseSubgraphIndex")
+
+
+def _note(untracked: dict[str, int], key: str) -> None:
+    untracked[key] = untracked.get(key, 0) + 1
+
+
 def _run(model: TFLiteModel, ops: list[OpView], untracked: dict[str, int], depth: int, graph: int = 0):
-    """``(op, cost, subgraph)`` of every operator that runs, in order: a ``WHILE``'s condition (trip + 1 times) and
-    body (trip times) in its place when its trip count is static (``trip_count``); else the body once,
-    and ``untracked`` names it (``WHILE (trip count not static: body counted once)``)."""
+    """``(op, cost, subgraph)`` of every operator that runs, in order, control flow entered in its place.
+
+    * ``WHILE``: its condition (trip + 1 times) and body (trip times) when the trip count is static
+      (``trip_count``); else the condition and body once, and ``untracked`` says so
+      (``WHILE (trip count not static: body counted once)``: a lower bound).
+    * ``IF``: the branch a constant condition takes; else the costlier branch (by MACs, then FLOPs),
+      and ``untracked`` says so (``IF (condition not static: costlier branch counted)``: an upper bound).
+    * ``CALL_ONCE``: its init subgraph (the variables' initialisation; it runs on the first call), once.
+    * A control-flow op naming no valid subgraph, or nested deeper than 16, is untracked by its name.
+    """
     for op in ops:
-        if op.op == "WHILE" and depth < _MAX_DEPTH and model.graphs:
-            trips = trip_count(model, op)
-            cond, body = op.option("condSubgraphIndex"), op.option("bodySubgraphIndex")
-            if not (isinstance(cond, int) and isinstance(body, int) and 0 < cond < len(model.graphs)
-                    and 0 < body < len(model.graphs)):
-                untracked[op.op] = untracked.get(op.op, 0) + 1
-                yield op, Cost(), graph
-                continue
-            if trips is None:
-                key = "WHILE (trip count not static: body counted once)"
-                untracked[key] = untracked.get(key, 0) + 1
-            yield op, Cost(), graph
-            for _ in range(1 if trips is None else trips):  # as it runs: condition, body, ..., condition
-                yield from _run(model, model.graphs[cond].ops, untracked, depth + 1, cond)
-                yield from _run(model, model.graphs[body].ops, untracked, depth + 1, body)
-            if trips is not None:
-                yield from _run(model, model.graphs[cond].ops, untracked, depth + 1, cond)
+        if op.op not in _CONTROL_FLOW:
+            cost = price(op)
+            if cost is None:
+                _note(untracked, op.op)
+                cost = Cost()
+            yield op, cost, graph
             continue
-        cost = price(op)
-        if cost is None:
-            untracked[op.op] = untracked.get(op.op, 0) + 1
-            cost = Cost()
-        yield op, cost, graph
+        yield op, Cost(), graph
+        targets = [_subgraph_option(model, op, name) for name in _CONTROL_FLOW[op.op]]
+        if None in targets or depth >= _MAX_DEPTH:
+            _note(untracked, op.op)
+            continue
+
+        def enter(index: int):
+            return _run(model, model.graphs[index].ops, untracked, depth + 1, index)
+
+        if op.op == "CALL_ONCE":
+            yield from enter(targets[0])
+        elif op.op == "IF":
+            branch = _if_branch(model, op)
+            if branch is None:
+                runs = {index: list(_run(model, model.graphs[index].ops, {}, depth + 1, index)) for index in targets}
+                costs = {index: (sum(c.macs for _, c, _ in run), sum(c.flops for _, c, _ in run)) for index, run in runs.items()}
+                branch = max(targets, key=lambda index: costs[index])
+                _note(untracked, "IF (condition not static: costlier branch counted)")
+            yield from enter(branch)
+        else:
+            cond, body = targets
+            trips = trip_count(model, op)
+            if trips is None:
+                _note(untracked, "WHILE (trip count not static: body counted once)")
+            for _ in range(1 if trips is None else trips):  # as it runs: condition, body, ..., condition
+                yield from enter(cond)
+                yield from enter(body)
+            if trips is not None:
+                yield from enter(cond)
 
 
 def count_model(model: TFLiteModel, bytes_moved: bool = False) -> OpCount:
@@ -329,7 +379,7 @@ def count_model(model: TFLiteModel, bytes_moved: bool = False) -> OpCount:
     counting = GraphCount(bytes_moved)
     for op, cost, graph in _run(model, model.ops, counting.result.untracked, 0):
         moves = None
-        if bytes_moved and op.op not in (*ALIAS_OPS, "SHAPE", "WHILE"):  # (no data read, or control flow)
+        if bytes_moved and op.op not in (*ALIAS_OPS, "SHAPE", *_CONTROL_FLOW):  # (no data read, or control flow)
             moves = _moves(op, graph)
         counting.add(op.op, module_of(op), cost, moves)
     return counting.finish(t.shape[0] for t in model.inputs if t.shape)

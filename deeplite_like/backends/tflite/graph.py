@@ -71,8 +71,8 @@ class TensorInfo:
         dtype: the ``TensorType`` name (``FLOAT32``, ``INT8``).
         constant: it has data in a buffer (a weight, bias or stored constant).
         scales / zero_points: quantization parameters (per-tensor: one each; per-channel: one per channel).
-        value: the values of a constant integer tensor of at most 16 elements (loop bounds and
-            steps, which a ``WHILE``'s trip count is read from), else ``None``.
+        value: the values of a constant integer or boolean tensor of at most 16 elements (loop bounds
+            and steps, which a ``WHILE``'s trip count is read from; an ``IF``'s fixed condition), else ``None``.
     """
 
     index: int
@@ -208,11 +208,11 @@ def load_model(model: Any) -> TFLiteModel:
     return info
 
 
-_SMALL_INTS = {"INT32": "<i4", "INT64": "<i8", "INT16": "<i2", "INT8": "<i1", "UINT8": "<u1"}
+_SMALL_INTS = {"INT32": "<i4", "INT64": "<i8", "INT16": "<i2", "INT8": "<i1", "UINT8": "<u1", "BOOL": "|b1"}
 
 
 def _small_value(dtype: str, shape: tuple[int, ...], buffer: Any) -> tuple | None:
-    """The values of a small integer constant (at most 16 elements), read from its buffer."""
+    """The values of a small integer or boolean constant (at most 16 elements), read from its buffer."""
     if dtype not in _SMALL_INTS or math.prod(shape) > 16 or buffer is None or buffer.data is None:
         return None
     import numpy as np
