@@ -69,10 +69,13 @@ def build(name):
         return seq((2, 5, 8), L.Softmax()), (2, 5, 8)
     if name == "ops_softmax":
         return seq((2, 5, 8), L.Lambda(lambda t: ops.softmax(t))), (2, 5, 8)
+    if name == "residual":  # a functional model's operation node (h + x) next to layers
+        x = keras.Input((4,))
+        return keras.Model(x, L.ReLU()(L.Dense(4)(x) + x)), (1, 4)
     raise KeyError(name)
 
 
-CASES = ("fused", "fused_causal", "fused_bias", "explicit", "mha", "layer_norm", "rms_norm", "batch_norm",
+CASES = ("residual", "fused", "fused_causal", "fused_bias", "explicit", "mha", "layer_norm", "rms_norm", "batch_norm",
          "gelu_dense", "softmax", "ops_softmax")
 """
 
@@ -117,6 +120,9 @@ EXPECTED = {
     # 5 per element, 5*80 = 400 (jax.nn.softmax's max(-inf, row max) guard is free)
     "softmax": (0, 400),
     "ops_softmax": (0, 400),
+    # Dense 4 -> 4 on batch 1: 16 MACs, 32 + 4 bias; the residual add 4; ReLU 4 -> 44 (on JAX the add runs
+    # in no layer's name scope: priced once, not also as the root's own arithmetic)
+    "residual": (16, 44),
 }
 
 

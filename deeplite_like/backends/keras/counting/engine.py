@@ -152,7 +152,7 @@ def _traced_ops(model: Any, inputs: Any, training: bool,
     """Keras on JAX, where no operator hook exists: the program ``jax.make_jaxpr`` traces (``jax_ops``)
     stands in for one. Returns the own-operator tap ``price`` reads (a layer's own primitives, filed
     under the first recorded call of its path), each record's repeats (a layer inside an ``ops.scan``
-    runs once per step but is recorded once) and what is untracked beyond single primitives (a
+    runs once per step but is recorded once; an operation node 0) and what is untracked beyond single primitives (a
     ``while`` with an unproven trip count)."""
     from .jax_ops import UNKNOWN_WHILE, trace_program
 
@@ -173,7 +173,11 @@ def _traced_ops(model: Any, inputs: Any, training: bool,
                 tap.costs[record.index] = traced.own[record.path]
             if record.path in traced.unknown:
                 tap.unknown[record.index] = traced.unknown[record.path]
-    repeats = {record.index: traced.repeats(record.path) for record in recorder.records}
+    # an operation node of a functional model (``h + x``: ops.Add) opens no name scope on JAX: its
+    # primitives are the enclosing layer's own, priced there, so its formula counts 0 times here
+    layer_type = import_keras().Layer
+    repeats = {record.index: traced.repeats(record.path) if isinstance(record.layer, layer_type) else 0
+               for record in recorder.records}
     untracked = {UNKNOWN_WHILE: traced.untracked[UNKNOWN_WHILE]} if UNKNOWN_WHILE in traced.untracked else {}
     return tap, repeats, untracked
 
