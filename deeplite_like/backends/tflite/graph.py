@@ -32,8 +32,9 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Mapping
 
 
-__all__ = ["ALIAS_OPS", "DTYPE_BITS", "LifetimeStats", "OpView", "TFLiteModel", "TensorInfo", "feed_arrays",
-           "import_litert", "interpreter", "load_model", "predict", "resize_inputs", "tensor_lifetimes"]
+__all__ = ["ALIAS_OPS", "ArenaStats", "DTYPE_BITS", "LifetimeStats", "OpView", "TFLiteModel", "TensorInfo", "feed_arrays",
+           "import_litert", "interpreter", "interpreter_arena", "load_model", "predict", "resize_inputs",
+           "tensor_lifetimes"]
 
 EXTRA_HINT = "pip install 'deeplite-like[tflite]'"
 
@@ -344,6 +345,63 @@ def resize_inputs(model: Any, shapes: Any) -> TFLiteModel:
     main = graphs[0]
     return TFLiteModel(model.content, model.name, main.tensors, main.ops, main.inputs, main.outputs, model.subgraphs,
                        model.version, graphs)
+
+
+@dataclass(frozen=True)
+class ArenaStats:
+    """The LiteRT interpreter's activation arena, read from where it placed its tensors (bytes).
+
+    ``span``: from the first byte to the last of the tensors in the block that holds the model's first
+    input (tensors 64-byte aligned, as the arena aligns them, and touching); ``scratch``: the largest of
+    the kernels' own temporaries in it (unnamed tensors: a convolution's im2col buffer); ``tensors``:
+    how many tensors the block holds.
+    """
+
+    span: int
+    scratch: int
+    tensors: int
+
+
+def interpreter_arena(model: Any) -> ArenaStats:
+    """The arena a LiteRT interpreter plans for ``model`` (its stored or resized shapes), beside our
+    live-tensor peak (``tensor_lifetimes``). No API reports the arena's size, so it is read from the
+    tensors' buffer addresses after ``allocate_tensors`` (interpreter without XNNPACK, whose packed
+    weights and workspace are its own): every non-constant tensor's interval, grouped into blocks of
+    touching 64-byte-aligned intervals; the block holding the first input is the read-write arena.
+    """
+    from ai_edge_litert.interpreter import Interpreter, OpResolverType
+
+    model = load_model(model)
+    runner = Interpreter(model_content=model.content,
+                         experimental_op_resolver_type=OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES)
+    stored = {t.index: t.shape for t in model.tensors}
+    for detail in runner.get_input_details():
+        if tuple(int(v) for v in detail["shape"]) != stored.get(detail["index"]):
+            runner.resize_tensor_input(detail["index"], list(stored[detail["index"]]), strict=True)
+    runner.allocate_tensors()
+    constant = {t.index for t in model.tensors if t.constant}
+    intervals = []
+    for detail in runner.get_tensor_details():
+        if detail["index"] in constant:
+            continue
+        try:
+            view = runner.tensor(detail["index"])()
+        except ValueError:  # no buffer yet (a dynamic tensor)
+            continue
+        if view.nbytes:
+            start = view.__array_interface__["data"][0]
+            intervals.append((start, start + -(-view.nbytes // 64) * 64, view.nbytes, not detail["name"]))
+    first = runner.get_input_details()[0]["index"]
+    anchor = runner.tensor(first)().__array_interface__["data"][0]
+    blocks: list[list[tuple]] = []
+    for interval in sorted(intervals):
+        if blocks and interval[0] <= max(end for _, end, _, _ in blocks[-1]):
+            blocks[-1].append(interval)
+        else:
+            blocks.append([interval])
+    block = next(b for b in blocks if b[0][0] <= anchor < max(end for _, end, _, _ in b))
+    return ArenaStats(max(start + size for start, _, size, _ in block) - block[0][0],
+                      max((size for _, _, size, unnamed in block if unnamed), default=0), len(block))
 
 
 def _quantization(details: Mapping[str, Any]) -> tuple[float, int] | None:
