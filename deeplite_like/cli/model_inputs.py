@@ -27,7 +27,7 @@ from typing import IO, Any
 from deeplite_like.cli.exit_codes import UsageError
 from deeplite_like.cli.loading import LoadedModel
 from deeplite_like.cli.loading.onnx_files import onnx_inputs
-from deeplite_like.cli.loading.tflite_files import refuse_tflite_inputs
+from deeplite_like.cli.loading.tflite_files import tflite_inputs
 from deeplite_like.cli.loading.preflight import check_input_bytes, shape_bytes
 from deeplite_like.cli.loading.torch_files import require_torch_kind
 from deeplite_like.units import format_bytes
@@ -65,12 +65,14 @@ def parse_shape(text: str) -> tuple[int, ...]:
 def resolve_inputs(loaded: LoadedModel, shapes: list[tuple[int, ...]] | None,
                    inputs_file: str | None) -> tuple[tuple, dict]:
     """The ``(args, kwargs)`` to profile ``loaded`` with: the file, the shapes, or the spec's default."""
+    if loaded.framework in ("onnx", "tflite") and inputs_file is not None:
+        if shapes:
+            raise UsageError("--inputs and --input-shape both given", "give one: the arrays fix the shapes")
+        return _read_inputs(Path(inputs_file), loaded.framework)  # numpy arrays; names checked by the backend
     if loaded.framework == "onnx":
-        if inputs_file is not None:
-            raise UsageError("--inputs is not read for ONNX files yet", "pass --input-shape NAME=SHAPE")
         return onnx_inputs(loaded, shapes or [])
     if loaded.framework == "tflite":
-        return refuse_tflite_inputs(loaded, shapes, inputs_file)
+        return tflite_inputs(loaded, shapes or [])
     if inputs_file is not None:
         return _read_inputs(Path(inputs_file), loaded.framework)
     if any(getattr(shape, "name", None) for shape in shapes or []):

@@ -19,6 +19,7 @@ from deeplite_like.errors import called_as
 from deeplite_like.cli.exit_codes import ProfilingFailed, UsageError
 from deeplite_like.cli.loading import LoadedModel
 from deeplite_like.cli.loading.onnx_files import onnx_profiler_inputs, with_batch
+from deeplite_like.cli.loading.tflite_files import tflite_at
 from deeplite_like.cli.loading.preflight import check_input_bytes, sample_bytes
 from deeplite_like.cli.model_inputs import cast_copy
 from deeplite_like.cli.progress import Progress
@@ -144,10 +145,13 @@ def prepare(loaded: LoadedModel, inputs: tuple[tuple, dict], options: RunOptions
         loaded, inputs = cast_copy(loaded, inputs, options.dtype)
     if loaded.framework == "onnx" and options.batch_size is not None:
         inputs = with_batch(inputs, options.batch_size)
+    if loaded.framework == "tflite":  # the file read at the given shapes / batch (tflite_files.tflite_at)
+        loaded = tflite_at(loaded, inputs, options.batch_size)
     args, kwargs = _place(loaded, inputs, options.device)
     profiler = _profiler(loaded, args, kwargs)
     wanted = _select(profiler, loaded, options)
-    call_kwargs = {"batch_size": options.batch_size, "backward": options.backward,
+    call_kwargs = {"batch_size": options.batch_size if loaded.framework != "tflite" else None,  # (tflite_at did it)
+                   "backward": options.backward,
                    "meta": options.device == "meta", "min_run_time": options.min_run_time,
                    "causal_half": options.causal_half}
     if options.num_threads is not None:  # else each backend's own default (see RunOptions)
@@ -413,10 +417,12 @@ def _profiler(loaded: LoadedModel, args: tuple, kwargs: dict) -> Any:
             from deeplite_like.backends.onnx import OnnxProfiler
 
             return OnnxProfiler(loaded.model, name=loaded.name, inputs=onnx_profiler_inputs((args, kwargs)))
-        if loaded.framework == "tflite":  # the file's stored input shapes (tflite_files.refuse_tflite_inputs)
+        if loaded.framework == "tflite":  # read at its inputs' shapes (tflite_at); a given array feeds the timing
             from deeplite_like.backends.tflite import TFLiteProfiler
 
-            return TFLiteProfiler(loaded.model, name=loaded.name)
+            arrays = [a for a in (*args, *kwargs.values()) if not isinstance(a, tuple)]
+            data = {"test": [arrays[0]]} if len(arrays) == 1 and len(loaded.model.inputs) == 1 else None
+            return TFLiteProfiler(loaded.model, data, name=loaded.name)
         if len(args) == 1 and not kwargs:
             return profiler_for(loaded.model, {"test": [args[0]]}, name=loaded.name)
         return profiler_for(loaded.model, {"test": [Inputs(args, kwargs)]}, name=loaded.name,

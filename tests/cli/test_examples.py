@@ -87,3 +87,28 @@ def test_teacher_student_keras(tmp_path):
     assert rows["macs"]["values"]["student"]["value"] == 129_088
     assert rows["macs"]["changes"]["student"]["text"] == "10.85x fewer"  # 1,401,088 / 129,088 = 10.854
     assert rows["accuracy"]["unit"] == "%"
+
+
+@pytest.mark.slow
+def test_tflite_example_profiles_the_float_and_int8_files(tmp_path):
+    """deeplite's tflite_example.py, ported (examples/tflite_example.py): the script itself checks the file's
+    MACs against the live Keras model's and the hand count."""
+    pytest.importorskip("ai_edge_litert")
+    pytest.importorskip("tensorflow")
+    figures = {}
+    for kind, flags in (("float", ()), ("int8", ("--int8",))):
+        out = tmp_path / f"{kind}.json"
+        run_example("tflite_example.py", *flags, "--samples", "256", "--epochs", "3", "--output", str(out))
+        figures[kind] = json.loads(out.read_text())
+    # MACs per image: conv1 32*32*8 * 3*3*3 = 221,184 + conv2 16*16*16 * 3*3*8 = 294,912 + fc 16*10 = 160
+    # FLOPs: 2 x 516,256 + conv biases and fused ReLUs (8,192 x 2 + 4,096 x 2) + max pool 16*16*8 outputs x 4
+    # (8,192) + the mean of 4,096 inputs into 16 (4,112) + the fc bias 10 = 1,069,402
+    for kind in ("float", "int8"):
+        assert (figures[kind]["macs"], figures[kind]["flops"]) == (516_256, 1_069_402)
+        # params: conv1 3*3*3*8 + 8 = 224, conv2 3*3*8*16 + 16 = 1,168, fc 16*10 + 10 = 170
+        assert figures[kind]["total_params"] == 1_562
+        assert 0 <= figures[kind]["accuracy"] <= 100
+    # float32: 1,562 x 4 = 6,248 B; int8: 1,528 weights x 1 + 34 int32 biases x 4 + a scale (4 B) and a zero
+    # point (8 B) per output channel for each weight and bias tensor: 2 x 34 x 12 = 816 -> 2,480 B
+    assert (figures["float"]["model_size"], figures["int8"]["model_size"]) == (6_248, 2_480)
+    assert figures["float"]["accuracy"] > 20  # the colour task is learnt beyond chance (10 %)

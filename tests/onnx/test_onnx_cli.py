@@ -172,3 +172,17 @@ def test_device_model_prices_an_onnx_file(cli, tmp_path):
     assert roofline["by_operator"]["Conv"]["bytes"] == 2_240
     assert roofline["by_operator"]["GlobalAveragePool"]["bytes"] == 1_040
     assert roofline["device"]["name"] == "Raspberry Pi 5"
+
+
+def test_inputs_file_binds_the_symbolic_dimensions(cli, tmp_path):
+    path = tmp_path / "model.onnx"
+    conv_file(path)
+    np.savez(tmp_path / "x.npz", input=np.zeros((2, 3, 8, 8), np.float32))
+    code, out, err = cli("profile", str(path), "--inputs", str(tmp_path / "x.npz"), "--metrics", "macs",
+                         "--format", "json", "--no-progress")
+    assert code == 0, err
+    values = {m["key"]: m["value"] for m in json.loads(out)["status"]["metrics"]}
+    # Conv on (2, 3, 8, 8), pads 1: 2 x 4 x 8 x 8 = 512 outputs x 27 = 13,824 MACs
+    assert values["macs"] == 13_824
+    code, _, err = cli("profile", str(path), "--inputs", str(tmp_path / "x.npz"), "--batch-size", "4", "--no-progress")
+    assert code == 2 and "the arrays fix the batch" in err

@@ -42,11 +42,33 @@ def test_compare_zoo_lenet5_with_its_tflite_file(cli, tmp_path, lenet5_float):
     assert size == {"lenet5": 246_824, "lenet5.tflite": 246_824}
 
 
-def test_input_shapes_are_refused_naming_the_stored_ones(cli, tmp_path, lenet5_float):
+def test_input_shape_batch_size_and_inputs_file_bind_the_open_batch(cli, tmp_path, lenet5_float):
+    """The converter leaves the batch open (signature -1x32x32x1): a shape, a batch size or an array binds
+    it, and MACs scale with it: 416,520 per sample (tests/tflite/test_tflite_lenet5.py)."""
     path = tmp_path / "lenet5.tflite"
     path.write_bytes(lenet5_float)
-    code, out, err = cli("profile", str(path), "--input-shape", "2x32x32x1", "--no-progress")
-    assert code == 2 and out == "" and "not read for TFLite files yet" in err and "1x32x32x1" in err
+
+    def macs(*argv):
+        code, out, err = cli("profile", str(path), *argv, "--metrics", "macs", "--format", "json", "--no-progress")
+        assert code == 0, err
+        report = json.loads(out)
+        return next(m["value"] for m in report["status"]["metrics"] if m["key"] == "macs")
+
+    assert macs("--input-shape", "4x32x32x1") == 4 * 416_520  # 1,666,080
+    assert macs("--input-shape", "serving_default_keras_tensor:0=2x32x32x1") == 2 * 416_520
+    assert macs("--batch-size", "3") == 3 * 416_520
+    np.save(tmp_path / "x.npy", np.zeros((5, 32, 32, 1), np.float32))
+    assert macs("--inputs", str(tmp_path / "x.npy")) == 5 * 416_520
+
+
+def test_a_shape_the_file_does_not_allow_names_the_input(cli, tmp_path, lenet5_float):
+    path = tmp_path / "lenet5.tflite"
+    path.write_bytes(lenet5_float)
+    code, out, err = cli("profile", str(path), "--input-shape", "1x30x30x1", "--no-progress")
+    assert code == 2 and out == ""
+    assert "serving_default_keras_tensor:0" in err and "dimension 1 is fixed at 32 in the file, got 30" in err
+    code, _, err = cli("profile", str(path), "--input-shape", "x=1x32x32x1", "--no-progress")
+    assert code == 2 and "has no input named 'x'" in err and "serving_default_keras_tensor:0" in err
 
 
 def test_fuzzed_tflite_files_get_a_clear_error_never_a_traceback(cli, tmp_path, lenet5_float):

@@ -214,3 +214,18 @@ def test_an_if_on_a_constant_takes_its_branch_and_call_once_runs_its_init_subgra
     # a subgraph index the file does not have: the CALL_ONCE is untracked by its name, the rest counted
     assert broken.untracked == {"CALL_ONCE": 1, "IF (condition not static: costlier branch counted)": 1}
     assert (broken.macs, broken.flops) == (64, 136)
+
+
+@pytest.mark.slow
+def test_a_trip_count_no_model_has_is_refused_by_the_loop_name(counted_file):
+    """The counted loop's bound 5 rewritten to 10^9: 10^9 x 3 operators is past the 10^6 operator runs a count
+    allows, refused before any is counted (a damaged or adversarial file never hangs the count)."""
+    def edit(model, schema):
+        loop = next(op for op in model.subgraphs[0].operators if op.builtinOptionsType == schema.BuiltinOptions.WhileOptions)
+        cond = model.subgraphs[loop.builtinOptions.condSubgraphIndex]
+        for tensor in cond.tensors:
+            if model.buffers[tensor.buffer].data is not None and list(model.buffers[tensor.buffer].data) == [5, 0, 0, 0]:
+                model.buffers[tensor.buffer].data = list((10**9).to_bytes(4, "little"))
+
+    with pytest.raises(ValueError, match=r"WHILE#0 .* runs its body 1,000,000,000 times: more than 1,000,000"):
+        count_ops(_repacked(counted_file, edit))

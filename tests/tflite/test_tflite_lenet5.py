@@ -68,6 +68,27 @@ def test_peak_activation_memory(lenet5_float, lenet5_int8):
     assert [v for k, v in stats.by_op.items() if k.startswith("RESHAPE#7")] == [5_704]
 
 
+def test_the_interpreters_arena_beside_our_live_tensor_peak(lenet5_float, lenet5_int8):
+    """LiteRT's read-write arena (read from its tensors' addresses) against our live-tensor peak."""
+    from deeplite_like.backends.tflite import load_model, resize_inputs, tensor_lifetimes
+    from deeplite_like.backends.tflite.graph import interpreter_arena
+
+    # The arena's widest moment is conv1, not pool1: the input 32x32x1 (1,024 elements) + conv1's im2col
+    # buffer, 28x28 output positions x a 5x5x1 patch = 19,600 elements + conv1's output 28x28x6 = 4,704.
+    # float32: 4,096 + 78,400 + 18,816 = 101,312 B (each a multiple of 64, the arena's alignment);
+    # int8: 1,024 + 19,600 padded to 19,648 + 4,704 = 25,376 B
+    for data, width, arena in ((lenet5_float, 4, 101_312), (lenet5_int8, 1, 25_376)):
+        stats = interpreter_arena(data)
+        assert (stats.span, stats.scratch) == (arena, 19_600 * width)
+        ours = tensor_lifetimes(load_model(data))
+        # ours: 6,904 elements at pool1 (test_peak_activation_memory); conv1's step holds 1,024 + 4,704 = 5,728
+        assert ours.peak_bytes == 6_904 * width < stats.span
+        conv1 = next(v for k, v in ours.by_op.items() if k.startswith("CONV_2D#0"))
+        assert conv1 == 5_728 * width and stats.span - conv1 - stats.scratch == (0 if width == 4 else 48)
+    # at batch 2 every buffer doubles (all are per sample, and 64-byte multiples in float): 202,624 B
+    assert interpreter_arena(resize_inputs(lenet5_float, (2, 32, 32, 1))).span == 2 * 101_312
+
+
 def test_profiler_for_bytes_and_path_and_status(lenet5_int8, tmp_path):
     from deeplite_like.backends import profiler_for
     from deeplite_like.backends.tflite import TFLiteProfiler

@@ -24,8 +24,12 @@ Counting a file: the pass over its operators:
 
     One pass over the inferred graph in its stored (topological) order: each node's key
     (``formulas.op_key``) finds its formula, or marks it free, or untracked (counted 0, listed in
-    ``OpCount.untracked`` and warned about once, by name and count). Subgraphs (``If``, ``Loop``,
-    ``Scan``) are not entered in this slice: those ops are untracked, so a model using them says so.
+    ``OpCount.untracked`` and warned about once, by name and count). Control flow runs its subgraphs
+    in its place (``_walk``): an ``If`` the branch a constant condition takes, else the costlier one,
+    said in ``untracked``; a ``Loop`` its body ``M`` times when ``M`` is a constant and only ``M``
+    ends it (``loop_trips``), else once (or ``M`` times as an upper bound) and said; a ``Scan`` its
+    body once per step of its sequence. Value names are unique across a model's subgraphs, so a body
+    node's shapes are read like any other's (``graph.seed_subgraphs`` gives a body its inputs' shapes).
 
     Modules come from the node-name scopes exporters write: ``torch.onnx.export`` names a node
     ``/layer1/layer1.0/conv1/Conv`` (each scope is the module's name in its parent, a ``Sequential``'s
@@ -40,6 +44,7 @@ Counting a file: the pass over its operators:
 from __future__ import annotations
 
 import ast
+import itertools
 import math
 import string
 import warnings
@@ -462,33 +467,142 @@ def _moves(node: Any, info: GraphInfo, serial: dict[str, int]) -> tuple[list, li
     return row(node.input), row(node.output)
 
 
+_MAX_DEPTH = 16  # nested subgraphs entered; deeper is a damaged or adversarial file
+_MAX_RUNS = 1_000_000  # node runs in one count; more is a loop bound no real model has
+_CONTROL_FLOW = ("If", "Loop", "Scan")
+
+
+def _body(node: Any, name: str) -> Any:
+    return next((a.g for a in node.attribute if a.name == name and a.HasField("g")), None)
+
+
+def _truth(value: Any) -> bool | None:
+    """A constant scalar condition's truth; ``None`` when it is not one."""
+    if value is None or getattr(value, "size", 0) != 1:
+        return None
+    return bool(value.reshape(-1)[0])
+
+
+def _keeps_going(body: Any, info: GraphInfo) -> bool:
+    """A ``Loop`` body whose condition output is its condition input passed through (``Identity``, or the
+    same name) or a constant true: only the trip count ``M`` ends the loop."""
+    if len(body.input) < 2 or not body.output:
+        return False
+    cond_in, cond_out = body.input[1].name, body.output[0].name
+    if cond_out == cond_in or _truth(info.constants.get(cond_out)) is True:
+        return True
+    return any(n.op_type == "Identity" and list(n.output) == [cond_out] and list(n.input) == [cond_in] for n in body.node)
+
+
+def loop_trips(node: Any, info: GraphInfo) -> tuple[int | None, str]:
+    """How many times a ``Loop`` or ``Scan`` runs its body, and ``""``; or a count and the note that it is a bound.
+
+    * ``Loop`` with a constant trip count ``M``, a constant (or absent) initial condition and a body
+      that keeps its condition (``_keeps_going``): ``M`` (0 when the initial condition is false);
+      a body that computes its condition from the data: ``M``, noted as an upper bound; no constant
+      ``M``: ``None``, counted once and noted as a lower bound.
+    * ``Scan``: the length of its first scan input along its scan axis (``scan_input_axes``), known
+      from the shapes; else ``None``.
+    """
+    if node.op_type == "Scan":
+        scans = next((int(a.i) for a in node.attribute if a.name == "num_scan_inputs"), 0)
+        axes = next((list(a.ints) for a in node.attribute if a.name == "scan_input_axes"), [0])
+        first = node.input[len(node.input) - scans] if 0 < scans <= len(node.input) else ""
+        shape = info.shapes.get(first)
+        if not shape:
+            return None, "Scan (sequence length unknown: body counted once)"
+        axis = axes[0] if axes else 0
+        return shape[axis + len(shape) if axis < 0 else axis], ""
+    given = list(node.input) + ["", ""]
+    limit = info.constants.get(given[0]) if given[0] else None
+    start = _truth(info.constants.get(given[1])) if given[1] else True
+    if limit is None or getattr(limit, "size", 0) != 1 or start is None:
+        return None, "Loop (trip count not static: body counted once)"
+    if not start:
+        return 0, ""
+    body = _body(node, "body")
+    trips = max(0, int(limit.reshape(-1)[0]))
+    if body is not None and _keeps_going(body, info):
+        return trips, ""
+    return trips, "Loop (condition on the data: M trips counted, an upper bound)"
+
+
+def _walk(graph: Any, info: GraphInfo, untracked: dict[str, int], depth: int = 0):
+    """``(node, cost)`` of every node that runs, in order, control flow entered in its place.
+
+    * ``If``: the branch a constant condition takes; a condition from the data counts the costlier
+      branch (by MACs, then FLOPs) and says so in ``untracked`` (an upper bound).
+    * ``Loop`` / ``Scan``: the body as many times as it runs (``loop_trips``), or once, and said.
+    * A control-flow node without its subgraph, or nested deeper than 16, is untracked by its name.
+    """
+    for node in graph.node:
+        key = op_key(node.domain, node.op_type)
+        if key not in _CONTROL_FLOW:
+            yield node, _price(node, info, untracked, key)
+            continue
+        yield node, Cost()
+        names = ("then_branch", "else_branch") if key == "If" else ("body",)
+        bodies = [_body(node, name) for name in names]
+        if None in bodies or depth >= _MAX_DEPTH:
+            untracked[key] = untracked.get(key, 0) + 1
+            continue
+        if key == "If":
+            flag = _truth(info.constants.get(node.input[0])) if node.input else None
+            if flag is None:
+                totals = []
+                for body in bodies:
+                    costs = [cost for _, cost in itertools.islice(_walk(body, info, {}, depth + 1), _MAX_RUNS + 1)]
+                    if len(costs) > _MAX_RUNS:
+                        raise ValueError(f"{node.op_type} node {node.name!r}: a branch runs more than {_MAX_RUNS:,} nodes")
+                    totals.append((sum(c.macs for c in costs), sum(c.flops for c in costs)))
+                flag = totals[0] >= totals[1]
+                note = "If (condition not static: costlier branch counted)"
+                untracked[note] = untracked.get(note, 0) + 1
+            yield from _walk(bodies[0] if flag else bodies[1], info, untracked, depth + 1)
+            continue
+        trips, note = loop_trips(node, info)
+        if trips is not None and trips * max(1, len(bodies[0].node)) > _MAX_RUNS:
+            raise ValueError(f"{node.op_type} node {node.name!r} runs its body {trips:,} times: more than {_MAX_RUNS:,} "
+                             "node runs; the file is damaged or its loop bounds are not a model's")
+        if note:
+            untracked[note] = untracked.get(note, 0) + 1
+        for _ in range(1 if trips is None else trips):
+            yield from _walk(bodies[0], info, untracked, depth + 1)
+
+
+def _price(node: Any, info: GraphInfo, untracked: dict[str, int], key: str) -> Cost:
+    """The node's ``Cost`` from the formula table; 0 and noted in ``untracked`` when it has none and is not free."""
+    function = FORMULAS.get(key)
+    if function is not None:
+        view = NodeView(node, info)
+        try:
+            return function(view)
+        except (KeyError, IndexError, TypeError, ZeroDivisionError) as exc:
+            raise ValueError(f"cannot price {view.label}: {type(exc).__name__}: {exc}") from exc
+    if key not in FREE:
+        untracked[key] = untracked.get(key, 0) + 1
+    return Cost()
+
+
 def count_graph(info: GraphInfo, bytes_moved: bool = False) -> OpCount:
     """The ``OpCount`` of an inferred graph (``graph.prepare``); see the module docstring.
 
     ``bytes_moved``: also one ``OpRecord`` per node with the bytes it reads and writes (the
     convention of ``docs/conventions.rst``, "Bytes moved": every distinct input value, weights
     included, and every output, at its stored type; ``Reshape``/``Flatten``/``Squeeze``/
-    ``Unsqueeze``/``Identity`` are views, ``Constant`` is stored data and ``Shape``/``Size`` read no
-    data: no record).
+    ``Unsqueeze``/``Identity`` are views, ``Constant`` is stored data, ``Shape``/``Size`` read no
+    data and ``If``/``Loop``/``Scan`` are control flow, their subgraphs' nodes recorded as they run: no record).
     """
     counting = GraphCount(bytes_moved)
     serial: dict[str, int] = {}
-    for node in info.model.graph.node:
+    for runs, (node, cost) in enumerate(_walk(info.model.graph, info, counting.result.untracked), 1):
+        if runs > _MAX_RUNS:
+            raise ValueError(f"more than {_MAX_RUNS:,} node runs (a Loop's trip count?): the file is damaged or its "
+                             "loop bounds are not a model's")
         key = op_key(node.domain, node.op_type)
-        view = NodeView(node, info)
-        function = FORMULAS.get(key)
-        if function is not None:
-            try:
-                cost = function(view)
-            except (KeyError, IndexError, TypeError, ZeroDivisionError) as exc:
-                raise ValueError(f"cannot price {view.label}: {type(exc).__name__}: {exc}") from exc
-        elif key in FREE:
-            cost = Cost()
-        else:
-            counting.untracked(key)
-            cost = Cost()
         moves = None
-        if bytes_moved and not (node.domain in ("", "ai.onnx") and node.op_type in (*ALIAS_OPS, *_NO_DATA)):
+        if bytes_moved and not (node.domain in ("", "ai.onnx")
+                                and node.op_type in (*ALIAS_OPS, *_NO_DATA, *_CONTROL_FLOW)):
             moves = (*_moves(node, info, serial), _dtype(node.input, info))
         counting.add(key, node_module(node), cost, moves)
     return counting.finish(shape[0] for shape in info.input_shapes.values() if shape)

@@ -53,7 +53,7 @@ import numpy as np
 
 __all__ = ["ALIAS_OPS", "GraphInfo", "Initializers", "LifetimeStats", "NodeView", "batch_dims", "bind_inputs",
            "check_external_data", "import_onnx", "infer", "inference_session", "initializer_stats", "load_model",
-           "prepare", "session_inputs", "shapes_by_running", "tensor_lifetimes"]
+           "prepare", "seed_subgraphs", "session_inputs", "shapes_by_running", "tensor_lifetimes"]
 
 
 def import_onnx() -> Any:
@@ -315,6 +315,150 @@ def infer(model: Any) -> Any:
         raise ValueError(f"ONNX shape inference failed at {where}: {message.strip()}") from exc
 
 
+def _graphs(graph: Any) -> Iterable[Any]:
+    """``graph`` and its subgraphs (``If`` branches, ``Loop`` / ``Scan`` bodies), nested ones included."""
+    yield graph
+    for node in graph.node:
+        for attribute in node.attribute:
+            if attribute.HasField("g"):
+                yield from _graphs(attribute.g)
+            for subgraph in attribute.graphs:
+                yield from _graphs(subgraph)
+
+
+def _subgraph_inputs(node: Any, shapes: Mapping[str, tuple[int, ...] | None]) -> list[tuple[int, tuple[int, ...]]]:
+    """(body input position, shape) of a ``Loop`` / ``Scan`` body's inputs, from the outer values that feed them.
+
+    ``Loop``: the body's inputs are (iteration, condition, carried...), the carried ones entering as the
+    node's inputs 2.. ; ``Scan``: (states..., one slice of each scan input), a slice being the scan
+    input without its scan axis (``scan_input_axes``, default 0).
+    """
+    outer = list(node.input)
+    if node.op_type == "Loop":
+        return [(2 + k, shapes[name]) for k, name in enumerate(outer[2:]) if shapes.get(name) is not None]
+    states = len(outer) - next((int(a.i) for a in node.attribute if a.name == "num_scan_inputs"), 0)
+    axes = next((list(a.ints) for a in node.attribute if a.name == "scan_input_axes"), [])
+    seeded = []
+    for k, name in enumerate(outer):
+        shape = shapes.get(name)
+        if shape is None:
+            continue
+        if k >= states:
+            axis = axes[k - states] if k - states < len(axes) else 0
+            axis = axis + len(shape) if axis < 0 else axis
+            if not 0 <= axis < len(shape):
+                continue
+            shape = shape[:axis] + shape[axis + 1:]
+        seeded.append((k, shape))
+    return seeded
+
+
+def _carried_shapes_hold(node: Any, body: Any, seeded: list[tuple[int, tuple[int, ...]]]) -> bool:
+    """A seeded body keeps each carried value's (state's) shape from one iteration to the next."""
+    if node.op_type == "Loop":
+        pairs = [(position, position - 1) for position, _ in seeded]  # carried input k+2 -> output k+1
+    else:
+        states = len(node.input) - next((int(a.i) for a in node.attribute if a.name == "num_scan_inputs"), 0)
+        pairs = [(position, position) for position, _ in seeded if position < states]
+    given = dict(seeded)
+    return all(out < len(body.output) and _value_shape(body.output[out]) == given[position] for position, out in pairs)
+
+
+def _loop_outputs(node: Any, shapes: dict[str, tuple[int, ...] | None], constants: Mapping[str, Any]) -> None:
+    """Fill the unknown shapes of a ``Loop`` / ``Scan`` node's outputs from its (seeded) body, in place:
+    onnx leaves them unknown when the graph declares them without a shape.
+
+    A carried value (a state) leaves with its body output's shape; a scan output is the body's per-step
+    output stacked along a new first axis (``Scan``: ``scan_output_axes``, default 0) of the trip count
+    (``Loop``: a constant ``M``; ``Scan``: its first scan input's length along its scan axis).
+    """
+    if node.op_type not in ("Loop", "Scan") or node.domain not in ("", "ai.onnx"):
+        return
+    body = next((a.g for a in node.attribute if a.name == "body" and a.HasField("g")), None)
+    if body is None:
+        return
+    attrs = {a.name: a for a in node.attribute}
+    if node.op_type == "Loop":
+        carried, first, trips = len(node.input) - 2, 1, constants.get(node.input[0]) if node.input and node.input[0] else None
+        trips = int(trips.reshape(-1)[0]) if trips is not None and trips.size == 1 else None
+        axes: list[int] = []
+    else:
+        scans = int(attrs["num_scan_inputs"].i) if "num_scan_inputs" in attrs else 0
+        carried, first = len(node.input) - scans, 0
+        in_axes = list(attrs["scan_input_axes"].ints) if "scan_input_axes" in attrs else []
+        sequence = shapes.get(node.input[carried]) if 0 < scans and carried < len(node.input) else None
+        axis = in_axes[0] if in_axes else 0
+        trips = sequence[axis + len(sequence) if axis < 0 else axis] if sequence and -len(sequence) <= axis < len(sequence) else None
+        axes = list(attrs["scan_output_axes"].ints) if "scan_output_axes" in attrs else []
+    for k, name in enumerate(node.output):
+        inner = first + k
+        if not name or shapes.get(name) is not None or inner >= len(body.output):
+            continue
+        shape = shapes.get(body.output[inner].name) or _value_shape(body.output[inner])
+        if shape is None:
+            continue
+        if k < carried:
+            shapes[name] = shape
+        elif trips is not None:
+            axis = axes[k - carried] if k - carried < len(axes) else 0
+            axis = axis + len(shape) + 1 if axis < 0 else axis
+            shapes[name] = shape[:axis] + (trips,) + shape[axis:]
+
+
+def seed_subgraphs(model: Any) -> Any:
+    """``model`` (an inferred copy) with its ``Loop`` / ``Scan`` bodies' input shapes given where the body
+    declares none, inferred again: onnx does not carry an outer shape into a body (a carried value may
+    change shape between iterations), so a body's nodes would stay unshaped.
+
+    A body's inputs take the shapes of the outer values that enter it (``_subgraph_inputs``); after
+    inference, every carried value must come out of the body with the shape it went in with, else the
+    seeding is undone (the shapes really change per iteration, and stay unknown). Nested bodies are
+    seeded on the next pass (at most 4).
+    """
+    for _ in range(4):
+        shapes = {}
+        for each in _graphs(model.graph):
+            for value_info in list(each.input) + list(each.value_info) + list(each.output):
+                shapes.setdefault(value_info.name, _value_shape(value_info))
+            for tensor in each.initializer:
+                shapes[tensor.name] = tuple(int(d) for d in tensor.dims)
+        trial = onnx.ModelProto()
+        trial.CopyFrom(model)
+        seeded_bodies = []
+        for each in _graphs(trial.graph):
+            for node in each.node:
+                if node.op_type not in ("Loop", "Scan") or node.domain not in ("", "ai.onnx"):
+                    continue
+                body = next((a.g for a in node.attribute if a.name == "body" and a.HasField("g")), None)
+                if body is None:
+                    continue
+                seeded = [(position, shape) for position, shape in _subgraph_inputs(node, shapes)
+                          if position < len(body.input) and _value_shape(body.input[position]) is None
+                          and body.input[position].type.HasField("tensor_type")]
+                for position, shape in seeded:
+                    tensor_type = body.input[position].type.tensor_type
+                    tensor_type.ClearField("shape")
+                    tensor_type.shape.SetInParent()
+                    for dim in shape:
+                        tensor_type.shape.dim.add().dim_value = dim
+                if seeded:
+                    seeded_bodies.append((node.name or node.output[0], seeded))
+        if not seeded_bodies:
+            return model
+        try:
+            again = infer(trial)
+        except ValueError:
+            return model
+        nodes = {node.name or node.output[0]: node for each in _graphs(again.graph) for node in each.node}
+        for name, seeded in seeded_bodies:
+            node = nodes.get(name)
+            body = next((a.g for a in node.attribute if a.name == "body"), None) if node is not None else None
+            if body is None or not _carried_shapes_hold(node, body, seeded):
+                return model
+        model = again
+    return model
+
+
 @dataclass(frozen=True)
 class GraphInfo:
     """An inferred graph: each value's shape (``None`` where unknown) and element type."""
@@ -347,25 +491,30 @@ def prepare(model: Any, inputs_or_shapes: Any = None, dims: Mapping[str, int] | 
     an untracked op needs none.
     """
     proto = load_model(model)
-    inferred = infer(bind_inputs(proto, inputs_or_shapes, dims))
+    inferred = seed_subgraphs(infer(bind_inputs(proto, inputs_or_shapes, dims)))
     graph = inferred.graph
     shapes: dict[str, tuple[int, ...] | None] = {}
     dtypes: dict[str, int] = {}
-    for value_info in list(graph.input) + list(graph.value_info) + list(graph.output):
-        shapes[value_info.name] = _value_shape(value_info)
-        if value_info.type.HasField("tensor_type") and value_info.type.tensor_type.elem_type:
-            dtypes[value_info.name] = value_info.type.tensor_type.elem_type
     constants: dict[str, Any] = {}
-    for tensor in graph.initializer:
-        shapes[tensor.name] = tuple(int(d) for d in tensor.dims)
-        dtypes[tensor.name] = tensor.data_type
-        if _numel(tensor.dims) <= 16:  # small ones only: scalars and short vectors formulas may read
-            constants[tensor.name] = numpy_helper.to_array(tensor)
-    for node in graph.node:
-        if node.op_type == "Constant" and node.domain in ("", "ai.onnx"):
-            for attribute in node.attribute:
-                if attribute.name == "value":
-                    constants[node.output[0]] = numpy_helper.to_array(attribute.t)
+    for each in _graphs(graph):  # the main graph and every If / Loop / Scan body (value names are unique)
+        for value_info in list(each.input) + list(each.value_info) + list(each.output):
+            if value_info.name not in shapes or shapes[value_info.name] is None:
+                shapes[value_info.name] = _value_shape(value_info)
+            if value_info.type.HasField("tensor_type") and value_info.type.tensor_type.elem_type:
+                dtypes[value_info.name] = value_info.type.tensor_type.elem_type
+        for tensor in each.initializer:
+            shapes[tensor.name] = tuple(int(d) for d in tensor.dims)
+            dtypes[tensor.name] = tensor.data_type
+            if _numel(tensor.dims) <= 16:  # small ones only: scalars and short vectors formulas may read
+                constants[tensor.name] = numpy_helper.to_array(tensor)
+        for node in each.node:
+            if node.op_type == "Constant" and node.domain in ("", "ai.onnx"):
+                for attribute in node.attribute:
+                    if attribute.name == "value":
+                        constants[node.output[0]] = numpy_helper.to_array(attribute.t)
+    for each in _graphs(graph):
+        for node in each.node:
+            _loop_outputs(node, shapes, constants)
     input_shapes = {i.name: shapes[i.name] for i in _graph_inputs(inferred)}
     unknown = [name for node in graph.node for name in node.output if name and shapes.get(name) is None]
     reason = ""

@@ -15,6 +15,7 @@ _EXPORTS = {
     "formula": "deeplite_like.backends.tflite.formulas",
     "load_model": "deeplite_like.backends.tflite.graph",
     "predict": "deeplite_like.backends.tflite.graph",
+    "resize_inputs": "deeplite_like.backends.tflite.graph",
     "TFLiteModel": "deeplite_like.backends.tflite.graph",
     "TFLiteProfiler": "deeplite_like.backends.tflite.compute",
     "ComputeComplexity": "deeplite_like.backends.tflite.compute",

@@ -36,6 +36,7 @@ Counting a file: the pass over its operators:
 """
 from __future__ import annotations
 
+import itertools
 import warnings
 from typing import Any, Callable, Mapping
 
@@ -235,6 +236,7 @@ _FLIPPED = {"LESS": "GREATER", "GREATER": "LESS", "LESS_EQUAL": "GREATER_EQUAL",
 _CONTROL_FLOW = {"WHILE": ("condSubgraphIndex", "bodySubgraphIndex"), "IF": ("thenSubgraphIndex", "elseSubgraphIndex"),
                  "CALL_ONCE": ("initSubgraphIndex",)}
 _MAX_DEPTH = 16  # nested control flow entered; deeper is a damaged or adversarial file
+_MAX_RUNS = 1_000_000  # operator runs in one count; more is a loop bound no real model has
 
 
 def _subgraph_option(model: TFLiteModel, op: OpView, name: str) -> int | None:
@@ -352,7 +354,10 @@ def _run(model: TFLiteModel, ops: list[OpView], untracked: dict[str, int], depth
         elif op.op == "IF":
             branch = _if_branch(model, op)
             if branch is None:
-                runs = {index: list(_run(model, model.graphs[index].ops, {}, depth + 1, index)) for index in targets}
+                runs = {index: list(itertools.islice(_run(model, model.graphs[index].ops, {}, depth + 1, index),
+                                                     _MAX_RUNS + 1)) for index in targets}
+                if any(len(run) > _MAX_RUNS for run in runs.values()):
+                    raise ValueError(f"{op.label}: a branch runs more than {_MAX_RUNS:,} operators")
                 costs = {index: (sum(c.macs for _, c, _ in run), sum(c.flops for _, c, _ in run)) for index, run in runs.items()}
                 branch = max(targets, key=lambda index: costs[index])
                 _note(untracked, "IF (condition not static: costlier branch counted)")
@@ -360,6 +365,9 @@ def _run(model: TFLiteModel, ops: list[OpView], untracked: dict[str, int], depth
         else:
             cond, body = targets
             trips = trip_count(model, op)
+            if trips is not None and trips * max(1, len(model.graphs[cond].ops) + len(model.graphs[body].ops)) > _MAX_RUNS:
+                raise ValueError(f"{op.label} runs its body {trips:,} times: more than {_MAX_RUNS:,} operator runs; "
+                                 "the file is damaged or its loop bounds are not a model's")
             if trips is None:
                 _note(untracked, "WHILE (trip count not static: body counted once)")
             for _ in range(1 if trips is None else trips):  # as it runs: condition, body, ..., condition
@@ -377,7 +385,10 @@ def count_model(model: TFLiteModel, bytes_moved: bool = False) -> OpCount:
     ``SQUEEZE`` and ``EXPAND_DIMS`` are views and ``SHAPE`` reads no data: no record).
     """
     counting = GraphCount(bytes_moved)
-    for op, cost, graph in _run(model, model.ops, counting.result.untracked, 0):
+    for runs, (op, cost, graph) in enumerate(_run(model, model.ops, counting.result.untracked, 0), 1):
+        if runs > _MAX_RUNS:
+            raise ValueError(f"more than {_MAX_RUNS:,} operator runs (a WHILE's trip count?): the file is damaged or "
+                             "its loop bounds are not a model's")
         moves = None
         if bytes_moved and op.op not in (*ALIAS_OPS, "SHAPE", *_CONTROL_FLOW):  # (no data read, or control flow)
             moves = _moves(op, graph)

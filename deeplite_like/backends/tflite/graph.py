@@ -28,12 +28,13 @@ from __future__ import annotations
 import math
 import os
 import struct
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Mapping
 
 
-__all__ = ["ALIAS_OPS", "DTYPE_BITS", "LifetimeStats", "OpView", "TFLiteModel", "TensorInfo", "feed_arrays",
-           "import_litert", "interpreter", "load_model", "predict", "tensor_lifetimes"]
+__all__ = ["ALIAS_OPS", "ArenaStats", "DTYPE_BITS", "LifetimeStats", "OpView", "TFLiteModel", "TensorInfo", "feed_arrays",
+           "import_litert", "interpreter", "interpreter_arena", "load_model", "predict", "resize_inputs",
+           "tensor_lifetimes"]
 
 EXTRA_HINT = "pip install 'deeplite-like[tflite]'"
 
@@ -274,6 +275,133 @@ def interpreter(model: TFLiteModel, num_threads: int = 1) -> Any:
     runner = Interpreter(model_content=model.content, num_threads=num_threads)
     runner.allocate_tensors()
     return runner
+
+
+def resize_inputs(model: Any, shapes: Any) -> TFLiteModel:
+    """``model`` read at other input shapes: every tensor's shape as the LiteRT interpreter propagates them.
+
+    ``shapes``: one shape for a one-input model, a sequence in input order, or a dict by input name.
+    A dimension may differ from the stored one only where the file's ``shape_signature`` marks it
+    dynamic (-1; the converter writes -1 for a Keras ``None`` batch); anything else is a ``ValueError``
+    naming the input, its stored shape and signature. An interpreter without the default delegate
+    (XNNPACK would keep its partition's stored shapes) resizes the inputs, allocates and runs once on
+    zeros (a shape computed at run time, as a converted ``Flatten``'s, is known only then), and the
+    shapes it gives every tensor of
+    every subgraph (``get_tensor_details(subgraph_index)``) replace the stored ones; the file's bytes
+    are not changed (a later interpreter is resized again from the arrays fed to it).
+    """
+    import numpy as np
+
+    model = load_model(model)
+    from ai_edge_litert.interpreter import Interpreter, OpResolverType
+
+    # without XNNPACK: a delegated partition keeps its tensors' stored shapes in the interpreter's view
+    runner = Interpreter(model_content=model.content,
+                         experimental_op_resolver_type=OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES)
+    runner.allocate_tensors()
+    details = runner.get_input_details()
+    names = [d["name"] for d in details]
+    if isinstance(shapes, Mapping):
+        unknown = [name for name in shapes if name not in names]
+        if unknown:
+            raise ValueError(f"{model.name!r} has no input named {unknown[0]!r}; its inputs are: {', '.join(names)}")
+        wanted = [tuple(shapes[name]) if name in shapes else tuple(int(v) for v in d["shape"])
+                  for name, d in zip(names, details)]
+    else:
+        given = [shapes] if shapes and all(isinstance(v, (int, np.integer)) for v in shapes) else list(shapes)
+        if len(given) != len(details):
+            raise ValueError(f"{model.name!r} has {len(details)} input(s) ({', '.join(names)}), "
+                             f"got {len(given)} shape(s)")
+        wanted = [tuple(int(v) for v in shape) for shape in given]
+    for shape, detail in zip(wanted, details):
+        stored, signature = tuple(int(v) for v in detail["shape"]), tuple(int(v) for v in detail["shape_signature"])
+        said = f"input {detail['name']!r} of {model.name!r} (stored {'x'.join(map(str, stored))}, signature " \
+               f"{'x'.join(map(str, signature))}; -1 is a dimension the file leaves open)"
+        if len(shape) != len(stored):
+            raise ValueError(f"{said} has rank {len(stored)}, but the shape given is {'x'.join(map(str, shape))}")
+        for axis, (size, fixed, open_) in enumerate(zip(shape, stored, signature)):
+            if size < 1:
+                raise ValueError(f"{said}: dimension {axis} must be at least 1, got {size}")
+            if size != fixed and open_ != -1:
+                raise ValueError(f"{said}: dimension {axis} is fixed at {fixed} in the file, got {size}")
+        if shape != stored:
+            runner.resize_tensor_input(detail["index"], list(shape), strict=True)
+    try:
+        runner.allocate_tensors()
+        for detail in runner.get_input_details():  # one run: shapes computed at run time (a Flatten's) settle
+            runner.set_tensor(detail["index"], np.zeros(detail["shape"], dtype=detail["dtype"]))
+        runner.invoke()
+    except (RuntimeError, ValueError) as exc:
+        raise ValueError(f"{model.name!r} cannot run at input shapes "
+                         f"{', '.join('x'.join(map(str, s)) for s in wanted)}: {str(exc).strip()[:300]}") from None
+    graphs = []
+    for index, graph in enumerate(model.graphs):
+        sized = {d["index"]: tuple(int(v) for v in d["shape"]) for d in runner.get_tensor_details(index)}
+        tensors = [replace(t, shape=sized.get(t.index, t.shape)) for t in graph.tensors]
+        ops = [replace(op, inputs=tuple(tensors[t.index] if t is not None else None for t in op.inputs),
+                       outputs=tuple(tensors[t.index] for t in op.outputs)) for op in graph.ops]
+        graphs.append(Subgraph(tensors, ops, [tensors[t.index] for t in graph.inputs],
+                               [tensors[t.index] for t in graph.outputs]))
+    main = graphs[0]
+    return TFLiteModel(model.content, model.name, main.tensors, main.ops, main.inputs, main.outputs, model.subgraphs,
+                       model.version, graphs)
+
+
+@dataclass(frozen=True)
+class ArenaStats:
+    """The LiteRT interpreter's activation arena, read from where it placed its tensors (bytes).
+
+    ``span``: from the first byte to the last of the tensors in the block that holds the model's first
+    input (tensors 64-byte aligned, as the arena aligns them, and touching); ``scratch``: the largest of
+    the kernels' own temporaries in it (unnamed tensors: a convolution's im2col buffer); ``tensors``:
+    how many tensors the block holds.
+    """
+
+    span: int
+    scratch: int
+    tensors: int
+
+
+def interpreter_arena(model: Any) -> ArenaStats:
+    """The arena a LiteRT interpreter plans for ``model`` (its stored or resized shapes), beside our
+    live-tensor peak (``tensor_lifetimes``). No API reports the arena's size, so it is read from the
+    tensors' buffer addresses after ``allocate_tensors`` (interpreter without XNNPACK, whose packed
+    weights and workspace are its own): every non-constant tensor's interval, grouped into blocks of
+    touching 64-byte-aligned intervals; the block holding the first input is the read-write arena.
+    """
+    from ai_edge_litert.interpreter import Interpreter, OpResolverType
+
+    model = load_model(model)
+    runner = Interpreter(model_content=model.content,
+                         experimental_op_resolver_type=OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES)
+    stored = {t.index: t.shape for t in model.tensors}
+    for detail in runner.get_input_details():
+        if tuple(int(v) for v in detail["shape"]) != stored.get(detail["index"]):
+            runner.resize_tensor_input(detail["index"], list(stored[detail["index"]]), strict=True)
+    runner.allocate_tensors()
+    constant = {t.index for t in model.tensors if t.constant}
+    intervals = []
+    for detail in runner.get_tensor_details():
+        if detail["index"] in constant:
+            continue
+        try:
+            view = runner.tensor(detail["index"])()
+        except ValueError:  # no buffer yet (a dynamic tensor)
+            continue
+        if view.nbytes:
+            start = view.__array_interface__["data"][0]
+            intervals.append((start, start + -(-view.nbytes // 64) * 64, view.nbytes, not detail["name"]))
+    first = runner.get_input_details()[0]["index"]
+    anchor = runner.tensor(first)().__array_interface__["data"][0]
+    blocks: list[list[tuple]] = []
+    for interval in sorted(intervals):
+        if blocks and interval[0] <= max(end for _, end, _, _ in blocks[-1]):
+            blocks[-1].append(interval)
+        else:
+            blocks.append([interval])
+    block = next(b for b in blocks if b[0][0] <= anchor < max(end for _, end, _, _ in b))
+    return ArenaStats(max(start + size for start, _, size, _ in block) - block[0][0],
+                      max((size for _, _, size, unnamed in block if unnamed), default=0), len(block))
 
 
 def _quantization(details: Mapping[str, Any]) -> tuple[float, int] | None:

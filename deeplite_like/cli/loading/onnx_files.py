@@ -7,8 +7,9 @@ truncated protobuf) is a usage error naming the file and its kind, never a trace
 
 Inputs: ``--input-shape NAME=1x3x224x224`` names the graph input it shapes (repeat it for several);
 an unnamed ``--input-shape`` shapes the graph's inputs in order. With none, the file's own fixed
-shapes are used (a symbolic dimension left unbound is then an error naming it). Shapes, not arrays,
-are passed on: the backend draws seeded arrays of each input's own dtype (zeros for integer inputs).
+shapes are used (a symbolic dimension left unbound is then an error naming it). From shapes the
+backend draws seeded arrays of each input's own dtype (zeros for integer inputs); ``--inputs FILE``
+(``.npy`` / ``.npz``, names as the graph's inputs) passes real arrays on, which bind the dimensions.
 """
 from __future__ import annotations
 
@@ -85,5 +86,7 @@ def with_batch(inputs: tuple[tuple, dict], batch_size: int) -> tuple[tuple, dict
     symbolic first dimension to ``N`` and refuses a fixed one that differs, naming it.
     """
     args, kwargs = inputs
+    if any(not isinstance(s, tuple) for s in (*args, *kwargs.values())):
+        raise UsageError("--batch-size with --inputs: the arrays fix the batch", "drop one of them")
     resize = lambda shape: (batch_size, *tuple(shape)[1:]) if len(shape) else tuple(shape)  # noqa: E731
     return tuple(resize(s) for s in args), {name: resize(s) for name, s in kwargs.items()}
