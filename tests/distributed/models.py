@@ -41,3 +41,12 @@ def snapshot(model: nn.Module) -> dict:
     state = {f"p:{k}": local_tensor(v).detach().clone() for k, v in model.named_parameters()}
     state.update({f"g:{k}": local_tensor(v.grad).clone() for k, v in model.named_parameters() if v.grad is not None})
     return state
+
+
+def pipeline_stage(stage: int, seed: int = 0) -> nn.Sequential:
+    """Stage ``stage`` (0 or 1) of Linear(16 -> 64), ReLU, Linear(64 -> 32), ReLU, Linear(32 -> 64), ReLU,
+    Linear(64 -> 8), split after the second Linear (``test_pipeline``)."""
+    torch.manual_seed(seed)
+    full = nn.Sequential(nn.Linear(16, 64), nn.ReLU(), nn.Linear(64, 32), nn.ReLU(), nn.Linear(32, 64), nn.ReLU(),
+                         nn.Linear(64, 8))
+    return full[:3] if stage == 0 else full[3:]
