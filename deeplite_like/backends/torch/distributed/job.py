@@ -298,13 +298,14 @@ class _HeldPerMicrobatch:
     address: every storage of one microbatch is alive until its backward, so no two share an address.
     """
 
-    def __init__(self, root: torch.nn.Module, calls: Any, last: bool):
-        self.root, self._calls, self._last = root, calls, last
+    def __init__(self, root: torch.nn.Module, calls: Any, last: bool, setting_up: Any):
+        self.root, self._calls, self._last, self._setting_up = root, calls, last, setting_up
         self.held: dict[int, dict[int, int]] = {}  # microbatch -> storage address -> bytes
         self.kept: dict[int, dict[int, int]] = {}  # the same, of what the step keeps to its end
 
     def _keep(self, tensor: torch.Tensor, microbatch: int | None = None, to_the_end: bool = False) -> None:
-        if isinstance(tensor, torch.Tensor) and tensor.layout == torch.strided and tensor.device.type != "meta":
+        if isinstance(tensor, torch.Tensor) and tensor.layout == torch.strided and tensor.device.type != "meta" \
+                and not self._setting_up():  # (not the schedule's shape inference at its first step)
             storage = tensor.untyped_storage()
             microbatch = self._calls() - 1 if microbatch is None else microbatch
             for table in (self.held, self.kept) if to_the_end else (self.held,):
@@ -344,7 +345,7 @@ def _count_schedule(schedule: Any, stage: Any, args: tuple, kwargs: dict, target
         schedule._stage_backward_initialized or not schedule._has_backward)
     kwargs = dict(kwargs)
     held = _HeldPerMicrobatch(module, lambda: mode.result.by_module[""].calls,
-                              stage.is_last and kwargs.get("return_outputs", True))
+                              stage.is_last and kwargs.get("return_outputs", True), mode.setting_up)
     theirs = kwargs.pop("losses", None)
     losses: list = []  # the schedule's loss of each microbatch (kept to the end of its step)
     with preserved_model_state(module), contextlib.ExitStack() as stack:

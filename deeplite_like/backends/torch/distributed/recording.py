@@ -226,15 +226,16 @@ class PipelineCounting(CountingMode):
             frame = frame.f_back
         return False
 
-    def _setting_up(self) -> bool:
+    def setting_up(self) -> bool:
+        """Whether the schedule is setting its stage up (its first step's shape inference), not stepping."""
         return not self.ready() and self._on_stack(self._setup_code)
 
     def _hook_enter(self, module: torch.nn.Module, args: tuple) -> None:
-        if not self._setting_up():
+        if not self.setting_up():
             super()._hook_enter(module, args)
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # noqa: ANN001 - torch's protocol
-        if self._setting_up():
+        if self.setting_up():
             return func(*args, **(kwargs or {}))
         node = torch._C._current_autograd_node()
         phase = "backward" if node is not None else "forward" if self._hooked else self._outside_modules()
