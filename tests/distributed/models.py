@@ -41,3 +41,14 @@ def snapshot(model: nn.Module) -> dict:
     state = {f"p:{k}": local_tensor(v).detach().clone() for k, v in model.named_parameters()}
     state.update({f"g:{k}": local_tensor(v.grad).clone() for k, v in model.named_parameters() if v.grad is not None})
     return state
+
+
+def pipeline_stage(stage: int, stages: int = 2, seed: int = 0) -> nn.Sequential:
+    """Stage ``stage`` of Linear(16 -> 64), ReLU, Linear(64 -> 32), ReLU, Linear(32 -> 64), ReLU, Linear(64 -> 8)
+    (``test_pipeline``): of 2 stages split after the second Linear, of 4 after each Linear's ReLU."""
+    torch.manual_seed(seed)
+    full = nn.Sequential(nn.Linear(16, 64), nn.ReLU(), nn.Linear(64, 32), nn.ReLU(), nn.Linear(32, 64), nn.ReLU(),
+                         nn.Linear(64, 8))
+    if stages == 2:
+        return full[:3] if stage == 0 else full[3:]
+    return full[2 * stage:2 * stage + 2]

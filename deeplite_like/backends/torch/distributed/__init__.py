@@ -10,6 +10,7 @@ from deeplite_like._moved import lazy_exports
 _EXPORTS = {
     "COLLECTIVES": "deeplite_like.backends.torch.distributed.recording",
     "JobProfile": "deeplite_like.backends.torch.distributed.job",
+    "PipelineStageProfile": "deeplite_like.backends.torch.distributed.job",
     "RankProfile": "deeplite_like.backends.torch.distributed.job",
     "profile_job": "deeplite_like.backends.torch.distributed.job",
     "local_numel": "deeplite_like.backends.torch.tensors",

@@ -5,9 +5,17 @@ its collectives) and its parameters with ``parameter_stats`` (local shards); the
 travel through the process group (``gather_object``, one small Python object per rank, after
 the count: the counted step itself runs no extra collective). The ``JobProfile`` holds a row
 per rank and the whole-job figures, and renders through ``deeplite_like.reports``.
+
+A pipeline schedule (``torch.distributed.pipelining``: ``ScheduleGPipe``, ``Schedule1F1B``) is
+profiled by its step: each rank counts its stage's forwards, loss and backwards as the schedule
+interleaves them (``recording.PipelineCounting``), and reports what its stage holds between a
+microbatch's forward and its backward, times the microbatches the schedule keeps in flight
+(``PipelineStageProfile``).
 """
 from __future__ import annotations
 
+import contextlib
+import sys
 from dataclasses import asdict, dataclass, field
 from typing import Any, Mapping
 
@@ -16,11 +24,52 @@ import torch
 from deeplite_like.errors import model_inputs
 from deeplite_like.reports import TableReport
 from deeplite_like.reports.base import strict_json
+from deeplite_like.results import parent_names, roll_up_containers
 
 from ..counting import count_ops
+from ..counting.recorder import make
+from ..counting.registry import CountOptions
 from ..params import parameter_stats
+from ..state import preserved_model_state
+from ..tensors import tensors_in
+from .recording import PipelineCounting
 
-__all__ = ["JobProfile", "RankProfile", "profile_job"]
+__all__ = ["JobProfile", "PipelineStageProfile", "RankProfile", "profile_job"]
+
+
+@dataclass
+class PipelineStageProfile:
+    """One rank's pipeline stage in the counted step (bytes on this rank).
+
+    ``in_flight``: the most microbatches whose forward has run and whose backward has not, as the
+    schedule orders them: GPipe all ``microbatches`` (every forward before any backward), 1F1B
+    ``min(microbatches, num_stages - stage_index)`` (its warm-up), 0 without a ``loss_fn`` (no
+    backward). ``microbatch_bytes``: what one microbatch holds from its forward to its backward -
+    the tensors autograd saved for backward in the stage's forward and in the schedule's loss, the
+    stage's output and, on the last stage, its loss - each storage once; not the parameters, the
+    step's own inputs and target, or the receive buffers. ``kept_bytes``: the part of it the step
+    keeps after that backward, to its end (the last stage's output, merged into the step's output,
+    and its loss): 0 on the other stages. ``activation_bytes``: the stage's activations at their
+    peak, when the microbatch forwarded last starts its backward: ``in_flight`` x
+    ``microbatch_bytes`` + (``microbatches`` - ``in_flight``) x ``kept_bytes``.
+    ``recv_buffer_bytes``: the receive buffers the stage keeps for every microbatch, made at its
+    first step and kept (activations from the previous stage, gradients from the next).
+    Not counted: the backward's own transients (the last stage's seed ``ones_like(loss)``, the
+    gradients flowing through a backward), and the last tensor a stage sent (an output forward, a
+    received activation's gradient backward), which a 1F1B schedule still references through its
+    pending send until its next exchange (``tests/distributed/test_pipeline.py``: one of each
+    microbatch size, at the peak).
+    """
+
+    schedule: str
+    stage_index: int
+    num_stages: int
+    microbatches: int
+    in_flight: int
+    microbatch_bytes: int
+    kept_bytes: int
+    activation_bytes: int
+    recv_buffer_bytes: int
 
 
 @dataclass
@@ -48,6 +97,7 @@ class RankProfile:
     comm_bus_bytes: int
     communication: list[dict] = field(default_factory=list)
     step_time_s: float | None = None
+    pipeline: PipelineStageProfile | None = None
 
 
 def _total(name: str) -> property:
@@ -80,7 +130,13 @@ class JobProfile:
 
     @property
     def unsharded_params(self) -> int:
-        return self.ranks[0].unsharded_params
+        """Elements of the whole model's parameters: rank 0's (every rank sees all of them, a DTensor by its
+        global shape), or under pipeline parallel the sum over stages, each stage once (its replicas hold
+        the same parameters)."""
+        if self.ranks[0].pipeline is None:
+            return self.ranks[0].unsharded_params
+        stages = {r.pipeline.stage_index: r.unsharded_params for r in reversed(self.ranks)}
+        return sum(stages.values())
 
     @property
     def imbalance(self) -> float:
@@ -127,16 +183,30 @@ class JobProfile:
                  f"{self.logical_macs:,}; imbalance (max/mean FLOPs) {self.imbalance:.3f}",
                  "bytes: a rank's own, summed in the job row; payload = NCCL-tests size S, bus = ring bytes "
                  "(2(n-1)/n S for all_reduce, (n-1)/n S for all_gather / reduce_scatter)"]
+        stages = [r for r in self.ranks if r.pipeline is not None]
+        if stages:
+            p = stages[0].pipeline
+            notes.append(f"pipeline {p.schedule}, {p.num_stages} stages, {p.microbatches} microbatches; in flight "
+                         "(activation bytes) by rank: " + ", ".join(
+                             f"{r.rank}: {r.pipeline.in_flight} ({r.pipeline.activation_bytes:,} B)" for r in stages))
         if self.mfu is not None:
             notes.append(f"MFU {self.mfu:.1%} of {self.peak_flops:.4g} FLOP/s per device")
         return TableReport("Distributed job profile (one step)", columns, rows, formatters=exact, notes=notes)
 
 
-def profile_job(model: torch.nn.Module, *inputs: Any, args: Any = None, kwargs: Mapping[str, Any] | None = None,
+def profile_job(model: Any, *inputs: Any, args: Any = None, kwargs: Mapping[str, Any] | None = None,
                 backward: bool = False, loss_fn: Any = None, causal_half: bool = False, group: Any = None,
                 dst: int | None = 0, peak_flops: float | None = None, step_time_s: float | None = None,
-                **model_kwargs: Any) -> JobProfile | None:
+                target: Any = None, **model_kwargs: Any) -> JobProfile | None:
     """Count one step of ``model(*args, **kwargs)`` on every rank of ``group`` and gather the figures.
+
+    ``model`` may be a pipeline schedule (``ScheduleGPipe`` / ``Schedule1F1B`` of
+    ``torch.distributed.pipelining``): then the step is ``schedule.step(*args, target=target,
+    **kwargs)`` (the whole batch on the first stage, ``target`` on the last, nothing on the others),
+    counted with its backward when the schedule has a ``loss_fn`` (``backward`` and ``loss_fn`` are
+    the schedule's: not given here); each rank reports its stage (``RankProfile.pipeline``), and
+    the job's unsharded parameters are the stages' sum. The stage's module is left as found
+    (``preserved_model_state``: its gradients too); the schedule keeps the state a step leaves.
 
     Call it on every rank (it is collective), with each rank's own inputs, inside a process
     group (``torchrun`` / ``torch.multiprocessing.spawn`` + ``init_process_group``). The count
@@ -161,7 +231,20 @@ def profile_job(model: torch.nn.Module, *inputs: Any, args: Any = None, kwargs: 
                            "torch.distributed.init_process_group(...) in every rank first (torchrun sets the "
                            "environment it reads); for one process use count_ops")
     args, kwargs = model_inputs("profile_job", inputs, args, kwargs, model_kwargs)
-    counted = count_ops(model, args=args, kwargs=kwargs, backward=backward, loss_fn=loss_fn, causal_half=causal_half)
+    stage = _pipeline_stage(model)
+    pipeline = None
+    if stage is not None:
+        if backward or loss_fn is not None:
+            raise ValueError(f"profile_job({type(model).__name__}): a pipeline schedule runs its own loss and backward "
+                             "(its loss_fn); leave backward and loss_fn out")
+        counted, pipeline = _count_schedule(model, stage, args, kwargs, target, causal_half)
+        model = stage.submod
+    elif target is not None:
+        raise ValueError("profile_job(target=...) is the loss target of a pipeline schedule's step; for a module, "
+                         "pass a loss_fn that holds its target")
+    else:
+        counted = count_ops(model, args=args, kwargs=kwargs, backward=backward, loss_fn=loss_fn,
+                            causal_half=causal_half)
     held = parameter_stats(model)
     mine = RankProfile(
         rank=dist.get_rank(group), macs=counted.macs, flops=counted.flops,
@@ -172,7 +255,7 @@ def profile_job(model: torch.nn.Module, *inputs: Any, args: Any = None, kwargs: 
         unsharded_params=sum(p.numel() for p in model.parameters()),  # a DTensor's numel is its global one
         comm_calls=sum(c.calls for c in counted.communication), comm_payload_bytes=counted.comm_payload_bytes,
         comm_bus_bytes=counted.comm_bus_bytes, communication=[c.as_dict() for c in counted.communication],
-        step_time_s=step_time_s)
+        step_time_s=step_time_s, pipeline=pipeline)
     world = dist.get_world_size(group)
     if dst is None:
         gathered: list[Any] = [None] * world
@@ -184,3 +267,111 @@ def profile_job(model: torch.nn.Module, *inputs: Any, args: Any = None, kwargs: 
         if gathered is None:
             return None
     return JobProfile(world, sorted(gathered, key=lambda r: r.rank), peak_flops)
+
+
+# -- pipeline parallel ------------------------------------------------------------------------
+def _pipeline_stage(model: Any) -> Any:
+    """The stage of a single-stage pipeline schedule (``None``: ``model`` is no schedule)."""
+    schedules = sys.modules.get("torch.distributed.pipelining.schedules")
+    if schedules is None or not isinstance(model, schedules._PipelineSchedule):
+        if not isinstance(model, torch.nn.Module):
+            raise TypeError(f"profile_job expects a torch.nn.Module or a pipeline schedule, got {type(model).__name__}")
+        return None
+    if type(model) not in (schedules.ScheduleGPipe, schedules.Schedule1F1B):
+        raise NotImplementedError(f"profile_job counts the ScheduleGPipe and Schedule1F1B pipeline schedules (one stage "
+                                  f"per rank), not {type(model).__name__}: its microbatches in flight are not modelled")
+    return model._stage
+
+
+def in_flight(schedule: str, microbatches: int, num_stages: int, stage_index: int) -> int:
+    """Most microbatches between their forward and their backward on a stage (``PipelineStageProfile``)."""
+    if schedule == "ScheduleGPipe":
+        return microbatches
+    return min(microbatches, num_stages - stage_index)  # 1F1B's warm-up forwards
+
+
+class _HeldPerMicrobatch:
+    """Storages each microbatch holds for its backward, by forward call of the stage's module.
+
+    ``pack`` is a ``saved_tensors_hooks`` pack hook (identity: the tensor is saved as autograd saves it);
+    ``output`` a global forward hook that keeps the stage's outputs. Sizes only are kept, by storage
+    address: every storage of one microbatch is alive until its backward, so no two share an address.
+    """
+
+    def __init__(self, root: torch.nn.Module, calls: Any, last: bool, setting_up: Any):
+        self.root, self._calls, self._last, self._setting_up = root, calls, last, setting_up
+        self.held: dict[int, dict[int, int]] = {}  # microbatch -> storage address -> bytes
+        self.kept: dict[int, dict[int, int]] = {}  # the same, of what the step keeps to its end
+
+    def _keep(self, tensor: torch.Tensor, microbatch: int | None = None, to_the_end: bool = False) -> None:
+        if isinstance(tensor, torch.Tensor) and tensor.layout == torch.strided and tensor.device.type != "meta" \
+                and not self._setting_up():  # (not the schedule's shape inference at its first step)
+            storage = tensor.untyped_storage()
+            microbatch = self._calls() - 1 if microbatch is None else microbatch
+            for table in (self.held, self.kept) if to_the_end else (self.held,):
+                table.setdefault(microbatch, {})[storage.data_ptr()] = storage.nbytes()
+
+    def pack(self, tensor: torch.Tensor) -> torch.Tensor:
+        if torch._C._current_autograd_node() is None:  # (not a recomputation in backward: transient)
+            self._keep(tensor)
+        return tensor
+
+    def output(self, module: torch.nn.Module, args: Any, output: Any) -> None:
+        if module is self.root:
+            for tensor in tensors_in(output):
+                self._keep(tensor, to_the_end=self._last)
+
+    def losses(self, losses: list) -> None:
+        """The last stage's loss of each microbatch (kept by the schedule to the step's end)."""
+        for microbatch, loss in enumerate(losses):
+            self._keep(loss, microbatch, to_the_end=True)
+
+    @staticmethod
+    def largest(tables: dict[int, dict[int, int]], excluded: set[int]) -> int:
+        """The most bytes one microbatch holds in ``tables``, leaving out the storages at ``excluded`` addresses."""
+        return max((sum(n for ptr, n in held.items() if ptr not in excluded) for held in tables.values()), default=0)
+
+
+def _count_schedule(schedule: Any, stage: Any, args: tuple, kwargs: dict, target: Any,
+                    causal_half: bool) -> tuple[Any, PipelineStageProfile]:
+    """Count one ``schedule.step`` on this rank's stage, and what its microbatches hold."""
+    schedules = sys.modules["torch.distributed.pipelining.schedules"]  # (loaded: ``schedule`` is one of its classes)
+    module = stage.submod
+    modules = list(module.named_modules())
+    mode = make(PipelineCounting, CountOptions(causal_half=causal_half), track_backward=True)
+    mode._loss_code = schedules._PipelineSchedule._compute_loss.__code__
+    mode._setup_code = schedules._PipelineSchedule._initialize_pp_stages.__code__
+    mode.ready = lambda: schedule._stage_forward_initialized and (
+        schedule._stage_backward_initialized or not schedule._has_backward)
+    kwargs = dict(kwargs)
+    held = _HeldPerMicrobatch(module, lambda: mode.result.by_module[""].calls,
+                              stage.is_last and kwargs.get("return_outputs", True), mode.setting_up)
+    theirs = kwargs.pop("losses", None)
+    losses: list = []  # the schedule's loss of each microbatch (kept to the end of its step)
+    with preserved_model_state(module), contextlib.ExitStack() as stack:
+        stack.callback(mode.detach)
+        mode.attach(modules)
+        hook = torch.nn.modules.module.register_module_forward_hook(held.output)
+        stack.callback(hook.remove)
+        stack.enter_context(mode)
+        stack.enter_context(torch.autograd.graph.saved_tensors_hooks(held.pack, lambda tensor: tensor))
+        mode.set_phase("forward")
+        schedule.step(*args, target=target, losses=losses, **kwargs)
+    counted = mode.finish()
+    held.losses(losses)
+    if theirs is not None:
+        theirs[:] = losses
+    roll_up_containers(counted.by_module, parent_names(name for name, _ in modules))
+    buffers = [info.buffer for infos in (*stage.args_recv_info.values(), *stage.grad_recv_info.values())
+               for info in infos if getattr(info, "buffer", None) is not None]
+    persistent = [*module.parameters(), *module.buffers(), *tensors_in((args, kwargs, target)), *buffers]
+    excluded = {t.untyped_storage().data_ptr() for t in persistent}
+    name = type(schedule).__name__
+    flight = in_flight(name, schedule._n_microbatches, stage.num_stages, stage.stage_index) \
+        if schedule._has_backward else 0
+    per_microbatch, kept = held.largest(held.held, excluded), held.largest(held.kept, excluded)
+    microbatches = schedule._n_microbatches
+    recv = {t.untyped_storage().data_ptr(): t.untyped_storage().nbytes() for t in buffers}
+    return counted, PipelineStageProfile(name, stage.stage_index, stage.num_stages, microbatches, flight,
+                                         per_microbatch, kept, flight * per_microbatch + (microbatches - flight) * kept,
+                                         sum(recv.values()))

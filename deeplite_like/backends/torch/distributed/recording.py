@@ -3,7 +3,8 @@
 The counting core does not import this module: importing it registers ``_Recording`` at the
 recorder's hook point (``counting.recorder.register_distributed``), and the backend's package root
 imports it. The mode asks it only about tensor subclasses and collective operators, so a count of
-plain tensors runs nothing of it. DTensor operators: ``subclass_dispatch``; collectives: ``CommLog``.
+plain tensors runs nothing of it. DTensor operators: ``subclass_dispatch``; collectives: ``CommLog``;
+a pipeline schedule's step, whose forwards and backwards interleave: ``PipelineCounting``.
 
 **The table of collective operators** (``COLLECTIVES``): their kind and payload. Every collective
 reaches the dispatcher as an operator: the functional collectives DTensor and FSDP2 issue
@@ -29,8 +30,8 @@ from deeplite_like.results import CommStats, Cost, bus_bytes
 from ..counting.recorder import CountingMode, PLAIN, register_distributed
 from ..counting.registry import OpCall, lookup
 
-__all__ = ["COLLECTIVES", "FREE_COMM_OPS", "PLAIN", "CommLog", "Collective", "LogicalShare", "collective_call",
-           "issuing_module", "subclass_dispatch"]
+__all__ = ["COLLECTIVES", "FREE_COMM_OPS", "PLAIN", "CommLog", "Collective", "LogicalShare", "PipelineCounting",
+           "collective_call", "issuing_module", "subclass_dispatch"]
 
 
 class Collective(NamedTuple):
@@ -309,6 +310,61 @@ class CommLog:
 
         communication.__qualname__ = f"communication[{name}]"
         return communication
+
+
+class PipelineCounting(CountingMode):
+    """A counting mode whose phase follows a pipeline schedule's step, operator by operator.
+
+    ``count_ops`` runs forward, loss and backward one after the other and says when each begins;
+    a schedule (``torch.distributed.pipelining``) interleaves them, microbatch by microbatch
+    (GPipe: every forward, then every backward; 1F1B: one of each in the steady state). Here each
+    priced operator finds its own phase: ``backward`` while the autograd engine runs a node (the
+    stage's backward, ``torch.autograd.backward`` in ``stage_backward``), ``forward`` while a module
+    of the stage runs, ``loss`` while the schedule computes its loss (``_compute_loss`` on the
+    stack), else the phase of what ran before (a send after a forward, the gradient scaling after
+    the last backward). Backward operators are placed in modules as ``count_ops`` places them.
+
+    A schedule's first step sets its stages up first (``_initialize_pp_stages``): it runs the stage
+    on meta tensors to learn the shapes it sends and receives. That is no part of a step: it runs
+    uncounted, the stage's module calls too (only while ``ready()`` says the set-up is not done).
+    """
+
+    _loss_code: Any = None  # ``_PipelineSchedule._compute_loss.__code__``, set by the caller
+    _setup_code: Any = None  # ``_PipelineSchedule._initialize_pp_stages.__code__``, set by the caller
+    ready: Callable[[], bool] = staticmethod(lambda: True)  # the schedule's stages are set up
+
+    def _on_stack(self, code: Any) -> bool:
+        frame = sys._getframe(2)
+        while frame is not None:
+            if frame.f_code is code:
+                return True
+            frame = frame.f_back
+        return False
+
+    def setting_up(self) -> bool:
+        """Whether the schedule is setting its stage up (its first step's shape inference), not stepping."""
+        return not self.ready() and self._on_stack(self._setup_code)
+
+    def _hook_enter(self, module: torch.nn.Module, args: tuple) -> None:
+        if not self.setting_up():
+            super()._hook_enter(module, args)
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # noqa: ANN001 - torch's protocol
+        if self.setting_up():
+            return func(*args, **(kwargs or {}))
+        node = torch._C._current_autograd_node()
+        phase = "backward" if node is not None else "forward" if self._hooked else self._outside_modules()
+        if phase != self._phase_name:
+            self.set_phase(phase)
+        return super().__torch_dispatch__(func, types, args, kwargs)
+
+    def _outside_modules(self) -> str:
+        return "loss" if self._on_stack(self._loss_code) else self._phase_name or "forward"
+
+    def finish(self) -> Any:
+        result = super().finish()
+        result.phases = {name: stats for name, stats in result.phases.items() if stats.calls}
+        return result
 
 
 class _Recording:
