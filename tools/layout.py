@@ -11,7 +11,8 @@ What it counts (static: the source is parsed, never imported):
   (inside functions) included: a circle is a circle whether Python meets it at import time or
   later. ``from a import b`` is an edge to ``a`` (a package importing its own submodules, which
   import from it, is a circle too), and to ``a.b`` as well when that is a module;
-  imports under ``if TYPE_CHECKING:`` are left out, as are a submodule's implicit imports of
+  imports under ``if TYPE_CHECKING:`` count too (a type-only import still ties two modules); left
+  out are a submodule's implicit imports of
   its parent packages.
 * ``repeated_names``: file names used by more than one module, leaving out ``__init__.py``, the
   formula families (``*/formulas/*``) and parallel backend modules (the same path under
@@ -50,13 +51,9 @@ def _is_type_checking(test: ast.expr) -> bool:
 
 
 def _imports(tree: ast.Module):
-    """(node, deferred) for each import statement, skipping ``if TYPE_CHECKING:`` blocks."""
+    """(node, deferred) for each import statement (``if TYPE_CHECKING:`` blocks included)."""
     def walk(node, deferred):
         for child in ast.iter_child_nodes(node):
-            if isinstance(child, ast.If) and _is_type_checking(child.test):
-                for other in child.orelse:
-                    yield from walk_one(other, deferred)
-                continue
             yield from walk_one(child, deferred)
 
     def walk_one(node, deferred):

@@ -14,14 +14,14 @@ The views read a profile's fields and import nothing of ``result`` (which calls 
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Any
 
 from deeplite_like.reports.table import TableReport
 from deeplite_like.results import OpStats
 from deeplite_like.units import format_number, pick_scale
 
-if TYPE_CHECKING:  # (the result module calls these views; they only read its fields)
-    from deeplite_like.profiling.result import ModelProfile, ModuleNode
+# (``result.py`` imports these views: its ``ModelProfile`` and ``ModuleNode`` are read here by attribute only)
+ModelProfile = ModuleNode = Any
 
 
 def count(value: int | float | None, unit: str = "", as_string: bool = True) -> str:

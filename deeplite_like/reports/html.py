@@ -27,7 +27,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from deeplite_like._version import __version__
 from deeplite_like.reports.changes import is_number
@@ -36,10 +36,9 @@ from deeplite_like.reports.charts import (Bar, PALETTE, RatioBar, TITLE_SPACE, _
 from deeplite_like.units import format_bytes, format_number, pick_scale, scaled
 
 
-if TYPE_CHECKING:  # (reports call these renderings; the layout is chosen by ``report.KIND``)
-    from deeplite_like.reports.base import Report
-    from deeplite_like.reports.comparison import CompareReport
-    from deeplite_like.reports.table import TableReport
+# Reports call these renderings; the layout is chosen by ``report.KIND``, so this module imports no
+# report class (``Report``, ``CompareReport``, ``TableReport`` below are any report of that kind).
+Report = CompareReport = TableReport = Any
 
 __all__ = ["MAX_POINTS", "document", "fragment", "is_layer_table", "layer_charts", "module_depth", "notes_html",
            "report_section", "timeline_chart", "to_html", "training_memory_page"]
