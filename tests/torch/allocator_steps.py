@@ -52,6 +52,7 @@ def _storages_bytes(tensors: list[torch.Tensor]) -> int:
     seen: dict[int, int] = {}
     for t in tensors:
         if isinstance(t, torch.Tensor):
+            t = getattr(t, "_local_tensor", t)  # a DTensor (tensor parallel) holds its local shard
             storage = t.untyped_storage()
             seen[storage.data_ptr()] = storage.nbytes()
     return sum(seen.values())

@@ -1,0 +1,74 @@
+"""estimate_training_memory of a tensor-parallel model against a real step on gloo ranks, read from the allocator.
+
+The model is ``tests/distributed/models.tensor_parallel_mlp``: Linear(64 -> 256) column-wise, ReLU,
+Linear(256 -> 64) row-wise, its parameters DTensors whose local shards are what a rank holds. The
+estimate is called on each rank's model as it is (no ``sharding=``: the parameters are already
+sharded) and the reference (``tests/torch/allocator_steps.allocator_step``, which does not use the
+package) runs the same step for real on a copy. Per rank, with n ranks and h = 256 / n features:
+
+    column-wise layer: weight h x 64 + bias h;  row-wise layer: weight 64 x h + bias 64 (replicated)
+    n = 2: (128*64 + 128) + (64*128 + 64) = 16,576 parameters = 66,304 B
+    n = 4: (64*64 + 64) + (64*64 + 64)   =  8,320 parameters = 33,280 B
+
+AdamW (foreach) peaks in its step at ``_foreach_sqrt``: parameters + input (8 x 64 fp32 = 2,048 B)
++ gradients + two states + the sqrt temporary, 5 x params + 2,048:
+    n = 2: 5 * 66,304 + 2,048 = 333,568 B;  n = 4: 5 * 33,280 + 2,048 = 168,448 B.
+The real step's dispatcher-visible peak adds the 4-byte host ``step`` counters of the four
+parameters (``optimizer_host_bytes`` = 16 B, outside the device figure by convention): to the byte.
+
+SGD with momentum (foreach) peaks in backward, at the column-wise layer's bias-gradient ``sum``
+(the last gradient made): parameters + momentum buffers + input + every gradient + the hidden
+layer's gradient (8 x h fp32) + the 4-byte loss and its 4-byte seed gradient:
+    n = 2: 3 * 66,304 + 2,048 + 8 * 128 * 4 + 8 = 205,064 B
+    n = 4: 3 * 33,280 + 2,048 + 8 *  64 * 4 + 8 = 103,944 B
+SGD keeps no host counter: the real peak equals the estimate. Either peak can exceed it by 2,048 B
+(one run in three under load, never on an idle machine in 4 runs): a block the size of the row-wise
+layer's all-reduced output (8 x 64 fp32) still alive at the peak on gloo's timing, as gloo's copy of
+DDP's bucket is in test_training_memory_ddp (freed with its work object; not traced further). The
+estimate leaves it out.
+"""
+from __future__ import annotations
+
+import pytest
+import torch
+
+from .launch import run_ranks
+from .models import tensor_parallel_mlp
+
+pytestmark = [pytest.mark.filterwarnings("ignore::UserWarning"), pytest.mark.slow]
+
+
+def _worker(rank: int, world: int) -> dict:
+    from torch.distributed.device_mesh import init_device_mesh
+
+    from deeplite_like.backends.torch import estimate_training_memory
+    from tests.torch.allocator_steps import allocator_step
+
+    model, x = tensor_parallel_mlp(64, 256, init_device_mesh("cpu", (world,))), torch.randn(8, 64)
+    out = {}
+    for name, factory in (("adamw", lambda p: torch.optim.AdamW(p, foreach=True)),
+                          ("sgd", lambda p: torch.optim.SGD(p, lr=0.1, momentum=0.9, foreach=True))):
+        estimate = estimate_training_memory(model, x, optimizer=factory)
+        real = allocator_step(model, (x,), optimizer=factory)
+        out[name] = {"params": estimate.params_bytes, "grads": estimate.grads_bytes, "states": estimate.optimizer_bytes,
+                     "peak": estimate.peak_bytes, "phase": estimate.peak_phase, "host": estimate.optimizer_host_bytes,
+                     "op": estimate.peak_op, "module": estimate.peak_module,
+                     "real_peak": real.dispatcher_peak_bytes}
+    return out
+
+
+@pytest.mark.parametrize("world, params", [(2, 66_304), (4, 33_280)])
+def test_tensor_parallel_step_matches_the_allocator_on_every_rank(world, params):
+    for rank in run_ranks(_worker, world):
+        adamw = rank["adamw"]
+        assert (adamw["params"], adamw["grads"], adamw["states"]) == (params, params, 2 * params)
+        assert adamw["peak"] == 5 * params + 2_048 and adamw["phase"] == "optimizer"
+        assert adamw["host"] == 4 * 4
+        gloo_copy = 8 * 64 * 4  # the all-reduced output gloo's work object may still hold (module docstring)
+        assert adamw["real_peak"] - (adamw["peak"] + adamw["host"]) in (0, gloo_copy)
+        sgd = rank["sgd"]
+        assert (sgd["params"], sgd["grads"], sgd["states"]) == (params, params, params)  # one momentum buffer
+        hidden = 256 // world
+        assert sgd["peak"] == 3 * params + 2_048 + 8 * hidden * 4 + 8
+        assert (sgd["phase"], sgd["op"], sgd["module"]) == ("backward", "aten.sum.dim_IntList", "0")
+        assert sgd["host"] == 0 and sgd["real_peak"] - sgd["peak"] in (0, gloo_copy)
