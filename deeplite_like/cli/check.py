@@ -252,7 +252,7 @@ def run(args: argparse.Namespace, stdout: IO[str] | None = None, stderr: IO[str]
         raise UsageError(f"check writes a table or JSON, not {fmt}", "use --format json, or an --output ending "
                          "in .json or .txt")
     baseline = load_baseline(args.baseline) if args.baseline is not None else None
-    check_device(args.device)
+    check_device(args.device, [args.model])
     if args.metrics is None:  # only what the checks need
         needed = list(limits) + [k for k, m in (baseline or {}).items() if m.get("comparative") in LOWER + HIGHER
                                  and k not in limits]

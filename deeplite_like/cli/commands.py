@@ -74,7 +74,7 @@ def run_profile(args: argparse.Namespace, stdout: IO[str] | None = None, stderr:
     layers_wanted = args.metrics is None or {"layers", "layerwise_summary"} & set(args.metrics)
     if fmt == "csv" and args.output is not None and layers_wanted and not (args.batch_sizes or args.seq_lens):
         require_writable_output(layers_csv_path(args.output), "the per-layer CSV beside --output,")
-    check_device(args.device)
+    check_device(args.device, [args.model])
     shapes = [parse_shape(text) for text in args.input_shape or []]
     model_args = parse_model_args(args.model_args)
     if args.batch_sizes or args.seq_lens:
@@ -124,7 +124,7 @@ def run_compare(args: argparse.Namespace, stdout: IO[str] | None = None, stderr:
                          "reference); to profile one model use: deeplite-like profile MODEL")
     require_writable_output(args.output)  # before any model is loaded: no work is lost to a bad path
     fmt = resolve_format(args.format, args.output)
-    check_device(args.device)
+    check_device(args.device, args.models)
     shapes = [parse_shape(text) for text in args.input_shape or []]
     model_args = parse_model_args(args.model_args)
     # Every model is loaded before any is profiled: a bad spec fails at once, not after minutes.

@@ -13,6 +13,7 @@ import difflib
 import inspect
 import warnings
 from dataclasses import dataclass, field
+from collections.abc import Sequence
 from typing import Any
 
 from deeplite_like.errors import called_as
@@ -160,6 +161,8 @@ def prepare(loaded: LoadedModel, inputs: tuple[tuple, dict], options: RunOptions
                                 "TensorFlow fixes its threads when it starts (the time says how many it used)")
         else:
             call_kwargs["num_threads"] = options.num_threads
+    if loaded.framework == "onnx" and options.device != "meta":
+        call_kwargs["device"] = options.device  # the ONNX Runtime provider that times it
     accepted = {name for function in profiler.functions for name in inspect.signature(function).parameters}
     call_kwargs = {k: v for k, v in call_kwargs.items() if k in accepted}
     # Per-layer forward times: for a torch model's per-layer table, when latency is asked for.
@@ -363,11 +366,18 @@ def with_predicted_times(table: TableReport, prediction: Any) -> TableReport:
                        notes=notes)
 
 
-def check_device(device: str) -> None:
-    """Refuse ``--device cuda`` on a machine where torch sees no CUDA device, before anything is loaded."""
+def check_device(device: str, specs: Sequence[str] = ()) -> None:
+    """Refuse ``--device cuda`` where it cannot run, before anything is loaded: for ``.onnx`` files, an
+    onnxruntime without the CUDA provider; for the other models, a torch that sees no CUDA device."""
     if device != "cuda":
         return
     import importlib.util
+
+    onnx_files = [spec for spec in specs if str(spec).lower().endswith(".onnx")]
+    if onnx_files:
+        _check_onnx_cuda(onnx_files[0])
+        if len(onnx_files) == len(specs):
+            return
 
     if importlib.util.find_spec("torch") is None:
         raise UsageError("--device cuda runs PyTorch models, and torch is not installed here",
@@ -382,6 +392,21 @@ def check_device(device: str) -> None:
                          "CUDA build of torch on a machine with a GPU")
 
 
+def _check_onnx_cuda(spec: str) -> None:
+    import importlib.util
+
+    if importlib.util.find_spec("onnxruntime") is None:
+        raise UsageError(f"--device cuda times {spec} with ONNX Runtime's CUDA provider, and onnxruntime is not "
+                         "installed here", "pip install onnxruntime-gpu (or use --device cpu)")
+    import onnxruntime as ort
+
+    available = ort.get_available_providers()
+    if "CUDAExecutionProvider" not in available:
+        raise UsageError(f"--device cuda: this onnxruntime {ort.__version__} has no CUDAExecutionProvider to time "
+                         f"{spec} (it has {', '.join(available)})",
+                         "use --device cpu, or install onnxruntime-gpu in place of onnxruntime on a machine with a GPU")
+
+
 # ------------------------------------------------------------------------------ helpers
 def _check_batch(inputs: tuple[tuple, dict], batch_size: int) -> None:
     """Refuse a ``--batch-size`` whose inputs alone would not fit in memory here (estimated per sample)."""
@@ -394,9 +419,11 @@ def _place(loaded: LoadedModel, inputs: tuple[tuple, dict], device: str) -> tupl
     """Move a torch model and its inputs to ``cuda`` when asked (the model is the command's own copy)."""
     if device != "cuda":
         return inputs
+    if loaded.framework == "onnx":  # ONNX Runtime's CUDA provider times it (ComputeExecutionTime's device)
+        return inputs
     if loaded.framework != "torch":
-        raise UsageError(f"--device cuda is supported for PyTorch models; {loaded.spec!r} is a {loaded.framework} "
-                         "model", "drop --device")
+        raise UsageError(f"--device cuda is supported for PyTorch and ONNX models; {loaded.spec!r} is a "
+                         f"{loaded.framework} model", "drop --device")
     import torch
     from torch.utils._pytree import tree_map
 

@@ -186,3 +186,36 @@ def test_inputs_file_binds_the_symbolic_dimensions(cli, tmp_path):
     assert values["macs"] == 13_824
     code, _, err = cli("profile", str(path), "--inputs", str(tmp_path / "x.npz"), "--batch-size", "4", "--no-progress")
     assert code == 2 and "the arrays fix the batch" in err
+
+
+def test_device_cuda_times_an_onnx_file_with_the_cuda_provider_or_says_why_not(cli, tmp_path):
+    import onnxruntime as ort
+
+    path = tmp_path / "model.onnx"
+    conv_file(path)
+    code, out, err = cli("profile", str(path), "--input-shape", "input=1x3x8x8", "--device", "cuda",
+                         "--metrics", "execution_time", "--format", "json", "--no-progress")
+    if "CUDAExecutionProvider" in ort.get_available_providers():  # onnxruntime-gpu on a GPU machine
+        assert code == 0, err
+        assert metric(json.loads(out), "execution_time")["details"]["provider"] == "CUDAExecutionProvider"
+    else:  # checked before the file is read: the providers this onnxruntime has are named, not torch's CUDA
+        assert code == 2
+        assert "no CUDAExecutionProvider" in err and "CPUExecutionProvider" in err and "onnxruntime-gpu" in err
+
+
+def test_the_api_refuses_a_device_onnx_runtime_cannot_time():
+    import onnxruntime as ort
+
+    from deeplite_like.backends.onnx import OnnxProfiler
+
+    model = helper.make_model(helper.make_graph(
+        [helper.make_node("Relu", ["x"], ["y"])], "relu", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4])]), opset_imports=[helper.make_opsetid("", 17)])
+    profiler = OnnxProfiler(model)
+    with pytest.raises(ValueError, match="'cpu' or 'cuda'"):
+        profiler.compute_network_status(device="tpu")
+    if "CUDAExecutionProvider" not in ort.get_available_providers():
+        with pytest.raises(ValueError, match="no CUDAExecutionProvider"):
+            profiler.compute_network_status(device="cuda")
+    status = profiler.compute_network_status(min_run_time=0.01, device="cpu")
+    assert status["execution_time"] > 0

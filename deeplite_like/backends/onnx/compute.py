@@ -147,10 +147,12 @@ class ComputeMemory(ProfilerFunction):
 
 
 class ComputeExecutionTime(ProfilerFunction):
-    """Median time of one ONNX Runtime run of one batch (CPU provider) and the throughput it implies.
+    """Median time of one ONNX Runtime run of one batch and the throughput it implies.
 
     ``num_threads`` (default 1) is the session's intra-op thread count; inter-op is 1 with
-    sequential execution. Details as the other backends' (``q1``, ``q3``, ``forwards``, ...).
+    sequential execution. ``device``: ``"cpu"`` (the CPU provider) or ``"cuda"`` (the CUDA provider,
+    onnxruntime-gpu; each run copies the inputs to the GPU and the outputs back, as ``session.run``
+    does). Details as the other backends' (``q1``, ``q3``, ``forwards``, ...).
     """
 
     def get_bounded_status_keys(self):
@@ -158,7 +160,7 @@ class ComputeExecutionTime(ProfilerFunction):
 
     def __call__(self, onnx_model: Any, data_splits: Mapping[str, Any], inputs: Any = None,
                  dims: Mapping[str, int] | None = None, split: str | None = None, min_run_time: float = 0.2,
-                 num_threads: int | None = None, batch_size: int | None = None) -> dict:
+                 num_threads: int | None = None, batch_size: int | None = None, device: str = "cpu") -> dict:
         try:
             import onnxruntime as ort
         except ImportError as exc:
@@ -171,17 +173,18 @@ class ComputeExecutionTime(ProfilerFunction):
         options.intra_op_num_threads = threads
         options.inter_op_num_threads = 1
         options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
-        session = inference_session(onnx_model, options)
+        session = inference_session(onnx_model, options, device)
+        provider = session.get_providers()[0]
         busy = busy_note()
         blocks = time_blocks(lambda: session.run(None, feeds), lambda: None, warmup=3, min_run_time=min_run_time,
                              min_blocks=5)
         batches = {shape[0] for shape in info.input_shapes.values() if shape}
         batch = batches.pop() if len(batches) == 1 else 1
-        reason = (f"ONNX Runtime {ort.__version__} CPUExecutionProvider: {threads} intra-op thread(s), 1 inter-op, "
+        reason = (f"ONNX Runtime {ort.__version__} {provider}: {threads} intra-op thread(s), 1 inter-op, "
                   "sequential execution")
-        stats = summarise(blocks, batch_size=batch, num_threads=threads, device="cpu", compiled="onnxruntime",
+        stats = summarise(blocks, batch_size=batch, num_threads=threads, device=device, compiled="onnxruntime",
                           threads_reason=reason, busy=busy)
-        return timing_values(stats, runtime=f"onnxruntime {ort.__version__}", provider="CPUExecutionProvider")
+        return timing_values(stats, runtime=f"onnxruntime {ort.__version__}", provider=provider)
 
 
 DEFAULT_FUNCTIONS = (ComputeComplexity, ComputeParams, ComputeSize, ComputeMemory, ComputeExecutionTime)

@@ -567,8 +567,14 @@ def session_inputs(input_shapes: Mapping[str, tuple[int, ...]], dtypes: Mapping[
     return feeds
 
 
-def inference_session(model: Any, options: Any) -> Any:
-    """An ONNX Runtime ``InferenceSession`` of ``model`` on the CPU provider, made quietly.
+def inference_session(model: Any, options: Any, device: str = "cpu") -> Any:
+    """An ONNX Runtime ``InferenceSession`` of ``model`` on the CPU provider (``device="cuda"``: the CUDA
+    provider, with the CPU provider for the nodes it does not implement, as ONNX Runtime places them), made
+    quietly.
+
+    ``device="cuda"`` with an onnxruntime that has no CUDA provider (the ``onnxruntime`` wheel; the GPU one is
+    ``onnxruntime-gpu``) is a ``ValueError`` naming the providers it has: ONNX Runtime itself would fall back
+    to the CPU and time the wrong device.
 
     When a session cannot be made, onnxruntime prints an "EP Error ... Falling back" banner to standard
     output and retries once before it raises; the banner would land inside a report (a JSON one too), so
@@ -577,8 +583,18 @@ def inference_session(model: Any, options: Any) -> Any:
     """
     import onnxruntime as ort
 
+    providers = ["CPUExecutionProvider"]
+    if device == "cuda":
+        available = ort.get_available_providers()
+        if "CUDAExecutionProvider" not in available:
+            raise ValueError(f"device='cuda': this onnxruntime {ort.__version__} has no CUDAExecutionProvider (it has "
+                             f"{', '.join(available)}); install onnxruntime-gpu in place of onnxruntime, or time on "
+                             "device='cpu'")
+        providers = ["CUDAExecutionProvider", "CPUExecutionProvider"]
+    elif device != "cpu":
+        raise ValueError(f"device must be 'cpu' or 'cuda' for an ONNX model, got {device!r}")
     with contextlib.redirect_stdout(io.StringIO()):
-        return ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
+        return ort.InferenceSession(model.SerializeToString(), options, providers=providers)
 
 
 def shapes_by_running(model: Any, input_shapes: Mapping[str, tuple[int, ...]], dtypes: Mapping[str, int],
