@@ -386,6 +386,81 @@ class GraphCount:
         return result
 
 
+@dataclass
+class LifetimeStats:
+    """Live-tensor bytes of one run of a graph (all in bytes): ``TensorLifetimes.stats``.
+
+    Attributes:
+        peak_bytes: the largest total of live activation bytes at any step.
+        peak_at: the step (node / operator label) where the peak happens.
+        input_bytes / output_bytes: bytes of the graph's inputs / outputs.
+        tensors: activation storages counted (views of one storage count once).
+        by_step: step label -> live bytes while it runs, in graph order.
+    """
+
+    peak_bytes: int = 0
+    peak_at: str = ""
+    input_bytes: int = 0
+    output_bytes: int = 0
+    tensors: int = 0
+    by_step: dict[str, int] = field(default_factory=dict)
+
+
+class TensorLifetimes:
+    """The storages of one run of a file's graph (ONNX nodes, TFLite operators), step by step.
+
+    A storage is born at the step that writes it (``born``; the graph's inputs at step 0) and lives
+    to the last step that reads it (``read``), or to the end when the graph returns it (``keep``); a
+    view (``view``: Reshape, Squeeze, ...) is the storage it views, so its readers keep that one
+    alive. ``stats`` sums the live bytes of each step (a difference array: one pass).
+    """
+
+    def __init__(self, steps: int) -> None:
+        self.last = max(steps - 1, 0)
+        self._root: dict[Any, Any] = {}  # value -> the storage it is (itself, or the value it views)
+        self._start: dict[Any, int] = {}
+        self._end: dict[Any, int] = {}
+        self._size: dict[Any, int] = {}
+
+    def __contains__(self, key: Any) -> bool:
+        return key in self._root
+
+    def born(self, key: Any, step: int, nbytes: int) -> None:
+        self._root[key] = key
+        self._start[key], self._size[key] = step, nbytes
+        self._end[key] = max(self._end.get(key, step), step)
+
+    def view(self, key: Any, of: Any, step: int) -> None:
+        self._root[key] = self._root.get(of, of)
+        self.read(key, step)
+
+    def read(self, key: Any, step: int) -> None:
+        storage = self._root.get(key, key)
+        self._end[storage] = max(self._end.get(storage, step), step)
+
+    def keep(self, key: Any) -> None:
+        self.read(key, self.last)
+
+    def storages(self, keys: Iterable[Any]) -> int:
+        """Bytes of the distinct storages of ``keys`` (two outputs viewing one storage count once)."""
+        return sum(self._size[s] for s in {self._root[k] for k in keys if k in self._root})
+
+    def stats(self, labels: list[str], input_bytes: int, output_bytes: int) -> LifetimeStats:
+        """Live bytes at each step (``labels``, one per step; none: one step labelled ``"(no nodes)"``)."""
+        delta = [0] * (self.last + 2)
+        for key, nbytes in self._size.items():
+            delta[self._start[key]] += nbytes
+            delta[self._end[key] + 1] -= nbytes
+        result = LifetimeStats(input_bytes=input_bytes, output_bytes=output_bytes, tensors=len(self._size))
+        live = 0
+        for step, label in enumerate(labels or ["(no nodes)"]):
+            live += delta[step]
+            result.by_step[label] = live
+            if live > result.peak_bytes:
+                result.peak_bytes, result.peak_at = live, label
+        return result
+
+
 def parent_names(names: Iterable[str], sep: str = ".") -> dict[str, str | None]:
     """Qualified name -> the nearest enclosing name that is also listed (``None`` for the root ``""``)."""
     known = list(names)

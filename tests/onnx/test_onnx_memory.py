@@ -40,7 +40,7 @@ def test_hand_built_graph_peak_and_where():
     # a 0..1, b 1..4 (the view c's last consumer is add), d 4..5, y 5..5 (an output: to the end).
     #   relu1 x + a = 32 | matmul x + a + b = 64 | shape_const x + b = 48 | reshape x + b = 48
     #   add x + b + d = 80 | relu2 x + d + y = 80 (the peak is reported at its first node)
-    assert stats.by_node == {"relu1": 32, "matmul": 64, "shape_const": 48, "reshape": 48, "add": 80, "relu2": 80}
+    assert stats.by_step == {"relu1": 32, "matmul": 64, "shape_const": 48, "reshape": 48, "add": 80, "relu2": 80}
     assert (stats.peak_bytes, stats.peak_at) == (80, "add")
     assert (stats.input_bytes, stats.output_bytes) == (16, 32)
     assert stats.tensors == 5  # x, a, b, d, y

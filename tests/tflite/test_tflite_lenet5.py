@@ -65,7 +65,7 @@ def test_peak_activation_memory(lenet5_float, lenet5_int8):
     # 1,600 B (the reshape's output is that storage, counted once) + PACK's int32 [2] shape 8 B = 5,704 B
     # (a copy would make it 7,304)
     stats = tensor_lifetimes(load_model(lenet5_float))
-    assert [v for k, v in stats.by_op.items() if k.startswith("RESHAPE#7")] == [5_704]
+    assert [v for k, v in stats.by_step.items() if k.startswith("RESHAPE#7")] == [5_704]
 
 
 def test_the_interpreters_arena_beside_our_live_tensor_peak(lenet5_float, lenet5_int8):
@@ -83,7 +83,7 @@ def test_the_interpreters_arena_beside_our_live_tensor_peak(lenet5_float, lenet5
         ours = tensor_lifetimes(load_model(data))
         # ours: 6,904 elements at pool1 (test_peak_activation_memory); conv1's step holds 1,024 + 4,704 = 5,728
         assert ours.peak_bytes == 6_904 * width < stats.span
-        conv1 = next(v for k, v in ours.by_op.items() if k.startswith("CONV_2D#0"))
+        conv1 = next(v for k, v in ours.by_step.items() if k.startswith("CONV_2D#0"))
         assert conv1 == 5_728 * width and stats.span - conv1 - stats.scratch == (0 if width == 4 else 48)
     # at batch 2 every buffer doubles (all are per sample, and 64-byte multiples in float): 202,624 B
     assert interpreter_arena(resize_inputs(lenet5_float, (2, 32, 32, 1))).span == 2 * 101_312

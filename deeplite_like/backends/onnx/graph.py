@@ -50,6 +50,7 @@ from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
 
+from deeplite_like.results import LifetimeStats, TensorLifetimes
 
 __all__ = ["ALIAS_OPS", "GraphInfo", "Initializers", "LifetimeStats", "NodeView", "batch_dims", "bind_inputs",
            "check_external_data", "import_onnx", "infer", "inference_session", "initializer_stats", "load_model",
@@ -766,26 +767,6 @@ def initializer_stats(model: Any) -> Initializers:
 ALIAS_OPS = frozenset({"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity"})
 
 
-@dataclass
-class LifetimeStats:
-    """Live-tensor bytes of one run of a graph (all in bytes).
-
-    Attributes:
-        peak_bytes: the largest total of live activation bytes at any node.
-        peak_at: the node where the peak happens (its name, else ``op_type#index``).
-        input_bytes / output_bytes: bytes of the graph's inputs / outputs.
-        tensors: activation storages counted (views of one storage count once).
-        by_node: node label -> live bytes while it runs, in graph order.
-    """
-
-    peak_bytes: int = 0
-    peak_at: str = ""
-    input_bytes: int = 0
-    output_bytes: int = 0
-    tensors: int = 0
-    by_node: dict[str, int] = field(default_factory=dict)
-
-
 def _node_label(node, index: int) -> str:
     return node.name or f"{node.op_type}#{index}"
 
@@ -806,53 +787,32 @@ def tensor_lifetimes(info: GraphInfo) -> LifetimeStats:
     """The live-tensor peak of ``info``'s graph (see the module docstring for the rules)."""
     graph = info.model.graph
     nodes = list(graph.node)
-    last = max(len(nodes) - 1, 0)
     stored = {t.name for t in graph.initializer}
     stored |= {n.output[0] for n in nodes if n.op_type == "Constant" and n.domain in ("", "ai.onnx") and n.output}
-    root: dict[str, str] = {}  # value name -> the storage it is (itself, or the input it views)
-    start: dict[str, int] = {}
-    end: dict[str, int] = {}
-    size: dict[str, int] = {}
+    lifetimes = TensorLifetimes(len(nodes))
     graph_inputs = [i.name for i in graph.input if i.name not in stored]
     for name in graph_inputs:
-        root[name] = name
-        start[name], end[name] = 0, last
-        size[name] = _nbytes(name, info, "graph input")
+        lifetimes.born(name, 0, _nbytes(name, info, "graph input"))
+        lifetimes.keep(name)
     for index, node in enumerate(nodes):
         label = _node_label(node, index)
         for name in node.input:
-            if name and name in root:
-                end[root[name]] = max(end[root[name]], index)
+            if name and name in lifetimes:
+                lifetimes.read(name, index)
         if node.op_type == "Constant" and node.domain in ("", "ai.onnx"):
             continue
         aliased = (node.op_type in ALIAS_OPS and node.domain in ("", "ai.onnx") and node.input
-                   and node.input[0] in root)
+                   and node.input[0] in lifetimes)
         for position, name in enumerate(node.output):
             if not name:
                 continue
             if aliased and position == 0:
-                root[name] = root[node.input[0]]
+                lifetimes.view(name, node.input[0], index)
                 continue
-            root[name] = name
-            start[name] = end[name] = index
-            size[name] = _nbytes(name, info, f"output {position} of {label} ({node.op_type})")
-    outputs = [o.name for o in graph.output if o.name in root]
+            lifetimes.born(name, index, _nbytes(name, info, f"output {position} of {label} ({node.op_type})"))
+    outputs = [o.name for o in graph.output if o.name in lifetimes]
     for name in outputs:
-        end[root[name]] = last
-    stats = LifetimeStats(tensors=len(size))
-    stats.input_bytes = sum(size[n] for n in graph_inputs)
-    stats.output_bytes = sum(size[s] for s in {root[n] for n in outputs})
-    # live bytes per step: +size at start, -size after end (a difference array, one pass)
-    delta = [0] * (last + 2)
-    for name, nbytes in size.items():
-        delta[start[name]] += nbytes
-        delta[end[name] + 1] -= nbytes
-    live = 0
-    for index, node in enumerate(nodes or [None]):
-        live += delta[index]
-        label = _node_label(node, index) if node is not None else "(no nodes)"
-        stats.by_node[label] = live
-        if live > stats.peak_bytes:
-            stats.peak_bytes, stats.peak_at = live, label
-    return stats
+        lifetimes.keep(name)
+    return lifetimes.stats([_node_label(node, index) for index, node in enumerate(nodes)],
+                           input_bytes=lifetimes.storages(graph_inputs), output_bytes=lifetimes.storages(outputs))
 

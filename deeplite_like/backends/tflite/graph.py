@@ -31,6 +31,7 @@ import struct
 from dataclasses import dataclass, field, replace
 from typing import Any, Mapping
 
+from deeplite_like.results import LifetimeStats, TensorLifetimes
 
 __all__ = ["ALIAS_OPS", "ArenaStats", "DTYPE_BITS", "LifetimeStats", "OpView", "TFLiteModel", "TensorInfo", "feed_arrays",
            "import_litert", "interpreter", "interpreter_arena", "load_model", "predict", "resize_inputs",
@@ -455,51 +456,23 @@ def predict(model: Any, x: Any, num_threads: int = 1) -> Any:
 ALIAS_OPS = frozenset({"RESHAPE", "SQUEEZE", "EXPAND_DIMS"})
 
 
-@dataclass
-class LifetimeStats:
-    """Live-tensor bytes of one run (all in bytes): the peak, where it happens, and per operator."""
-
-    peak_bytes: int = 0
-    peak_at: str = ""
-    input_bytes: int = 0
-    output_bytes: int = 0
-    tensors: int = 0
-    by_op: dict[str, int] = field(default_factory=dict)
-
-
 def tensor_lifetimes(model: TFLiteModel) -> LifetimeStats:
     """The live-tensor peak of ``model``'s main subgraph (see the module docstring for the rules)."""
-    last = max(len(model.ops) - 1, 0)
-    root: dict[int, int] = {}  # tensor index -> the storage it is (itself, or the tensor it views)
-    start: dict[int, int] = {}
-    end: dict[int, int] = {}
-    size: dict[int, int] = {}
-
-    def touch(index: int, step: int) -> None:
-        storage = root.get(index, index)
-        end[storage] = max(end.get(storage, step), step)
-
+    lifetimes = TensorLifetimes(len(model.ops))
     for t in model.inputs:
-        root[t.index], start[t.index], end[t.index], size[t.index] = t.index, 0, last, t.nbytes
+        lifetimes.born(t.index, 0, t.nbytes)
+        lifetimes.keep(t.index)
     for step, op in enumerate(model.ops):
         for t in op.inputs:
             if t is not None and not t.constant:
-                touch(t.index, step)
+                lifetimes.read(t.index, step)
         for position, t in enumerate(op.outputs):
             source = op.inputs[0] if op.inputs else None
             if op.op in ALIAS_OPS and position == 0 and source is not None and not source.constant:
-                root[t.index] = root.get(source.index, source.index)
-                touch(t.index, step)
+                lifetimes.view(t.index, source.index, step)
                 continue
-            root[t.index], start[t.index], size[t.index] = t.index, step, t.nbytes
-            end[t.index] = max(end.get(t.index, step), step)
+            lifetimes.born(t.index, step, t.nbytes)
     for t in model.outputs:
-        touch(t.index, last)
-    stats = LifetimeStats(input_bytes=sum(t.nbytes for t in model.inputs),
-                          output_bytes=sum(t.nbytes for t in model.outputs), tensors=len(size))
-    for step, op in enumerate(model.ops):
-        live = sum(size[s] for s in size if start[s] <= step <= end[s])
-        stats.by_op[op.label] = live
-        if live > stats.peak_bytes:
-            stats.peak_bytes, stats.peak_at = live, op.label
-    return stats
+        lifetimes.keep(t.index)
+    return lifetimes.stats([op.label for op in model.ops], input_bytes=sum(t.nbytes for t in model.inputs),
+                           output_bytes=sum(t.nbytes for t in model.outputs))
