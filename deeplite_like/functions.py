@@ -18,7 +18,7 @@ from numbers import Real
 from typing import Any, Callable, Hashable, Iterable, Iterator, Mapping, TypeVar
 
 from deeplite_like.data.adapters import split_loader
-from deeplite_like.metrics import EvalMetric, EvalMetricAlias, InferenceTime, make_eval_metric
+from deeplite_like.metrics import EvalMetric, EvalMetricAlias, Flops, InferenceTime, Macs, make_eval_metric
 from deeplite_like.metrics.status_keys import Comparative, Detailed, StatusKey
 
 
@@ -148,6 +148,14 @@ def positional_bindings(signature: inspect.Signature, supplied: Iterable[str]) -
         if parameter.default is inspect.Parameter.empty and parameter.name not in supplied:
             bindings[parameter.name] = context_name
     return bindings
+
+
+def complexity_values(counted: Any, details: Mapping[str, Any]) -> dict[str, Detailed]:
+    """The ``macs`` and ``flops`` status values of a count (an ``OpCount``), each with ``details`` and its
+    figure per sample (over the count's batch, 1 where the inputs disagree)."""
+    batch = counted.batch_size or 1
+    return {Macs.NAME: Detailed(counted.macs, {**details, "per_sample": counted.macs / batch}),
+            Flops.NAME: Detailed(counted.flops, {**details, "per_sample": counted.flops / batch})}
 
 
 def check_complexity_options(num_bytes: int, export: bool) -> None:

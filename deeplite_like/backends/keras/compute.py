@@ -24,8 +24,8 @@ from deeplite_like.backends.keras.memory import peak_activation_memory
 from deeplite_like.backends.keras.params import layer_table, parameter_stats
 from deeplite_like.backends.keras.state import preserved_model_state
 from deeplite_like.backends.keras.tensors import normalise_splits, prepare_inputs, to_backend
-from deeplite_like.functions import (ComplexityOptions, EvaluationFunction, ProfilerFunction, as_tuple, mean_loss,
-                                     observed, sharing, transformed_batches)
+from deeplite_like.functions import (ComplexityOptions, EvaluationFunction, ProfilerFunction, as_tuple, complexity_values,
+                                     mean_loss, observed, sharing, transformed_batches)
 from deeplite_like.data import ForwardPass, Inputs, as_forward_pass
 from deeplite_like.device import Device
 from deeplite_like.data.loaders import carried_forward_pass
@@ -173,10 +173,8 @@ class ComputeComplexity(ComplexityOptions, ProfilerFunction):
         else:
             inputs = model_inputs(data_splits, forward_pass, split, batch_size, model)
             counted = count_ops(model, inputs, method=method, training=training, causal_half=causal_half)
-        batch = counted.batch_size or 1
-        details = {"batch_size": batch, "method": method, "untracked": dict(counted.untracked)}
-        return {Macs.NAME: Detailed(counted.macs, {**details, "per_sample": counted.macs / batch}),
-                Flops.NAME: Detailed(counted.flops, {**details, "per_sample": counted.flops / batch})}
+        details = {"batch_size": counted.batch_size or 1, "method": method, "untracked": dict(counted.untracked)}
+        return complexity_values(counted, details)
 
 
 #: What ``total_params`` counts in this backend (a compare across backends states it).

@@ -21,7 +21,7 @@ from deeplite_like.backends.onnx.formulas import UntrackedOnnxOpWarning, count_g
 from deeplite_like.backends.onnx.graph import (GraphInfo, batch_dims, import_onnx, inference_session,
                                                initializer_stats, load_model, prepare, session_inputs)
 from deeplite_like.backends.onnx.graph import tensor_lifetimes
-from deeplite_like.functions import ProfilerFunction
+from deeplite_like.functions import ProfilerFunction, complexity_values
 from deeplite_like.metrics import (ExecutionTime, Flops, Macs, MemoryFootprint, ModelSize, PeakActivationMemory,
                                    Throughput, TotalParams)
 from deeplite_like.profiler import Profiler
@@ -83,11 +83,9 @@ class ComputeComplexity(ProfilerFunction):
         counted = count_graph(info)
         if counted.untracked:
             warnings.warn(untracked_message(counted.untracked), UntrackedOnnxOpWarning, stacklevel=2)
-        batch = counted.batch_size or 1
         details = {"batch_size": counted.batch_size, "untracked": dict(counted.untracked),
                    "input_shapes": dict(info.input_shapes)}
-        return {Macs.NAME: Detailed(counted.macs, {**details, "per_sample": counted.macs / batch}),
-                Flops.NAME: Detailed(counted.flops, {**details, "per_sample": counted.flops / batch})}
+        return complexity_values(counted, details)
 
 
 ComputeFlops = ComputeComplexity  # deeplite-profiler's name

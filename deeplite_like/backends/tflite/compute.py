@@ -15,7 +15,7 @@ from deeplite_like.backends.tflite.formulas import UntrackedTFLiteOpWarning, cou
 from deeplite_like.backends.tflite.graph import TFLiteModel, feed_arrays, import_litert, interpreter, load_model
 from deeplite_like.backends.tflite.graph import tensor_lifetimes
 from deeplite_like.errors import caller, check_profiler_options
-from deeplite_like.functions import ProfilerFunction
+from deeplite_like.functions import ProfilerFunction, complexity_values
 from deeplite_like.metrics import (ExecutionTime, Flops, Macs, MemoryFootprint, ModelSize, PeakActivationMemory,
                                    Throughput, TotalParams)
 from deeplite_like.metrics.status_keys import Detailed
@@ -73,11 +73,9 @@ class ComputeComplexity(ProfilerFunction):
         counted = count_model(tflite_model)
         if counted.untracked:
             warnings.warn(untracked_message(counted.untracked), UntrackedTFLiteOpWarning, stacklevel=2)
-        batch = counted.batch_size or 1
         details = {"batch_size": counted.batch_size, "untracked": dict(counted.untracked),
                    "input_shapes": {t.name: t.shape for t in tflite_model.inputs}}
-        return {Macs.NAME: Detailed(counted.macs, {**details, "per_sample": counted.macs / batch}),
-                Flops.NAME: Detailed(counted.flops, {**details, "per_sample": counted.flops / batch})}
+        return complexity_values(counted, details)
 
 
 ComputeFlops = ComputeComplexity  # deeplite-profiler's name
