@@ -21,11 +21,12 @@ SGD with momentum (foreach) peaks in backward, at the column-wise layer's bias-g
 layer's gradient (8 x h fp32) + the 4-byte loss and its 4-byte seed gradient:
     n = 2: 3 * 66,304 + 2,048 + 8 * 128 * 4 + 8 = 205,064 B
     n = 4: 3 * 33,280 + 2,048 + 8 *  64 * 4 + 8 = 103,944 B
-SGD keeps no host counter: the real peak equals the estimate. Either peak can exceed it by 2,048 B
-(one run in three under load, never on an idle machine in 4 runs): a block the size of the row-wise
-layer's all-reduced output (8 x 64 fp32) still alive at the peak on gloo's timing, as gloo's copy of
-DDP's bucket is in test_training_memory_ddp (freed with its work object; not traced further). The
-estimate leaves it out.
+SGD keeps no host counter: the real peak equals the estimate. Either peak can exceed it by whole
+blocks of 2,048 B, the size of the row-wise layer's all-reduced output (8 x 64 fp32): gloo's copies
+of it still alive at the peak on gloo's timing, as gloo's copy of DDP's bucket is in
+test_training_memory_ddp (freed with their work objects; not traced further). One run in three under
+load shows one; once, in a full-suite run, two (the warm-up step's all-reduce and the measured
+step's): never more than the two steps' all-reduces. The estimate leaves them out.
 """
 from __future__ import annotations
 
@@ -64,14 +65,14 @@ def test_tensor_parallel_step_matches_the_allocator_on_every_rank(world, params)
         assert (adamw["params"], adamw["grads"], adamw["states"]) == (params, params, 2 * params)
         assert adamw["peak"] == 5 * params + 2_048 and adamw["phase"] == "optimizer"
         assert adamw["host"] == 4 * 4
-        gloo_copy = 8 * 64 * 4  # the all-reduced output gloo's work object may still hold (module docstring)
-        assert adamw["real_peak"] - (adamw["peak"] + adamw["host"]) in (0, gloo_copy)
+        gloo_copies = (0, 2_048, 2 * 2_048)  # all-reduced outputs (8 x 64 fp32) gloo may still hold (docstring)
+        assert adamw["real_peak"] - (adamw["peak"] + adamw["host"]) in gloo_copies
         sgd = rank["sgd"]
         assert (sgd["params"], sgd["grads"], sgd["states"]) == (params, params, params)  # one momentum buffer
         hidden = 256 // world
         assert sgd["peak"] == 3 * params + 2_048 + 8 * hidden * 4 + 8
         assert (sgd["phase"], sgd["op"], sgd["module"]) == ("backward", "aten.sum.dim_IntList", "0")
-        assert sgd["host"] == 0 and sgd["real_peak"] - sgd["peak"] in (0, gloo_copy)
+        assert sgd["host"] == 0 and sgd["real_peak"] - sgd["peak"] in gloo_copies
 
 
 def _llama_worker(rank: int, world: int) -> dict:
@@ -109,12 +110,14 @@ def test_tensor_parallel_llama_step_matches_the_allocator():
     2,048 + 2 * 1,024 + 2,048 + 3 * 4,096 + 128 = 18,560 parameters;
     6,400 + 6,400 + 64 + 2 * 18,560 = 49,984 parameters = 199,936 B.
     The real peak equals the estimate and its host ``step`` counters (21 parameters x 4 B = 84 B),
-    or exceeds them by blocks of 8,192 B: the size of one all-reduced hidden state (2 x 16 x 64
-    fp32), which gloo may still hold at the peak (module docstring; seen on one rank in two).
+    or exceeds them by whole blocks of 8,192 B: the size of one all-reduced hidden state (2 x 16 x
+    64 fp32), which gloo may still hold at the peak (module docstring; one block seen on one rank in
+    two). Each step all-reduces 8 of them (the 4 row-wise outputs forward, the 4 column-wise input
+    gradients backward): at most those of the warm-up and the measured step, 16 blocks.
     """
     pytest.importorskip("transformers")
     hidden_state = 2 * 16 * 64 * 4
     for rank in run_ranks(_llama_worker, 2):
         assert rank["params"] == 199_936 and rank["host"] == 21 * 4 and rank["phase"] == "backward"
         unseen = rank["real_peak"] - (rank["peak"] + rank["host"])
-        assert unseen in (0, hidden_state, 2 * hidden_state), unseen
+        assert unseen % hidden_state == 0 and 0 <= unseen <= 16 * hidden_state, unseen
