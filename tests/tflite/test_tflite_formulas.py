@@ -82,6 +82,30 @@ def test_a_custom_op_is_named_untracked_never_silently_zero(families):
     assert counted.flops == count_ops(families).flops - 256  # the ADD's 256, no longer counted
 
 
+def test_a_file_from_an_old_converter_reads_its_codes_from_the_deprecated_field(families):
+    """Converters before schema 3a wrote only ``deprecated_builtin_code`` (``builtin_code`` left 0, which is
+    ADD): the same file re-coded that way, one op also re-coded as a custom op, counts the same."""
+    import flatbuffers
+    from ai_edge_litert import schema_py_generated as schema
+
+    from deeplite_like.backends.tflite import UntrackedTFLiteOpWarning, count_ops
+
+    model = schema.ModelT.InitFromPackedBuf(bytearray(families), 0)
+    for code in model.operatorCodes:
+        if max(code.builtinCode, code.deprecatedBuiltinCode) == schema.BuiltinOperator.MUL:
+            code.deprecatedBuiltinCode, code.customCode = schema.BuiltinOperator.CUSTOM, "OldMul"
+        code.deprecatedBuiltinCode, code.builtinCode = max(code.builtinCode, code.deprecatedBuiltinCode), 0
+    builder = flatbuffers.Builder(1024)
+    builder.Finish(model.Pack(builder), file_identifier=b"TFL3")
+    with pytest.warns(UntrackedTFLiteOpWarning, match=r"CUSTOM:OldMul \(1 op\)"):
+        counted = count_ops(bytes(builder.Output()))
+    new = count_ops(families)
+    assert counted.untracked == {"CUSTOM:OldMul": 1}
+    assert counted.macs == new.macs
+    assert counted.flops == new.flops - 256  # the MUL's 8x8x4 = 256, now a custom op
+    assert set(counted.by_operator) - {"CUSTOM:OldMul"} == set(new.by_operator) - {"MUL"}
+
+
 def test_more_activations_and_conv3d(more_families):
     from deeplite_like.backends.tflite import count_ops
 

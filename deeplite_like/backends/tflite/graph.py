@@ -254,12 +254,14 @@ def _subgraph(proto: Any, graph: Any, schema: Any) -> Subgraph:
     codes = proto.operatorCodes or []
     for index, op in enumerate(graph.operators or []):
         code = codes[op.opcodeIndex]
-        if code.builtinCode == schema.BuiltinOperator.CUSTOM:
+        # builtin codes under 127 are also kept in the deprecated int8 field, and files from converters older
+        # than schema 3a leave ``builtinCode`` 0 (ADD): the larger of the two is the code
+        builtin = max(code.builtinCode, code.deprecatedBuiltinCode)
+        if builtin == schema.BuiltinOperator.CUSTOM:
             custom = code.customCode.decode("utf-8", "replace") if isinstance(code.customCode, bytes) else code.customCode
             op_name = f"CUSTOM:{custom}"
         else:
-            # builtin codes under 127 are also kept in the deprecated int8 field; the larger one is the code
-            op_name = builtins.get(max(code.builtinCode, code.deprecatedBuiltinCode), f"BUILTIN{code.builtinCode}")
+            op_name = builtins.get(builtin, f"BUILTIN{builtin}")
         ins = tuple(tensors[i] if i >= 0 else None for i in (op.inputs if op.inputs is not None else []))
         outs = tuple(tensors[i] for i in (op.outputs if op.outputs is not None else []))
         ops.append(OpView(index, op_name, ins, outs, op.builtinOptions))
