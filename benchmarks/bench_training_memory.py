@@ -38,6 +38,9 @@ CONFIGS = [  # model, sharding, world size, activation checkpointing, precision
     ("7b", "fsdp", 8, True, "autocast"),
     ("7b", "fsdp", 8, False, "fsdp-mp"),
     ("7b", "fsdp", 8, True, "fsdp-mp"),
+    ("13b", "none", 1, False, "autocast"),
+    ("13b", "fsdp", 8, False, "autocast"),
+    ("13b", "fsdp", 8, True, "fsdp-mp"),
     ("70b", "fsdp", 64, False, "autocast"),
     ("70b", "fsdp", 64, True, "autocast"),
     ("70b", "fsdp", 64, False, "fsdp-mp"),
@@ -91,11 +94,11 @@ def one(model_name: str, sharding: str, world_size: int, checkpointing: bool, pr
     import torch
     from torch.distributed.fsdp import MixedPrecisionPolicy
 
-    from benchmarks.llama import llama_7b, llama_70b
+    from benchmarks.llama import llama_7b, llama_13b, llama_70b
     from deeplite_like.backends.torch import estimate_training_memory
 
     start, cpu = time.perf_counter(), time.process_time()
-    model = llama_7b() if model_name == "7b" else llama_70b()
+    model = {"7b": llama_7b, "13b": llama_13b, "70b": llama_70b}[model_name]()
     ids = torch.zeros(1, 2048, dtype=torch.long, device="meta")
     if precision.startswith("fsdp-mp"):
         mixed = {"mixed_precision": MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32),

@@ -2,7 +2,8 @@
 built on the meta device for the training-memory benchmark and the ``memory`` command.
 
 ``llama_7b()``: d 4096, 32 layers, 32 heads, SwiGLU 11008, vocab 32000 (6,738,415,616 parameters,
-as Llama-2-7B). ``llama_70b()``: d 8192, 80 layers, 64 heads / 8 KV heads, SwiGLU 28672, vocab 32000
+as Llama-2-7B). ``llama_13b()``: d 5120, 40 layers, 40 heads, SwiGLU 13824, vocab 32000
+(13,015,864,320 parameters, as Llama-2-13B). ``llama_70b()``: d 8192, 80 layers, 64 heads / 8 KV heads, SwiGLU 28672, vocab 32000
 (68,976,648,192 parameters, as Llama-2-70B).
 """
 from __future__ import annotations
@@ -33,6 +34,7 @@ class LlamaConfig:
 
 
 LLAMA_7B = LlamaConfig()
+LLAMA_13B = LlamaConfig(d=5120, layers=40, heads=40, kv_heads=40, ff=13_824)
 LLAMA_70B = LlamaConfig(d=8192, layers=80, heads=64, kv_heads=8, ff=28_672)
 
 
@@ -121,6 +123,12 @@ def llama_7b() -> Llama:
     """Llama-2-7B-shaped, on the meta device (nothing allocated)."""
     with torch.device("meta"):
         return Llama(LLAMA_7B)
+
+
+def llama_13b() -> Llama:
+    """Llama-2-13B-shaped, on the meta device (nothing allocated)."""
+    with torch.device("meta"):
+        return Llama(LLAMA_13B)
 
 
 def llama_70b() -> Llama:
