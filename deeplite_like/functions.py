@@ -18,7 +18,8 @@ from numbers import Real
 from typing import Any, Callable, Hashable, Iterable, Iterator, Mapping, TypeVar
 
 from deeplite_like.data.adapters import split_loader
-from deeplite_like.metrics import EvalMetric, EvalMetricAlias, Flops, InferenceTime, Macs, make_eval_metric
+from deeplite_like.metrics import (EvalMetric, EvalMetricAlias, Flops, InferenceTime, Macs, MemoryFootprint, ModelSize,
+                                   PeakActivationMemory, make_eval_metric)
 from deeplite_like.metrics.status_keys import Comparative, Detailed, StatusKey
 
 
@@ -156,6 +157,25 @@ def complexity_values(counted: Any, details: Mapping[str, Any]) -> dict[str, Det
     batch = counted.batch_size or 1
     return {Macs.NAME: Detailed(counted.macs, {**details, "per_sample": counted.macs / batch}),
             Flops.NAME: Detailed(counted.flops, {**details, "per_sample": counted.flops / batch})}
+
+
+def memory_values(memory: Any, weights: int, batch: int, include_weights: bool, method: str,
+                  **details: Any) -> dict[str, Detailed]:
+    """The ``peak_activation_memory`` and ``memory_footprint`` status values of a file's graph, from its
+    tensor lifetimes (a ``results.LifetimeStats``): the live-tensor peak, and beside it the arena a static
+    planner lays the same tensors out in (``planned_arena``); ``details``: more of them (a runtime's own
+    arena)."""
+    peak = memory.peak_bytes
+    return {PeakActivationMemory.NAME: Detailed(peak, {"batch_size": batch,
+                                                       "per_sample": PeakActivationMemory(peak // batch),
+                                                       "inputs": PeakActivationMemory(memory.input_bytes),
+                                                       "outputs": PeakActivationMemory(memory.output_bytes),
+                                                       "peak_at": memory.peak_at, "method": method,
+                                                       "planned_arena": PeakActivationMemory(memory.arena_bytes),
+                                                       **details}),
+            MemoryFootprint.NAME: Detailed(weights + peak, {"batch_size": batch, "params": ModelSize(weights),
+                                                            "peak_activations": PeakActivationMemory(peak),
+                                                            "include_weights": include_weights})}
 
 
 def check_complexity_options(num_bytes: int, export: bool) -> None:

@@ -396,6 +396,8 @@ class LifetimeStats:
         input_bytes / output_bytes: bytes of the graph's inputs / outputs.
         tensors: activation storages counted (views of one storage count once).
         by_step: step label -> live bytes while it runs, in graph order.
+        arena_bytes: the arena a static planner lays them out in (``TensorLifetimes.plan``: offsets
+            64-byte aligned; at least the peak, the difference being alignment and fragmentation).
     """
 
     peak_bytes: int = 0
@@ -404,6 +406,21 @@ class LifetimeStats:
     output_bytes: int = 0
     tensors: int = 0
     by_step: dict[str, int] = field(default_factory=dict)
+    arena_bytes: int = 0
+
+
+@dataclass(frozen=True)
+class ArenaPlan:
+    """One arena for a graph's activations, each storage at an offset (``TensorLifetimes.plan``).
+
+    ``arena_bytes``: the arena's size (the highest offset + size); ``offsets``: storage -> byte offset;
+    ``alignment``: every offset is a multiple of it and every size is rounded up to it. The arena is at
+    least the live-tensor peak (with each storage rounded up): the difference is fragmentation.
+    """
+
+    arena_bytes: int
+    offsets: dict[Any, int]
+    alignment: int
 
 
 class TensorLifetimes:
@@ -445,13 +462,47 @@ class TensorLifetimes:
         """Bytes of the distinct storages of ``keys`` (two outputs viewing one storage count once)."""
         return sum(self._size[s] for s in {self._root[k] for k in keys if k in self._root})
 
+    def plan(self, alignment: int = 64) -> ArenaPlan:
+        """An arena with offsets, as a static planner makes one (greedy by size, best fit, as LiteRT's
+        ``GreedyMemoryPlanner``): the largest storages first (the earlier born first among equals), each
+        at the smallest gap between storages already placed whose lifetimes overlap its own where it
+        fits, else above them all. Sizes and offsets are rounded up to ``alignment`` (64 bytes: LiteRT's
+        and ONNX Runtime's CPU alignment)."""
+        import numpy as np
+
+        if alignment < 1:
+            raise ValueError(f"alignment must be a positive number of bytes, got {alignment}")
+        keys = sorted(self._size, key=lambda k: (-self._size[k], self._start[k]))
+        count = len(keys)
+        starts, ends = np.empty(count, np.int64), np.empty(count, np.int64)
+        lows, highs = np.empty(count, np.int64), np.empty(count, np.int64)
+        offsets: dict[Any, int] = {}
+        arena = 0
+        for placed, key in enumerate(keys):
+            size = -(-self._size[key] // alignment) * alignment
+            start, end = self._start[key], self._end[key]
+            live = (starts[:placed] <= end) & (ends[:placed] >= start)
+            order = np.argsort(lows[:placed][live], kind="stable")
+            best, best_gap, top = None, None, 0
+            for low, high in zip(lows[:placed][live][order].tolist(), highs[:placed][live][order].tolist()):
+                gap = low - top
+                if gap >= size and (best_gap is None or gap < best_gap):
+                    best, best_gap = top, gap
+                top = max(top, high)
+            offset = top if best is None else best
+            starts[placed], ends[placed], lows[placed], highs[placed] = start, end, offset, offset + size
+            offsets[key] = offset
+            arena = max(arena, offset + size)
+        return ArenaPlan(arena, offsets, alignment)
+
     def stats(self, labels: list[str], input_bytes: int, output_bytes: int) -> LifetimeStats:
         """Live bytes at each step (``labels``, one per step; none: one step labelled ``"(no nodes)"``)."""
         delta = [0] * (self.last + 2)
         for key, nbytes in self._size.items():
             delta[self._start[key]] += nbytes
             delta[self._end[key] + 1] -= nbytes
-        result = LifetimeStats(input_bytes=input_bytes, output_bytes=output_bytes, tensors=len(self._size))
+        result = LifetimeStats(input_bytes=input_bytes, output_bytes=output_bytes, tensors=len(self._size),
+                               arena_bytes=self.plan().arena_bytes)
         live = 0
         for step, label in enumerate(labels or ["(no nodes)"]):
             live += delta[step]

@@ -85,6 +85,10 @@ def test_the_interpreters_arena_beside_our_live_tensor_peak(lenet5_float, lenet5
         assert ours.peak_bytes == 6_904 * width < stats.span
         conv1 = next(v for k, v in ours.by_step.items() if k.startswith("CONV_2D#0"))
         assert conv1 == 5_728 * width and stats.span - conv1 - stats.scratch == (0 if width == 4 else 48)
+        # our planner (greedy by size, 64-byte offsets) lays out the same live tensors without scratch: the
+        # aligned peak at pool1, input 1,024 x w + conv1 out 4,704 x w + pool1 out 1,176 x w, each rounded to 64:
+        # float 4,096 + 18,816 + 4,736 = 27,648 B; int8 1,024 + 4,736 + 1,216 = 6,976 B
+        assert ours.arena_bytes == (27_648 if width == 4 else 6_976)
     # at batch 2 every buffer doubles (all are per sample, and 64-byte multiples in float): 202,624 B
     assert interpreter_arena(resize_inputs(lenet5_float, (2, 32, 32, 1))).span == 2 * 101_312
 
@@ -103,6 +107,10 @@ def test_profiler_for_bytes_and_path_and_status(lenet5_int8, tmp_path):
     assert values["macs"] == LENET_MACS and values["total_params"] == 61_706
     assert values["model_size"] == 61_470 + 944 + 5_664 and values["peak_activation_memory"] == 6_904
     assert values["execution_time"] > 0
+    # the memory details: our planner's arena and the interpreter's own (test_the_interpreters_arena_...)
+    memory = next(m["details"] for m in status.to_dict()["metrics"] if m["key"] == "peak_activation_memory")
+    assert [memory[k]["value"] for k in ("planned_arena", "interpreter_arena", "interpreter_scratch")] == [
+        6_976, 25_376, 19_600]
     assert path.read_bytes() == before  # the user's file is never changed
 
 

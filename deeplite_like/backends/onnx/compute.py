@@ -21,7 +21,7 @@ from deeplite_like.backends.onnx.formulas import UntrackedOnnxOpWarning, count_g
 from deeplite_like.backends.onnx.graph import (GraphInfo, batch_dims, import_onnx, inference_session,
                                                initializer_stats, load_model, prepare, session_inputs)
 from deeplite_like.backends.onnx.graph import tensor_lifetimes
-from deeplite_like.functions import ProfilerFunction, complexity_values
+from deeplite_like.functions import ProfilerFunction, complexity_values, memory_values
 from deeplite_like.metrics import (ExecutionTime, Flops, Macs, MemoryFootprint, ModelSize, PeakActivationMemory,
                                    Throughput, TotalParams)
 from deeplite_like.profiler import Profiler
@@ -116,8 +116,10 @@ class ComputeSize(ProfilerFunction):
 
 
 class ComputeMemory(ProfilerFunction):
-    """Peak live activation bytes of one run (``memory.tensor_lifetimes``), and the footprint: stored weights + peak.
+    """Peak live activation bytes of one run (``graph.tensor_lifetimes``), and the footprint: stored weights + peak.
 
+    The details give the arena a static planner lays the same tensors out in (``planned_arena``:
+    offsets 64-byte aligned, greedy by size; ONNX Runtime reports no arena of its own).
     ``include_weights=False`` (deeplite-profiler's option) leaves the weights out of the footprint.
     """
 
@@ -131,17 +133,8 @@ class ComputeMemory(ProfilerFunction):
         memory = tensor_lifetimes(info)
         batches = {shape[0] for shape in info.input_shapes.values() if shape}
         batch = batches.pop() if len(batches) == 1 else 1
-        peak = memory.peak_bytes
         weights = initializer_stats(onnx_model).bytes if include_weights else 0
-        return {PeakActivationMemory.NAME: Detailed(peak, {"batch_size": batch,
-                                                           "per_sample": PeakActivationMemory(peak // batch),
-                                                           "inputs": PeakActivationMemory(memory.input_bytes),
-                                                           "outputs": PeakActivationMemory(memory.output_bytes),
-                                                           "peak_at": memory.peak_at,
-                                                           "method": "tensor lifetimes in topological order"}),
-                MemoryFootprint.NAME: Detailed(weights + peak, {"batch_size": batch, "params": ModelSize(weights),
-                                                                "peak_activations": PeakActivationMemory(peak),
-                                                                "include_weights": include_weights})}
+        return memory_values(memory, weights, batch, include_weights, "tensor lifetimes in topological order")
 
 
 class ComputeExecutionTime(ProfilerFunction):

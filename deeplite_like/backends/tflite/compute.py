@@ -13,9 +13,9 @@ from typing import Any, Mapping
 
 from deeplite_like.backends.tflite.formulas import UntrackedTFLiteOpWarning, count_model, untracked_message
 from deeplite_like.backends.tflite.graph import TFLiteModel, feed_arrays, import_litert, interpreter, load_model
-from deeplite_like.backends.tflite.graph import tensor_lifetimes
+from deeplite_like.backends.tflite.graph import interpreter_arena, tensor_lifetimes
 from deeplite_like.errors import caller, check_profiler_options
-from deeplite_like.functions import ProfilerFunction, complexity_values
+from deeplite_like.functions import ProfilerFunction, complexity_values, memory_values
 from deeplite_like.metrics import (ExecutionTime, Flops, Macs, MemoryFootprint, ModelSize, PeakActivationMemory,
                                    Throughput, TotalParams)
 from deeplite_like.metrics.status_keys import Detailed
@@ -114,24 +114,31 @@ def _batch(model: TFLiteModel) -> int:
 
 
 class ComputeMemory(ProfilerFunction):
-    """Peak live activation bytes of one run (``memory.tensor_lifetimes``), and the footprint: stored weights + peak."""
+    """Peak live activation bytes of one run (``graph.tensor_lifetimes``), and the footprint: stored weights + peak.
+
+    The details give the arena a static planner lays the same tensors out in (``planned_arena``: offsets
+    64-byte aligned, greedy by size, as LiteRT's planner) and, where LiteRT is installed, the arena its
+    interpreter allocates (``interpreter_arena``; ``interpreter_scratch``: the kernels' temporaries in it,
+    such as a convolution's im2col buffer, which no graph-level figure sees).
+    """
 
     def get_bounded_status_keys(self):
         return PeakActivationMemory, MemoryFootprint
 
     def __call__(self, tflite_model: TFLiteModel, include_weights: bool = True) -> dict:
         memory = tensor_lifetimes(tflite_model)
-        batch, peak = _batch(tflite_model), memory.peak_bytes
         weights = weight_stats(tflite_model).bytes if include_weights else 0
-        return {PeakActivationMemory.NAME: Detailed(peak, {"batch_size": batch,
-                                                           "per_sample": PeakActivationMemory(peak // batch),
-                                                           "inputs": PeakActivationMemory(memory.input_bytes),
-                                                           "outputs": PeakActivationMemory(memory.output_bytes),
-                                                           "peak_at": memory.peak_at,
-                                                           "method": "tensor lifetimes in execution order"}),
-                MemoryFootprint.NAME: Detailed(weights + peak, {"batch_size": batch, "params": ModelSize(weights),
-                                                                "peak_activations": PeakActivationMemory(peak),
-                                                                "include_weights": include_weights})}
+        runtime = {}
+        try:  # the interpreter's own arena, where LiteRT is installed (it is read from where it placed tensors)
+            arena = interpreter_arena(tflite_model)
+            runtime = {"interpreter_arena": PeakActivationMemory(arena.span),
+                       "interpreter_scratch": PeakActivationMemory(arena.scratch)}
+        except ImportError:
+            pass
+        except (RuntimeError, ValueError) as exc:  # a file the interpreter cannot allocate (an unresolved custom op)
+            runtime = {"interpreter_arena": f"not available: {type(exc).__name__}: {str(exc).splitlines()[0]}"}
+        return memory_values(memory, weights, _batch(tflite_model), include_weights,
+                             "tensor lifetimes in execution order", **runtime)
 
 
 def _seeded_inputs(model: TFLiteModel) -> list:
