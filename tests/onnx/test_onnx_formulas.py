@@ -365,3 +365,45 @@ def test_matmul_nbits_counts_the_float_matmul_and_its_packed_weights():
     assert count_ops(proto).macs == 512
     stats = initializer_stats(proto)
     assert (stats.params, stats.bytes) == (264, 160)
+
+
+def test_transformer_fusion_ops_count_as_the_ops_they_replace():
+    """onnxruntime's transformer fusions (com.microsoft), each on a graph ONNX Runtime runs for its shapes;
+    the BERT graph they make together counts the live BertModel (tests/onnx/test_onnx_real_exports.py)."""
+    ms = ["com.microsoft"]
+    # MultiHeadAttention, projections done before it: query (2, 5, 8), key / value (2, 7, 8), 2 heads, a
+    # bias of 24. MACs Q K^T + P V = 2 x 5 x 7 x (8 + 8) = 1,120. FLOPs 2,240 + bias 2 x 5 x 8 + 2 x 7 x 16 = 304
+    # + q and k scaled 2 x (5 + 7) x 8 = 192 + softmax 5 x 2 x 2 x 5 x 7 = 700 (no mask): 3,436.
+    mha = helper.make_node("MultiHeadAttention", ["q", "k", "v", "b"], ["y"], domain=ms[0], num_heads=2)
+    counted = count_ops(model([mha], [("q", F, [2, 5, 8]), ("k", F, [2, 7, 8]), ("v", F, [2, 7, 8])], [("y", F, None)],
+                              [weight("b", (24,))], domains=ms))
+    assert (counted.macs, counted.flops, counted.untracked) == (1_120, 3_436, {})
+    # FastGelu with a bias over (2, 3, 4) = 24: (bias 1 + tanh GELU 9) x 24 = 240; BiasGelu (erf) (1 + 5) x 24
+    # = 144; QuickGelu 6 x 24 = 144.
+    nodes = [helper.make_node("FastGelu", ["x", "b4"], ["f"], domain=ms[0]),
+             helper.make_node("BiasGelu", ["f", "b4"], ["g"], domain=ms[0]),
+             helper.make_node("QuickGelu", ["g"], ["y"], domain=ms[0], alpha=1.702)]
+    counted = count_ops(model(nodes, [("x", F, [2, 3, 4])], [("y", F, None)], [weight("b4", (4,))], domains=ms))
+    assert {k: v.flops for k, v in counted.by_operator.items()} == {
+        "com.microsoft.FastGelu": 240, "com.microsoft.BiasGelu": 144, "com.microsoft.QuickGelu": 144}
+    # SkipSimplifiedLayerNormalization (input, skip, gamma, bias) over (2, 3, 4): N 24, R 6: skip add 24 +
+    # bias 24 + RMS norm 3N + 3R + N = 114: 162.
+    node = helper.make_node("SkipSimplifiedLayerNormalization", ["x", "x", "b4", "b4"], ["y"], domain=ms[0])
+    counted = count_ops(model([node], [("x", F, [2, 3, 4])], [("y", F, None)], [weight("b4", (4,))], domains=ms))
+    assert (counted.flops, counted.untracked) == (162, {})
+
+
+def test_zoo_era_image_scaler_and_upsample_bilinear():
+    # ImageScaler (opset 8, Tiny YOLOv2's first op) over (1, 3, 4, 4) = 48: scale and bias, 2 x 48 = 96.
+    scaler = helper.make_node("ImageScaler", ["x"], ["y"], scale=0.5, bias=[1.0, 2.0, 3.0])
+    counted = count_ops(model([scaler], [("x", F, [1, 3, 4, 4])], [("y", F, None)], opset=8))
+    assert (counted.flops, counted.untracked) == (96, {})
+    # Resize "linear" on 2 axes (4x4 -> 8x8, 3 channels = 192 outputs): bilinear, 7 per output = 1,344;
+    # an unknown mode is refused by name rather than priced as cubic.
+    resize = helper.make_node("Resize", ["x", "", "sc"], ["y"], mode="linear")
+    scales = numpy_helper.from_array(np.array([1, 1, 2, 2], np.float32), "sc")
+    counted = count_ops(model([resize], [("x", F, [1, 3, 4, 4])], [("y", F, None)], [scales]))
+    assert counted.flops == 1_344
+    bad = helper.make_node("Resize", ["x", "", "sc"], ["y"], mode="area")
+    with pytest.raises(ValueError, match="resize mode 'area'"):
+        count_ops(model([bad], [("x", F, [1, 3, 4, 4])], [("y", F, [1, 3, 8, 8])], [scales]))

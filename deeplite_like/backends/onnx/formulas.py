@@ -282,11 +282,20 @@ for _op, _cost in (("QLinearAdd", 1), ("QLinearMul", 1), ("QLinearSigmoid", ACTI
     formula(f"com.microsoft.{_op}")(_per_output(_cost, any_dtype=True))
 
 
-@formula("Gelu", "com.microsoft.Gelu", "com.microsoft.FastGelu")
+@formula("Gelu", "com.microsoft.Gelu", "com.microsoft.FastGelu", "com.microsoft.BiasGelu")
 def gelu(node: NodeView) -> Cost:
-    """GELU: 5 per output (erf form), 9 with approximate='tanh' (``FastGelu`` is the tanh form)."""
+    """GELU: 5 per output (erf form), 9 with approximate='tanh' (``FastGelu`` is the tanh form); + 1 per
+    output for the bias com.microsoft's ``BiasGelu`` (input 1) and ``FastGelu`` (optional input 1) add first:
+    what the torch table counts for the ``Linear`` bias and the ``gelu`` the fusion replaced."""
     tanh_form = node.attr("approximate", "none") == "tanh" or node.op_type == "FastGelu"
-    return Cost.elementwise((9 if tanh_form else 5) * node.numel_out() if node.float_out() else 0)
+    bias = int(node.op_type in ("BiasGelu", "FastGelu") and node.has_input(1))
+    return Cost.elementwise(((9 if tanh_form else 5) + bias) * node.numel_out() if node.float_out() else 0)
+
+
+@formula("com.microsoft.QuickGelu")
+def quick_gelu(node: NodeView) -> Cost:
+    """QuickGelu, x * sigmoid(alpha x): 6 per output (alpha x 1, sigmoid 4, the product 1)."""
+    return Cost.elementwise(6 * node.numel_out() if node.float_out() else 0)
 
 
 @formula("Sum", "Max", "Min", "Mean")
@@ -313,16 +322,49 @@ def batch_norm(node: NodeView) -> Cost:
     return Cost.elementwise(2 * n + 2 * channels + n + n)
 
 
-@formula("LayerNormalization", "com.microsoft.SimplifiedLayerNormalization", "RMSNormalization")
+_RMS_FORMS = ("RMSNormalization", "SimplifiedLayerNormalization", "SkipSimplifiedLayerNormalization")
+
+
+@formula("LayerNormalization", "com.microsoft.LayerNormalization", "SimplifiedLayerNormalization",
+         "com.microsoft.SimplifiedLayerNormalization", "RMSNormalization")
 def layer_norm(node: NodeView) -> Cost:
     """LayerNormalization: 6N + 4R + N (scale) (+ N bias), R = rows = prod(shape[:axis]);
-    RMS forms (``RMSNormalization``, ``SimplifiedLayerNormalization``): 3N + 3R + N (scale)."""
+    RMS forms (``RMSNormalization``, ``SimplifiedLayerNormalization``, which onnxruntime registers in the
+    default domain as well as com.microsoft's): 3N + 3R + N (scale)."""
     shape = node.input_shape(0)
     axis = int(node.attr("axis", -1)) % len(shape)
     n, rows = _prod(shape), _prod(shape[:axis])
-    if node.op_type in ("RMSNormalization", "SimplifiedLayerNormalization"):
+    if node.op_type in _RMS_FORMS:
         return Cost.elementwise(3 * n + 3 * rows + n)
     return _normalisation(n, rows, True, node.has_input(2))
+
+
+@formula("com.microsoft.SkipLayerNormalization", "com.microsoft.SkipSimplifiedLayerNormalization")
+def skip_layer_norm(node: NodeView) -> Cost:
+    """SkipLayerNormalization (input, skip, gamma, beta?, bias?; onnxruntime's transformer fusion of a
+    linear layer's bias add, the residual add and the LayerNorm after them): N for the skip add, + N for
+    the bias, then the layer norm over the last axis: 6N + 4R + N (gamma) (+ N beta); the RMS form
+    (``SkipSimplifiedLayerNormalization``: input, skip, gamma, bias?) 3N + 3R + N. N = input elements,
+    R = N / hidden. The torch table's add, add and ``native_layer_norm`` rows, so the totals match."""
+    shape = node.input_shape(0)
+    n, rows = _prod(shape), _prod(shape[:-1])
+    simplified = node.op_type == "SkipSimplifiedLayerNormalization"
+    adds = n + n * int(node.has_input(3 if simplified else 4))
+    if simplified:
+        return Cost.elementwise(adds + 3 * n + 3 * rows + n)
+    return Cost.elementwise(adds + _normalisation(n, rows, True, node.has_input(3)).flops)
+
+
+@formula("com.microsoft.EmbedLayerNormalization", "com.microsoft.QEmbedLayerNormalization")
+def embed_layer_norm(node: NodeView) -> Cost:
+    """EmbedLayerNormalization (input_ids, segment_ids?, word, position, segment embeddings?, gamma, beta,
+    mask?): the lookups are free (as ``Gather``); word + position N, + N with segments; the layer norm
+    6N + 4R + N + N. N = output elements, R = batch x sequence. The mask index output (a sum of an
+    integer mask) costs 0. The quantized form (int8 tables) counts the same."""
+    n = node.numel_out()
+    rows = n // node.output_shape()[-1]
+    segments = node.has_input(1) and node.has_input(4)
+    return Cost.elementwise(n + n * int(segments) + _normalisation(n, rows, True, True).flops)
 
 
 @formula("InstanceNormalization")
@@ -339,10 +381,79 @@ def group_norm(node: NodeView) -> Cost:
     return _normalisation(_prod(shape), shape[0] * int(node.attr("num_groups")), True, True)
 
 
+@formula("LRN")
+def local_response_norm(node: NodeView) -> Cost:
+    """LRN (AlexNet, GoogLeNet-v1): N x (size + 6), what the torch table counts of ``LocalResponseNorm``'s
+    decomposition: the square 1, the average over ``size`` channels size + 1, x alpha 1, + bias 1,
+    the power 1, the divide 1."""
+    return Cost.elementwise((int(node.attr("size")) + 6) * node.numel_out())
+
+
+@formula("ImageScaler")
+def image_scaler(node: NodeView) -> Cost:
+    """ImageScaler (opsets 1-9, older model-zoo CNNs such as Tiny YOLOv2): scale x + bias[c], 2 per output."""
+    return Cost.elementwise(2 * node.numel_out())
+
+
 @formula("Softmax", "LogSoftmax", "com.microsoft.QLinearSoftmax")
 def softmax(node: NodeView) -> Cost:
     """Softmax / LogSoftmax: 5 per input element (max, sub, exp, sum, div)."""
     return Cost.elementwise(5 * node.numel_in(0))
+
+
+def attention_cost(batch: int, q_len: int, k_len: int, heads: int, q_width: int, v_width: int, masked: bool) -> Cost:
+    """Attention after its projections, as the torch table's SDPA math reference: Q K^T and P V,
+    ``batch x q_len x k_len x (q_width + v_width)`` MACs (widths summed over the heads); FLOPs 2 x MACs
+    + q and k each scaled by sqrt(scale), ``batch x (q_len + k_len) x q_width``, + a mask add and the
+    softmax (5), ``(1 + 5) x batch x heads x q_len x k_len`` (the mask add only when ``masked``)."""
+    scores = batch * heads * q_len * k_len
+    macs = batch * q_len * k_len * (q_width + v_width)
+    return Cost.contraction(macs, batch * (q_len + k_len) * q_width + (int(masked) + 5) * scores)
+
+
+@formula("com.microsoft.Attention", "com.microsoft.QAttention")
+def fused_attention(node: NodeView) -> Cost:
+    """Attention (com.microsoft: input, weights, bias, mask_index?, past?, attention_bias?): the Q, K, V
+    projection ``B x S x D_in x (Dq + Dk + Dv)`` MACs with its bias add (1 per projected element), then
+    ``attention_cost`` (``qkv_hidden_sizes`` when given, else three equal thirds of the weights' width;
+    keys = S + the past sequence). Masked with a mask, an attention bias, or ``unidirectional``.
+    ``QAttention`` (input, int8 weights, bias, scales, mask_index at 5, zero points, past at 8) counts the same."""
+    batch, seq, width_in = node.input_shape(0)
+    widths = node.attr("qkv_hidden_sizes") or [node.input_shape(1)[1] // 3] * 3
+    q_width, k_width, v_width = (int(w) for w in widths)
+    quantized = node.op_type == "QAttention"
+    mask_at, past_at = (5, 8) if quantized else (3, 4)
+    past = node.input_shape(past_at)[3] if node.has_input(past_at) else 0
+    rows = batch * seq
+    projection = Cost.contraction(rows * width_in * (q_width + k_width + v_width),
+                                  rows * (q_width + k_width + v_width) if node.has_input(2) else 0)
+    masked = node.has_input(mask_at) or (not quantized and node.has_input(5)) or bool(node.attr("unidirectional", 0))
+    attention = attention_cost(batch, seq, seq + past, int(node.attr("num_heads")), q_width, v_width, masked)
+    return projection + attention
+
+
+@formula("com.microsoft.MultiHeadAttention")
+def multi_head_attention(node: NodeView) -> Cost:
+    """MultiHeadAttention (com.microsoft: query, key?, value?, bias?, key_padding_mask?, attention_bias?,
+    past_key?, ...), projections done before it: ``attention_cost`` with the key length read from
+    ``key`` (``B x L x D``, ``B x N x L x H``, or packed K/V ``B x L x N x 2 x H``; packed Q/K/V in a
+    5-D ``query`` ``B x S x N x 3 x H``: L = S); Dv from the output. + 1 per element of Q, K and V for
+    ``bias``. Masked with a padding mask or an attention bias."""
+    query = node.input_shape(0)
+    heads = int(node.attr("num_heads"))
+    batch, seq = query[0], query[1]
+    v_width = node.output_shape()[-1]
+    q_width = query[2] * query[4] if len(query) == 5 else query[-1]
+    if len(query) == 5 or not node.has_input(1):
+        k_len = seq
+    else:
+        key = node.input_shape(1)
+        k_len = key[2] if len(key) == 4 else key[1]
+    past = node.input_shape(6)[2] if node.has_input(6) else 0
+    k_len += past
+    bias = (batch * seq * q_width + batch * (k_len - past) * (q_width + v_width)) if node.has_input(3) else 0
+    attention = attention_cost(batch, seq, k_len, heads, q_width, v_width, node.has_input(4) or node.has_input(5))
+    return attention + Cost.elementwise(bias)
 
 
 # ---------------------------------------------------------------------------------- pooling
@@ -385,13 +496,16 @@ def reduction(node: NodeView) -> Cost:
 
 @formula("Resize", "Upsample")
 def resize(node: NodeView) -> Cost:
-    """Resize: per output element, nearest 0; linear over d resized axes 2 x 2^d - 1 (bilinear 7);
-    cubic 2 x 4^d - 1 (bicubic 31): a weighted sum of the neighbours, as the torch table."""
+    """Resize / Upsample: per output element, nearest 0; linear (Upsample-1's ``bilinear``) over d resized
+    axes 2 x 2^d - 1 (bilinear 7); cubic 2 x 4^d - 1 (bicubic 31): a weighted sum of the neighbours, as
+    the torch table. Upsample-7's ``scales`` attribute and Upsample-9's input give the same shapes."""
     mode = node.attr("mode", "nearest")
     if mode == "nearest":
         return Cost()
+    if mode not in ("linear", "bilinear", "cubic"):
+        raise ValueError(f"{node.label}: resize mode {mode!r} has no per-output cost")
     resized = sum(1 for a, b in zip(node.input_shape(0), node.output_shape()) if a != b)
-    neighbours = (2 if mode == "linear" else 4) ** resized
+    neighbours = (4 if mode == "cubic" else 2) ** resized  # Upsample-1 spelled linear "bilinear"
     return Cost.elementwise((2 * neighbours - 1) * node.numel_out() if resized else 0)
 
 

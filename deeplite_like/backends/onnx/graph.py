@@ -722,9 +722,12 @@ class Initializers:
     count: int = 0
 
 
-#: (op type, input position) pairs whose integer tensor is a weight (a quantized op's weights or int32 bias).
+#: (op type, input position) pairs whose integer tensor is a weight (a quantized op's weights or int32 bias),
+#: or the int32 zero point a QDQ file stores beside each int32 bias (``DequantizeLinear`` input 2): stored
+#: quantization parameters, as the int8 zero points of the weights are.
 _WEIGHT_SLOTS = {("QLinearConv", 3), ("QLinearConv", 8), ("ConvInteger", 1), ("MatMulInteger", 1),
-                 ("QLinearMatMul", 3), ("DequantizeLinear", 0), ("QGemm", 3), ("QGemm", 6), ("MatMulNBits", 1),
+                 ("QLinearMatMul", 3), ("DequantizeLinear", 0), ("DequantizeLinear", 2), ("QGemm", 3), ("QGemm", 6),
+                 ("MatMulNBits", 1),
                  ("DynamicQuantizeMatMul", 1), ("MatMulIntegerToFloat", 1)}
 
 

@@ -14,8 +14,11 @@ the Keras model it was converted from counts:
   requantization) are free, as ONNX's ``QuantizeLinear`` / ``DequantizeLinear``;
 * per-element ops are priced on real-valued outputs only (float, or integer with a scale): the
   int32 shape arithmetic converters emit (``SHAPE`` -> ``STRIDED_SLICE`` -> ``PACK``) is free;
-* data movement is in ``FREE``; an op in neither table (custom ops, the fused LSTM ops in
-  this slice) is untracked: ``counting.count_ops`` names it, never a silent zero.
+* the fused recurrent kernels (``UNIDIRECTIONAL_SEQUENCE_LSTM`` / ``_RNN``, ``BIDIRECTIONAL_SEQUENCE_LSTM``
+  / ``_RNN``, the one-step ``LSTM`` / ``RNN``) count as the Keras / torch recurrent layers
+  (docs/conventions.rst, rnn row: LSTM gate math 22, RNN 2);
+* data movement is in ``FREE``; an op in neither table (custom ops) is untracked:
+  ``counting.count_ops`` names it, never a silent zero.
 
 Counting a file: the pass over its operators:
 
@@ -125,6 +128,102 @@ def batch_matmul(op: OpView) -> Cost:
     a = op.input(0).shape
     k = a[-2] if op.option("adjX", False) else a[-1]
     return Cost.contraction(op.numel_out() * k)
+
+
+# ----------------------------------------------------------------------------- fused recurrent ops
+#: Input slots of one direction of the LSTM kernels (``UNIDIRECTIONAL_SEQUENCE_LSTM`` and the one-step
+#: ``LSTM``: the schema's 24 inputs): input-to-gate weights (i, f, c, o), recurrent weights, peepholes
+#: (cell-to-i, f, o), gate biases, projection weights, layer-norm coefficients.
+_LSTM_SLOTS = {"input_weights": (1, 2, 3, 4), "recurrent": (5, 6, 7, 8), "peephole": (9, 10, 11),
+               "bias": (12, 13, 14, 15), "projection": 16, "projection_bias": 17, "norms": (20, 21, 22, 23)}
+#: ``BIDIRECTIONAL_SEQUENCE_LSTM``'s 48 inputs: (forward slots, backward slots, aux weights per direction).
+_BIDI_LSTM = ({"input_weights": (1, 2, 3, 4), "recurrent": (5, 6, 7, 8), "peephole": (9, 10, 11),
+               "bias": (12, 13, 14, 15), "projection": 16, "projection_bias": 17, "norms": (), "aux": (40, 41, 42, 43)},
+              {"input_weights": (18, 19, 20, 21), "recurrent": (22, 23, 24, 25), "peephole": (26, 27, 28),
+               "bias": (29, 30, 31, 32), "projection": 33, "projection_bias": 34, "norms": (), "aux": (44, 45, 46, 47)})
+
+
+def _activation_cost(op: OpView) -> int:
+    code = op.option("fusedActivationFunction", 0) or 0
+    if code not in FUSED_ACTIVATIONS:
+        raise ValueError(f"{op.label}: activation code {code} has no per-element cost")
+    return FUSED_ACTIVATIONS[code][1]
+
+
+def _lstm_direction(op: OpView, slots: Mapping[str, Any], rows: int) -> Cost:
+    """One direction of an LSTM kernel over ``rows`` = steps x batch (docs/conventions.rst, rnn row):
+
+    MACs  rows x G·H x (I + P) (+ rows x G·H x I_aux with an auxiliary input) (+ rows x H x P with a
+          projection; P = H without one), G = 4 gates, 3 with CIFG (no input gate: ``i = 1 - f``);
+    FLOPs 2 x MACs + rows x G·H for the gate biases + rows x H x gate math, gate math = G (gate adds)
+          + 4 (G - 1) (sigmoids) + 2a (the activation of g and of c; a = the fused activation's cost,
+          tanh 1) + 4 (f*c, i*g, their add, o*act(c)) (+ 1 for CIFG's 1 - f): 22 for the usual LSTM, the
+          torch / Keras figure; + 2 x rows x H per peephole (a multiply and an add), + rows x (7H + 4)
+          per layer-normalised gate (6N + 4R and the scale), + rows x P for a projection bias.
+    """
+    weights = [at for at in slots["input_weights"] if op.has_input(at)]
+    gates = len(weights)
+    hidden = op.input(slots["input_weights"][1]).shape[0]  # the forget gate's weights [H, I] (always present)
+    in_size = op.input(slots["input_weights"][1]).shape[1]
+    projected = op.has_input(slots["projection"])
+    state = op.input(slots["projection"]).shape[0] if projected else hidden
+    aux = sum(op.input(at).shape[1] for at in slots.get("aux", ())[1:2] if op.has_input(at))
+    macs = rows * gates * hidden * (in_size + state + aux) + (rows * hidden * state if projected else 0)
+    activation = _activation_cost(op)
+    gate_math = gates + 4 * (gates - 1) + 2 * activation + 4 + int(gates == 3)
+    flops = rows * hidden * gate_math
+    flops += rows * hidden * sum(1 for at in slots["bias"] if op.has_input(at))
+    flops += 2 * rows * hidden * sum(1 for at in slots["peephole"] if op.has_input(at))
+    flops += rows * (7 * hidden + 4) * sum(1 for at in slots["norms"] if op.has_input(at))
+    flops += rows * state if op.has_input(slots["projection_bias"]) else 0
+    return Cost.contraction(macs, flops)
+
+
+def _rows(op: OpView) -> int:
+    """Steps x batch of a recurrent kernel: the input's elements over its feature size (either layout)."""
+    x = op.input(0)
+    return x.numel // x.shape[-1]
+
+
+@formula("UNIDIRECTIONAL_SEQUENCE_LSTM", "LSTM")
+def lstm(op: OpView) -> Cost:
+    """LSTM kernels (``UNIDIRECTIONAL_SEQUENCE_LSTM`` over ``[B, T, I]`` or time-major ``[T, B, I]``; the
+    one-step ``LSTM`` over ``[B, I]``): ``_lstm_direction`` with rows = steps x batch."""
+    if op.op == "LSTM" and op.option("kernelType", 0):  # BASIC: one concatenated weight, 4 inputs
+        raise ValueError(f"{op.label}: the BASIC LSTM kernel (kernel_type 1) is not counted; the FULL kernel is")
+    return _lstm_direction(op, _LSTM_SLOTS, _rows(op))
+
+
+@formula("BIDIRECTIONAL_SEQUENCE_LSTM")
+def bidirectional_lstm(op: OpView) -> Cost:
+    """``BIDIRECTIONAL_SEQUENCE_LSTM`` (48 inputs): the forward and the backward direction, each as
+    ``_lstm_direction`` over the same rows (with the auxiliary input's weights when given)."""
+    rows = _rows(op)
+    return _lstm_direction(op, _BIDI_LSTM[0], rows) + _lstm_direction(op, _BIDI_LSTM[1], rows)
+
+
+def _rnn_direction(op: OpView, weights: int, recurrent: int, bias: int, aux: int | None, rows: int) -> Cost:
+    """One direction of a vanilla RNN kernel: rows x H x (I + H (+ I_aux)) MACs; FLOPs 2 x MACs + rows x H
+    for the bias + rows x H x (1 + a): the add of the two products and the activation (tanh 1: 2, as Keras)."""
+    hidden, in_size = op.input(weights).shape
+    aux_size = op.input(aux).shape[1] if aux is not None and op.has_input(aux) else 0
+    macs = rows * hidden * (in_size + op.input(recurrent).shape[1] + aux_size)
+    flops = rows * hidden * (int(op.has_input(bias)) + 1 + _activation_cost(op))
+    return Cost.contraction(macs, flops)
+
+
+@formula("UNIDIRECTIONAL_SEQUENCE_RNN", "RNN")
+def rnn(op: OpView) -> Cost:
+    """Vanilla RNN kernels (input, weights ``[H, I]``, recurrent ``[H, H]``, bias, state): ``_rnn_direction``."""
+    return _rnn_direction(op, 1, 2, 3, None, _rows(op))
+
+
+@formula("BIDIRECTIONAL_SEQUENCE_RNN")
+def bidirectional_rnn(op: OpView) -> Cost:
+    """``BIDIRECTIONAL_SEQUENCE_RNN`` (input, forward weights / recurrent / bias / state at 1-4, backward
+    at 5-8, aux input 9 and its forward / backward weights 10, 11): both directions."""
+    rows = _rows(op)
+    return _rnn_direction(op, 1, 2, 3, 10, rows) + _rnn_direction(op, 5, 6, 7, 11, rows)
 
 
 # ----------------------------------------------------------------------------- per element
