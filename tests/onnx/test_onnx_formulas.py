@@ -378,6 +378,25 @@ def test_transformer_fusion_ops_count_as_the_ops_they_replace():
     counted = count_ops(model([mha], [("q", F, [2, 5, 8]), ("k", F, [2, 7, 8]), ("v", F, [2, 7, 8])], [("y", F, None)],
                               [weight("b", (24,))], domains=ms))
     assert (counted.macs, counted.flops, counted.untracked) == (1_120, 3_436, {})
+    # The same attention with key / value as (B, N, L, H) = (2, 2, 7, 4), no bias: 1,120 MACs, FLOPs
+    # 2,240 + 192 + 700 = 3,132; packed K/V (B, L, N, 2, H) the same. Packed Q/K/V (2, 5, 2, 3, 4): L = S = 5,
+    # Dq = Dv = 2 x 4: 2 x 5 x 5 x 16 = 800 MACs, FLOPs 1,600 + 2 x (5 + 5) x 8 + 5 x 2 x 2 x 25 = 2,260.
+    # (ONNX Runtime's CPU kernel runs no packed form: the output shape is declared, as a fusion tool writes it.)
+    for names, inputs, expected in [(["q", "k", "v"], [("q", F, [2, 5, 8]), ("k", F, [2, 2, 7, 4]), ("v", F, [2, 2, 7, 4])], (1_120, 3_132)),
+                                    (["q", "k"], [("q", F, [2, 5, 8]), ("k", F, [2, 7, 2, 2, 4])], (1_120, 3_132)),
+                                    (["q"], [("q", F, [2, 5, 2, 3, 4])], (800, 2_260))]:
+        node = helper.make_node("MultiHeadAttention", names, ["y"], domain=ms[0], num_heads=2)
+        counted = count_ops(model([node], inputs, [("y", F, [2, 5, 8])], domains=ms))
+        assert (counted.macs, counted.flops) == expected, names
+    # Attention (GPT-2 style: unidirectional, a past of 3 tokens) on x (2, 5, 8), weights (8, 24), bias 24,
+    # past (2, B 2, N 2, 3, H 4): keys L = 5 + 3 = 8. MACs projection 10 x 8 x 24 = 1,920 + 2 x 5 x 8 x (8 + 8)
+    # = 1,280: 3,200. FLOPs 6,400 + bias 10 x 24 = 240 + scale 2 x (5 + 8) x 8 = 208 + (causal mask 1 +
+    # softmax 5) x 2 x 2 x 5 x 8 = 960: 7,808.
+    node = helper.make_node("Attention", ["x", "w", "b", "", "past"], ["y", "present"], domain=ms[0], num_heads=2,
+                            unidirectional=1)
+    counted = count_ops(model([node], [("x", F, [2, 5, 8]), ("past", F, [2, 2, 2, 3, 4])], [("y", F, None), ("present", F, None)],
+                              [weight("w", (8, 24)), weight("b", (24,))], domains=ms))
+    assert (counted.macs, counted.flops) == (3_200, 7_808)
     # FastGelu with a bias over (2, 3, 4) = 24: (bias 1 + tanh GELU 9) x 24 = 240; BiasGelu (erf) (1 + 5) x 24
     # = 144; QuickGelu 6 x 24 = 144.
     nodes = [helper.make_node("FastGelu", ["x", "b4"], ["f"], domain=ms[0]),
