@@ -426,3 +426,33 @@ def test_zoo_era_image_scaler_and_upsample_bilinear():
     bad = helper.make_node("Resize", ["x", "", "sc"], ["y"], mode="area")
     with pytest.raises(ValueError, match="resize mode 'area'"):
         count_ops(model([bad], [("x", F, [1, 3, 4, 4])], [("y", F, [1, 3, 8, 8])], [scales]))
+
+
+def test_onnxruntime_layout_ops_of_saved_optimised_graphs():
+    """onnxruntime's ORT_ENABLE_ALL graphs saved to a file carry its CPU layouts (shapes declared here, as
+    the saved file declares them; the whole-model check is in tests/onnx/test_onnx_real_exports.py)."""
+    ms = "com.microsoft.nchwc"
+    nodes = [helper.make_node("ReorderInput", ["x"], ["xb"], domain=ms),
+             helper.make_node("Conv", ["xb", "w", "b", "xb"], ["c"], domain=ms, kernel_shape=[3, 3], pads=[1, 1, 1, 1],
+                              activation="Relu"),
+             helper.make_node("MaxPool", ["c"], ["p"], domain=ms, kernel_shape=[2, 2], strides=[2, 2]),
+             helper.make_node("AveragePool", ["p"], ["a"], domain=ms, kernel_shape=[2, 2], strides=[2, 2]),
+             helper.make_node("GlobalAveragePool", ["a"], ["g"], domain=ms),
+             helper.make_node("ReorderOutput", ["g"], ["y"], domain=ms, channels=8)]
+    proto = model(nodes, [("x", F, [1, 8, 8, 8])], [("y", F, [1, 8, 1, 1])],
+                  [weight("w", (8, 8, 3, 3)), weight("b", (8,))], domains=[ms])
+    proto.graph.value_info.extend(helper.make_tensor_value_info(n, F, s) for n, s in
+                                  [("xb", [1, 8, 8, 8]), ("c", [1, 8, 8, 8]), ("p", [1, 8, 4, 4]), ("a", [1, 8, 2, 2]),
+                                   ("g", [1, 8, 1, 1])])
+    counted = count_ops(proto)
+    # Conv 8 -> 8, 3 x 3 on 8 x 8: 512 outputs x 72 = 36,864 MACs; FLOPs 73,728 + bias 512 + the fused Sum
+    # input (a residual add) 512 + Relu 512 = 75,264. MaxPool 2 x 2: 128 outputs x 4 = 512; AveragePool:
+    # 32 x 5 = 160; GlobalAveragePool: 8 x (4 + 1) = 40. Reorders free.
+    assert {k: (v.macs, v.flops) for k, v in counted.by_operator.items()} == {
+        f"{ms}.ReorderInput": (0, 0), f"{ms}.Conv": (36_864, 75_264), f"{ms}.MaxPool": (0, 512),
+        f"{ms}.AveragePool": (0, 160), f"{ms}.GlobalAveragePool": (0, 40), f"{ms}.ReorderOutput": (0, 0)}
+    # the channels-last int8 max pool: (1, 4, 4, 8) -> (1, 2, 2, 8), 2 x 2 windows: 32 outputs x 4 = 128
+    pool = helper.make_node("NhwcMaxPool", ["x"], ["y"], domain="com.microsoft", kernel_shape=[2, 2], strides=[2, 2])
+    proto = model([pool], [("x", TensorProto.INT8, [1, 4, 4, 8])], [("y", TensorProto.INT8, [1, 2, 2, 8])],
+                  domains=["com.microsoft"])
+    assert count_ops(proto).flops == 128
