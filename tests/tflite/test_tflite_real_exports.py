@@ -72,6 +72,23 @@ def test_mobilenet_v2_float_and_int8_count_the_keras_models_macs(mobilenet):
     assert stats.params == weight_stats(load_model(float_file)).params  # the same tensors, int8 instead of float32
 
 
+@pytest.mark.slow  # two more conversions: about 25 s
+def test_mobilenet_v2_dynamic_range_and_float16_files_count_the_same(mobilenet):
+    """The two other forms a converter ships: dynamic-range (int8 weights, float activations: the kernels
+    dequantize on the fly) and float16 weights (a DEQUANTIZE to float32 before each kernel, free)."""
+    import tensorflow as tf
+
+    model, float_file, _ = mobilenet
+    reference = count_ops(float_file)
+    for form in ("dynamic-range", "float16"):
+        converter = tf.lite.TFLiteConverter.from_keras_model(model)
+        converter.optimizations = [tf.lite.Optimize.DEFAULT]
+        if form == "float16":
+            converter.target_spec.supported_types = [tf.float16]
+        counted = count_ops(converter.convert())
+        assert (form, counted.macs, counted.flops, counted.untracked) == (form, reference.macs, reference.flops, {})
+
+
 def recurrent_file(layer, batch: int, steps: int, features: int, one_step: bool = False) -> bytes:
     """A ``.tflite`` holding a built Keras ``LSTM`` / ``SimpleRNN`` (``return_sequences=True``), or a
     ``Bidirectional`` of one, as one fused kernel, written with the schema's object API. ``one_step``:
