@@ -410,6 +410,15 @@ def test_transformer_fusion_ops_count_as_the_ops_they_replace():
     node = helper.make_node("SkipSimplifiedLayerNormalization", ["x", "x", "b4", "b4"], ["y"], domain=ms[0])
     counted = count_ops(model([node], [("x", F, [2, 3, 4])], [("y", F, None)], [weight("b4", (4,))], domains=ms))
     assert (counted.flops, counted.untracked) == (162, {})
+    # the layer norms onnxruntime's fusion writes outside the standard schema (output shapes declared, as a
+    # fused file declares them): com.microsoft LayerNormalization over (2, 3, 4) with a bias: 6N + 4R + N + N
+    # = 8 x 24 + 4 x 6 = 216; SimplifiedLayerNormalization (the default domain's, RMS): 3N + 3R + N = 114
+    for domain, op, expected in [("com.microsoft", "LayerNormalization", 216), ("", "SimplifiedLayerNormalization", 114)]:
+        inputs = ["x", "b4", "b4"] if op == "LayerNormalization" else ["x", "b4"]
+        node = helper.make_node(op, inputs, ["y"], domain=domain, axis=-1)
+        proto = model([node], [("x", F, [2, 3, 4])], [("y", F, [2, 3, 4])], [weight("b4", (4,))],
+                      domains=[domain] if domain else [])
+        assert count_ops(proto).flops == expected, op
 
 
 def test_zoo_era_image_scaler_and_upsample_bilinear():
