@@ -378,6 +378,25 @@ def test_transformer_fusion_ops_count_as_the_ops_they_replace():
     counted = count_ops(model([mha], [("q", F, [2, 5, 8]), ("k", F, [2, 7, 8]), ("v", F, [2, 7, 8])], [("y", F, None)],
                               [weight("b", (24,))], domains=ms))
     assert (counted.macs, counted.flops, counted.untracked) == (1_120, 3_436, {})
+    # The same attention with key / value as (B, N, L, H) = (2, 2, 7, 4), no bias: 1,120 MACs, FLOPs
+    # 2,240 + 192 + 700 = 3,132; packed K/V (B, L, N, 2, H) the same. Packed Q/K/V (2, 5, 2, 3, 4): L = S = 5,
+    # Dq = Dv = 2 x 4: 2 x 5 x 5 x 16 = 800 MACs, FLOPs 1,600 + 2 x (5 + 5) x 8 + 5 x 2 x 2 x 25 = 2,260.
+    # (ONNX Runtime's CPU kernel runs no packed form: the output shape is declared, as a fusion tool writes it.)
+    for names, inputs, expected in [(["q", "k", "v"], [("q", F, [2, 5, 8]), ("k", F, [2, 2, 7, 4]), ("v", F, [2, 2, 7, 4])], (1_120, 3_132)),
+                                    (["q", "k"], [("q", F, [2, 5, 8]), ("k", F, [2, 7, 2, 2, 4])], (1_120, 3_132)),
+                                    (["q"], [("q", F, [2, 5, 2, 3, 4])], (800, 2_260))]:
+        node = helper.make_node("MultiHeadAttention", names, ["y"], domain=ms[0], num_heads=2)
+        counted = count_ops(model([node], inputs, [("y", F, [2, 5, 8])], domains=ms))
+        assert (counted.macs, counted.flops) == expected, names
+    # Attention (GPT-2 style: unidirectional, a past of 3 tokens) on x (2, 5, 8), weights (8, 24), bias 24,
+    # past (2, B 2, N 2, 3, H 4): keys L = 5 + 3 = 8. MACs projection 10 x 8 x 24 = 1,920 + 2 x 5 x 8 x (8 + 8)
+    # = 1,280: 3,200. FLOPs 6,400 + bias 10 x 24 = 240 + scale 2 x (5 + 8) x 8 = 208 + (causal mask 1 +
+    # softmax 5) x 2 x 2 x 5 x 8 = 960: 7,808.
+    node = helper.make_node("Attention", ["x", "w", "b", "", "past"], ["y", "present"], domain=ms[0], num_heads=2,
+                            unidirectional=1)
+    counted = count_ops(model([node], [("x", F, [2, 5, 8]), ("past", F, [2, 2, 2, 3, 4])], [("y", F, None), ("present", F, None)],
+                              [weight("w", (8, 24)), weight("b", (24,))], domains=ms))
+    assert (counted.macs, counted.flops) == (3_200, 7_808)
     # FastGelu with a bias over (2, 3, 4) = 24: (bias 1 + tanh GELU 9) x 24 = 240; BiasGelu (erf) (1 + 5) x 24
     # = 144; QuickGelu 6 x 24 = 144.
     nodes = [helper.make_node("FastGelu", ["x", "b4"], ["f"], domain=ms[0]),
@@ -391,6 +410,15 @@ def test_transformer_fusion_ops_count_as_the_ops_they_replace():
     node = helper.make_node("SkipSimplifiedLayerNormalization", ["x", "x", "b4", "b4"], ["y"], domain=ms[0])
     counted = count_ops(model([node], [("x", F, [2, 3, 4])], [("y", F, None)], [weight("b4", (4,))], domains=ms))
     assert (counted.flops, counted.untracked) == (162, {})
+    # the layer norms onnxruntime's fusion writes outside the standard schema (output shapes declared, as a
+    # fused file declares them): com.microsoft LayerNormalization over (2, 3, 4) with a bias: 6N + 4R + N + N
+    # = 8 x 24 + 4 x 6 = 216; SimplifiedLayerNormalization (the default domain's, RMS): 3N + 3R + N = 114
+    for domain, op, expected in [("com.microsoft", "LayerNormalization", 216), ("", "SimplifiedLayerNormalization", 114)]:
+        inputs = ["x", "b4", "b4"] if op == "LayerNormalization" else ["x", "b4"]
+        node = helper.make_node(op, inputs, ["y"], domain=domain, axis=-1)
+        proto = model([node], [("x", F, [2, 3, 4])], [("y", F, [2, 3, 4])], [weight("b4", (4,))],
+                      domains=[domain] if domain else [])
+        assert count_ops(proto).flops == expected, op
 
 
 def test_zoo_era_image_scaler_and_upsample_bilinear():
@@ -407,3 +435,33 @@ def test_zoo_era_image_scaler_and_upsample_bilinear():
     bad = helper.make_node("Resize", ["x", "", "sc"], ["y"], mode="area")
     with pytest.raises(ValueError, match="resize mode 'area'"):
         count_ops(model([bad], [("x", F, [1, 3, 4, 4])], [("y", F, [1, 3, 8, 8])], [scales]))
+
+
+def test_onnxruntime_layout_ops_of_saved_optimised_graphs():
+    """onnxruntime's ORT_ENABLE_ALL graphs saved to a file carry its CPU layouts (shapes declared here, as
+    the saved file declares them; the whole-model check is in tests/onnx/test_onnx_real_exports.py)."""
+    ms = "com.microsoft.nchwc"
+    nodes = [helper.make_node("ReorderInput", ["x"], ["xb"], domain=ms),
+             helper.make_node("Conv", ["xb", "w", "b", "xb"], ["c"], domain=ms, kernel_shape=[3, 3], pads=[1, 1, 1, 1],
+                              activation="Relu"),
+             helper.make_node("MaxPool", ["c"], ["p"], domain=ms, kernel_shape=[2, 2], strides=[2, 2]),
+             helper.make_node("AveragePool", ["p"], ["a"], domain=ms, kernel_shape=[2, 2], strides=[2, 2]),
+             helper.make_node("GlobalAveragePool", ["a"], ["g"], domain=ms),
+             helper.make_node("ReorderOutput", ["g"], ["y"], domain=ms, channels=8)]
+    proto = model(nodes, [("x", F, [1, 8, 8, 8])], [("y", F, [1, 8, 1, 1])],
+                  [weight("w", (8, 8, 3, 3)), weight("b", (8,))], domains=[ms])
+    proto.graph.value_info.extend(helper.make_tensor_value_info(n, F, s) for n, s in
+                                  [("xb", [1, 8, 8, 8]), ("c", [1, 8, 8, 8]), ("p", [1, 8, 4, 4]), ("a", [1, 8, 2, 2]),
+                                   ("g", [1, 8, 1, 1])])
+    counted = count_ops(proto)
+    # Conv 8 -> 8, 3 x 3 on 8 x 8: 512 outputs x 72 = 36,864 MACs; FLOPs 73,728 + bias 512 + the fused Sum
+    # input (a residual add) 512 + Relu 512 = 75,264. MaxPool 2 x 2: 128 outputs x 4 = 512; AveragePool:
+    # 32 x 5 = 160; GlobalAveragePool: 8 x (4 + 1) = 40. Reorders free.
+    assert {k: (v.macs, v.flops) for k, v in counted.by_operator.items()} == {
+        f"{ms}.ReorderInput": (0, 0), f"{ms}.Conv": (36_864, 75_264), f"{ms}.MaxPool": (0, 512),
+        f"{ms}.AveragePool": (0, 160), f"{ms}.GlobalAveragePool": (0, 40), f"{ms}.ReorderOutput": (0, 0)}
+    # the channels-last int8 max pool: (1, 4, 4, 8) -> (1, 2, 2, 8), 2 x 2 windows: 32 outputs x 4 = 128
+    pool = helper.make_node("NhwcMaxPool", ["x"], ["y"], domain="com.microsoft", kernel_shape=[2, 2], strides=[2, 2])
+    proto = model([pool], [("x", TensorProto.INT8, [1, 4, 4, 8])], [("y", TensorProto.INT8, [1, 2, 2, 8])],
+                  domains=["com.microsoft"])
+    assert count_ops(proto).flops == 128

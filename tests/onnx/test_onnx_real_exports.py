@@ -205,6 +205,16 @@ def test_bert_ort_optimizer_and_dynamic_quantization(bert, tmp_path):
     counted = count_ops(tmp_path / "bert_opt.onnx")
     assert {"com.microsoft.SkipLayerNormalization", "com.microsoft.BiasGelu"} <= set(counted.by_operator)
     assert (counted.macs, counted.flops, counted.untracked) == (live.macs, live.flops, {})
+    # onnxruntime's session optimiser (ORT_ENABLE_EXTENDED, saved): FusedMatMul folds the sqrt(scale) of q
+    # and of k into one alpha on the scores: 1 FLOP per score (2 x 4 x 16 x 16 = 2,048) instead of
+    # (16 + 16) x 64 x 2 = 4,096 per layer, 4,096 fewer in all; MACs the same
+    options = ort.SessionOptions()
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED
+    options.optimized_model_filepath = str(tmp_path / "bert_ort.onnx")
+    ort.InferenceSession(str(exported), options, providers=["CPUExecutionProvider"])
+    session_optimised = count_ops(options.optimized_model_filepath)
+    assert "com.microsoft.FusedMatMul" in session_optimised.by_operator
+    assert (session_optimised.macs, session_optimised.flops, session_optimised.untracked) == (live.macs, live.flops - 4_096, {})
 
     quantized = {}
     with warnings.catch_warnings():
@@ -304,6 +314,19 @@ def test_static_int8_qdq_and_qoperator_count_the_float_models_macs_and_store_int
         # the quantizer removes each Relu / Clip after a conv (the int8 range clips): those FLOPs go
         assert counted.flops == float_count.flops - relu_and_clip
     assert "QLinearConv" in count_ops(files["QOperator"]).by_operator
+
+    # onnxruntime's own optimised graph, saved at ORT_ENABLE_ALL: the float file's convs become
+    # com.microsoft.nchwc.Conv (activation and residual Sum fused) between reorders, the QDQ file's
+    # channels-last com.microsoft.QLinearConv; the counts do not move
+    for name, source in (("float", path), ("QDQ", files["QDQ"])):
+        options = ort.SessionOptions()
+        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        options.optimized_model_filepath = str(tmp_path / f"ort_{name}.onnx")
+        ort.InferenceSession(str(source), options, providers=["CPUExecutionProvider"])
+        optimised, before = count_ops(options.optimized_model_filepath), count_ops(source)
+        assert (name, optimised.macs, optimised.flops, optimised.untracked) == (name, before.macs, before.flops, {})
+        layout_op = {"float": "com.microsoft.nchwc.Conv", "QDQ": "com.microsoft.QLinearConv"}[name]
+        assert optimised.by_operator[layout_op].calls > 0
 
     # Stored bytes, by hand. Weights: 216 + 576 + 576 + 128 + 144 + 128 + 80 = 1,848 int8; biases
     # 8 + 8 + 8 + 16 + 16 + 8 + 10 = 74 int32. ``activations`` (scale, zero point) pairs, one per quantized

@@ -72,6 +72,23 @@ def test_mobilenet_v2_float_and_int8_count_the_keras_models_macs(mobilenet):
     assert stats.params == weight_stats(load_model(float_file)).params  # the same tensors, int8 instead of float32
 
 
+@pytest.mark.slow  # two more conversions: about 25 s
+def test_mobilenet_v2_dynamic_range_and_float16_files_count_the_same(mobilenet):
+    """The two other forms a converter ships: dynamic-range (int8 weights, float activations: the kernels
+    dequantize on the fly) and float16 weights (a DEQUANTIZE to float32 before each kernel, free)."""
+    import tensorflow as tf
+
+    model, float_file, _ = mobilenet
+    reference = count_ops(float_file)
+    for form in ("dynamic-range", "float16"):
+        converter = tf.lite.TFLiteConverter.from_keras_model(model)
+        converter.optimizations = [tf.lite.Optimize.DEFAULT]
+        if form == "float16":
+            converter.target_spec.supported_types = [tf.float16]
+        counted = count_ops(converter.convert())
+        assert (form, counted.macs, counted.flops, counted.untracked) == (form, reference.macs, reference.flops, {})
+
+
 def recurrent_file(layer, batch: int, steps: int, features: int, one_step: bool = False) -> bytes:
     """A ``.tflite`` holding a built Keras ``LSTM`` / ``SimpleRNN`` (``return_sequences=True``), or a
     ``Bidirectional`` of one, as one fused kernel, written with the schema's object API. ``one_step``:
@@ -206,3 +223,85 @@ def test_one_step_kernels_count_one_step_of_the_layer(cell):
     expected = (224, 656) if cell == "LSTM" else (56, 136)
     counted = count_ops(data)
     assert (counted.macs, counted.flops) == expected == (count_keras(live, x).macs, count_keras(live, x).flops)
+
+
+def _edited(data: bytes, edit) -> bytes:
+    """``data`` read into the schema's object API, changed by ``edit(model, graph, op, add_tensor)``, packed."""
+    model = schema.ModelT.InitFromPackedBuf(data, 0)
+    graph = model.subgraphs[0]
+
+    def add_tensor(name: str, shape) -> int:
+        buffer = schema.BufferT()
+        buffer.data = np.ones(shape, np.float32).tobytes()
+        model.buffers.append(buffer)
+        t = schema.TensorT()
+        t.name, t.shape, t.type, t.buffer = name, list(shape), schema.TensorType.FLOAT32, len(model.buffers) - 1
+        graph.tensors.append(t)
+        return len(graph.tensors) - 1
+
+    op = graph.operators[0]
+    op.inputs, graph.inputs = [int(i) for i in op.inputs], [int(i) for i in graph.inputs]  # (read-only arrays)
+    edit(model, graph, op, add_tensor)
+    builder = flatbuffers.Builder(1024)
+    builder.Finish(model.Pack(builder), file_identifier=b"TFL3")
+    return bytes(builder.Output())
+
+
+def test_lstm_kernel_variants_by_hand():
+    """Peepholes, a projection, CIFG, layer norm, an aux input: counted only (rows 10, I 3, H 4; the plain
+    LSTM is 1,120 MACs / 3,280 FLOPs above)."""
+    keras.utils.set_random_seed(0)
+    layer = L.LSTM(UNITS, return_sequences=True)
+    keras.Sequential([keras.Input((STEPS, FEATURES), batch_size=BATCH), layer])
+    plain = recurrent_file(layer, BATCH, STEPS, FEATURES)
+
+    def peepholes(model, graph, op, add):  # cell-to-gate weights [H] at 9-11: + 2 x 10 x 4 x 3 = 240 FLOPs
+        op.inputs[9:12] = [add(f"peephole{g}", (UNITS,)) for g in range(3)]
+    assert (count_ops(_edited(plain, peepholes)).macs, count_ops(_edited(plain, peepholes)).flops) == (1_120, 3_520)
+
+    def projection(model, graph, op, add):  # P = 2: recurrent K = I + P = 5; 10 x 16 x 5 + 10 x 4 x 2 = 880 MACs
+        op.inputs[16], op.inputs[17] = add("projection", (2, UNITS)), add("projection_bias", (2,))
+    counted = count_ops(_edited(plain, projection))
+    # FLOPs 1,760 + gate biases 160 + gate math 10 x 4 x 22 = 880 + projection bias 10 x 2 = 20: 2,820
+    assert (counted.macs, counted.flops) == (880, 2_820)
+
+    def cifg(model, graph, op, add):  # no input gate (weights 1, 5, bias 12): G = 3, i = 1 - f
+        op.inputs[1] = op.inputs[5] = op.inputs[12] = -1
+    counted = count_ops(_edited(plain, cifg))
+    # 10 x 12 x 7 = 840 MACs; FLOPs 1,680 + biases 10 x 12 = 120 + gate math 10 x 4 x (3 + 8 + 2 + 4 + 1 = 18) = 720
+    assert (counted.macs, counted.flops) == (840, 2_520)
+
+    def layer_norm(model, graph, op, add):  # 4 gates' coefficients at 20-23: + 10 x (7 x 4 + 4) x 4 = 1,280
+        op.inputs[20:24] = [add(f"norm{g}", (UNITS,)) for g in range(4)]
+    assert count_ops(_edited(plain, layer_norm)).flops == 3_280 + 1_280
+
+    bidi = L.Bidirectional(L.LSTM(UNITS, return_sequences=True))
+    keras.Sequential([keras.Input((STEPS, FEATURES), batch_size=BATCH), bidi])
+
+    def aux_input(model, graph, op, add):  # an aux input of 6 features: + 10 x 16 x 6 = 960 MACs per direction
+        aux = schema.TensorT()
+        aux.name, aux.shape, aux.type, aux.buffer = "aux", [STEPS, BATCH, 6], schema.TensorType.FLOAT32, 0
+        graph.tensors.append(aux)
+        op.inputs[39] = len(graph.tensors) - 1
+        op.inputs[40:48] = [add(f"aux_w{g}", (UNITS, 6)) for g in range(8)]
+        graph.inputs.append(op.inputs[39])
+    counted = count_ops(_edited(recurrent_file(bidi, BATCH, STEPS, FEATURES), aux_input))
+    assert (counted.macs, counted.flops) == (2 * (1_120 + 960), 2 * (3_280 + 2 * 960))
+
+    bidi_rnn = L.Bidirectional(L.SimpleRNN(UNITS, return_sequences=True))
+    keras.Sequential([keras.Input((STEPS, FEATURES), batch_size=BATCH), bidi_rnn])
+
+    def rnn_aux_input(model, graph, op, add):  # aux input 9, its weights [H, 6] at 10, 11: + 10 x 4 x 6 = 240 MACs
+        aux = schema.TensorT()
+        aux.name, aux.shape, aux.type, aux.buffer = "aux", [BATCH, STEPS, 6], schema.TensorType.FLOAT32, 0
+        graph.tensors.append(aux)
+        op.inputs[9:12] = [len(graph.tensors) - 1, add("fw_aux_w", (UNITS, 6)), add("bw_aux_w", (UNITS, 6))]
+    counted = count_ops(_edited(recurrent_file(bidi_rnn, BATCH, STEPS, FEATURES), rnn_aux_input))
+    assert (counted.macs, counted.flops) == (2 * (280 + 240), 2 * (680 + 2 * 240))
+
+    def basic(model, graph, op, add):  # the BASIC one-step kernel (one concatenated weight) is refused by name
+        op.builtinOptions.kernelType = 1
+    one_step = L.LSTM(UNITS)
+    keras.Sequential([keras.Input((1, FEATURES), batch_size=BATCH), one_step])
+    with pytest.raises(ValueError, match="BASIC LSTM kernel"):
+        count_ops(_edited(recurrent_file(one_step, BATCH, 1, FEATURES, one_step=True), basic))

@@ -117,6 +117,8 @@ FREE = frozenset({
     # quantization of an input inside torch's linear_dynamic kernel)
     "DynamicQuantizeLinear", "com.microsoft.QuantizeLinear", "com.microsoft.DequantizeLinear",
     "com.microsoft.QLinearConcat",
+    # onnxruntime's layout moves (its saved ORT_ENABLE_ALL graphs)
+    "com.microsoft.nchwc.ReorderInput", "com.microsoft.nchwc.ReorderOutput",
 })
 
 
@@ -134,14 +136,19 @@ def _conv(x_at: int, weight_at: int, bias_at: int | None, transposed: bool = Fal
         positions = node.numel_in(x_at) if transposed else node.numel_out()
         outputs = node.numel_out()
         bias = outputs if bias_at is not None and node.has_input(bias_at) else 0
-        fused_sum = outputs if node.op_type == "FusedConv" and node.has_input(3) else 0  # + Z
+        fused = node.op_type == "FusedConv" or node.node.domain == "com.microsoft.nchwc"
+        fused_sum = outputs if fused and node.has_input(3) else 0  # + Z (FusedConv) / Sum (nchwc.Conv)
         return Cost.contraction(positions * per_element, bias + fused_sum + _fused_activation(node, outputs))
     return cost
 
 
-formula("Conv", "com.microsoft.FusedConv")(_conv(0, 1, 2))
+#: onnxruntime's saved ``ORT_ENABLE_ALL`` graphs carry its CPU layouts: ``com.microsoft.nchwc.Conv`` (blocked
+#: channels; OIHW weights, the channels padded to the block where they are not a multiple of it, and the
+#: padded work counted, as the kernel does it; a fused activation and residual ``Sum`` input) and the
+#: channels-last ``com.microsoft.QLinearConv``; their shapes keep the formula's reading.
+formula("Conv", "com.microsoft.FusedConv", "com.microsoft.nchwc.Conv")(_conv(0, 1, 2))
 formula("ConvInteger")(_conv(0, 1, None))  # inputs: x, w, x_zero_point, w_zero_point (no bias)
-formula("QLinearConv")(_conv(0, 3, 8))  # x, x_scale, x_zp, w, w_scale, w_zp, y_scale, y_zp, B
+formula("QLinearConv", "com.microsoft.QLinearConv")(_conv(0, 3, 8))  # x, x_scale, x_zp, w, w_scale, w_zp, y_scale, y_zp, B
 formula("ConvTranspose")(_conv(0, 1, 2, transposed=True))
 
 
@@ -457,18 +464,21 @@ def multi_head_attention(node: NodeView) -> Cost:
 
 
 # ---------------------------------------------------------------------------------- pooling
-@formula("MaxPool", "AveragePool")
+@formula("MaxPool", "AveragePool", "com.microsoft.nchwc.MaxPool", "com.microsoft.nchwc.AveragePool",
+         "com.microsoft.NhwcMaxPool")
 def pool(node: NodeView) -> Cost:
-    """MaxPool: out x K; AveragePool: out x (K + 1); K = prod(kernel_shape), padding included."""
+    """MaxPool: out x K; AveragePool: out x (K + 1); K = prod(kernel_shape), padding included (also
+    onnxruntime's NCHWc and channels-last forms)."""
     window = _prod(node.attr("kernel_shape"))
-    per = window if node.op_type == "MaxPool" else window + 1  # AveragePool, QLinearAveragePool
+    per = window if node.op_type.endswith("MaxPool") else window + 1  # AveragePool, QLinearAveragePool
     return Cost.elementwise(per * node.numel_out())
 
 
 formula("com.microsoft.QLinearAveragePool")(pool)  # x, x_scale, x_zp, y_scale, y_zp: AveragePool's twin
 
 
-@formula("GlobalMaxPool", "GlobalAveragePool", "com.microsoft.QLinearGlobalAveragePool")
+@formula("GlobalMaxPool", "GlobalAveragePool", "com.microsoft.QLinearGlobalAveragePool",
+         "com.microsoft.nchwc.GlobalAveragePool")
 def global_pool(node: NodeView) -> Cost:
     """Global pools (adaptive to 1): out x K (max), out x (K + 1) (average), K = input / output elements
     (the spatial size, whatever the layout: QLinearGlobalAveragePool may be channels-last)."""
