@@ -32,7 +32,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, IO
 
 from deeplite_like.cli.exit_codes import ProfilingFailed, UsageError
-from deeplite_like.cli.flags import (add_common_options, add_measure_options, add_roofline_options,
+from deeplite_like.cli.flags import (add_common_options, add_measure_options, add_node_time_options, add_roofline_options,
                                      layer_options_given, layer_view, positive_int, run_options)
 from deeplite_like.cli.loading import FORMS_HINT, LoadedModel, load_model, parse_model_args, require_framework
 from deeplite_like.cli.model_inputs import parse_shape, resolve_inputs
@@ -63,6 +63,7 @@ def add_profile_parser(commands: argparse._SubParsersAction) -> None:
     sweep.add_argument("--seq-lens", type=size_list, metavar="LIST", default=None,
                        help="profile at each sequence length, e.g. 128,512,2048 (hf: models, or token-id inputs)")
     add_roofline_options(parser)
+    add_node_time_options(parser)
     add_common_options(parser)
     parser.set_defaults(run=run_profile)
 
@@ -81,8 +82,8 @@ def run_profile(args: argparse.Namespace, stdout: IO[str] | None = None, stderr:
         if layer_options_given(args):
             raise UsageError("--depth, --top, --sort, --columns and --tree choose per-layer rows, and a sweep prints "
                              "no per-layer table", "drop them, or profile one batch size without the sweep")
-        if args.device_model is not None or args.decode is not None:
-            raise UsageError("--device-model and --decode predict one run, and a sweep runs several",
+        if args.device_model is not None or args.decode is not None or args.node_times is not None:
+            raise UsageError("--device-model, --decode and --node-times are of one run, and a sweep runs several",
                              "profile one batch size or sequence length with them")
         if args.seq_lens and args.seq_len is not None:
             raise UsageError("--seq-len and --seq-lens both set the sequence length", "give one of them")

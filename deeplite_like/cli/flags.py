@@ -255,12 +255,22 @@ def add_roofline_options(parser: argparse.ArgumentParser) -> None:
                             "the first token and tokens per second")
 
 
+def add_node_time_options(parser: argparse.ArgumentParser) -> None:
+    """``--node-times``: ONNX Runtime's per-node times joined to an ``.onnx`` file's per-node counts."""
+    group = parser.add_argument_group("per-node time (.onnx files)")
+    group.add_argument("--node-times", nargs="?", const="all", default=None, metavar="LEVEL",
+                       help="time every node with ONNX Runtime's profiler and add an ORT time column to the "
+                            "per-layer table (and the nodes to the JSON); LEVEL is ORT's graph optimization: all "
+                            "(the default, as it ships: fused nodes are listed apart), extended, layout, basic, or "
+                            "disabled (every node runs as stored: a 1:1 join)")
+
+
 def run_options(args: argparse.Namespace) -> RunOptions:
     return RunOptions(batch_size=args.batch_size, device=args.device, backward=args.backward,
                       metrics=args.metrics, min_run_time=args.min_run_time, causal_half=args.causal_half,
                       dtype=args.dtype, num_threads=args.num_threads,
                       device_model=getattr(args, "device_model", None), fused=getattr(args, "fused", False),
-                      decode=getattr(args, "decode", None))
+                      decode=getattr(args, "decode", None), node_times=getattr(args, "node_times", None))
 
 
 def layer_options_given(args: argparse.Namespace) -> bool:

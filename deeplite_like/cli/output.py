@@ -194,6 +194,8 @@ def render_profile(result: ModelResult, fmt: str, view: LayerView, output: str |
             extra["roofline"] = result.roofline.as_dict()
         if result.serving is not None:
             extra["serving"] = result.serving.as_dict()
+        if result.node_times is not None:
+            extra["node_times"] = result.node_times.as_dict()
         return json_rendered("profile", {"name": result.name, "model": result.spec, "backend": result.backend,
                                          "status": status.to_dict(),
                                          "layers": layers.to_dict() if layers is not None else None, **extra,
@@ -209,6 +211,8 @@ def render_profile(result: ModelResult, fmt: str, view: LayerView, output: str |
         reports.append(result.roofline.top_table())
     if result.serving is not None:
         reports.append(result.serving.report())
+    if result.node_times is not None and result.node_times.unjoined:
+        reports.append(result.node_times.unjoined_table())
     if fmt == "csv" and (result.roofline is not None or result.serving is not None):
         raise UsageError("--format csv writes the metrics and the per-layer table; the predicted time and serving "
                          "tables have no CSV form", "use --format json (or text, markdown, html)")

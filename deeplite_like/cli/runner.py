@@ -62,6 +62,8 @@ class RunOptions:
         device_model: a device of ``deeplite_like.roofline``'s registry to predict the time on
             (``'this'``: calibrate this machine); ``fused``: predict with fused bytes.
         decode: a causal LM's decode step at this context (``count_serving``), and its prefill.
+        node_times: an ``.onnx`` file's per-node times from ONNX Runtime's profiler at this graph optimization
+            level (``backends.onnx.compute.node_times``), as the per-layer table's ``ORT time`` column.
     """
 
     batch_size: int | None = None
@@ -75,13 +77,15 @@ class RunOptions:
     device_model: str | None = None
     fused: bool = False
     decode: int | None = None
+    node_times: str | None = None
 
 
 @dataclass
 class ModelResult:
     """One profiled model: its computed status keys, its per-layer table, and notes; with
     ``--device-model`` its ``roofline.Prediction``, with ``--decode`` its serving cost (a
-    ``ServingCost``, or a ``ServingPrediction`` with a device)."""
+    ``ServingCost``, or a ``ServingPrediction`` with a device); with ``--node-times`` an ONNX file's
+    ``NodeTimes``."""
 
     name: str
     spec: str
@@ -91,6 +95,7 @@ class ModelResult:
     notes: list[str] = field(default_factory=list)
     roofline: Any = None
     serving: Any = None
+    node_times: Any = None
 
     def status_report(self, short_print: bool = True) -> StatusReport:
         return StatusReport(self.name, self.backend, self.statuses, short_print=short_print)
@@ -134,7 +139,7 @@ class PreparedRun:
         """Progress steps: one per registered profiler function, one for the per-layer times, one
         for the predicted time and one for the serving cost when asked."""
         return (len(self.profiler.functions) + int(self.layer_times) + int(self.options.device_model is not None)
-                + int(self.options.decode is not None))
+                + int(self.options.decode is not None) + int(self.options.node_times is not None))
 
 
 def prepare(loaded: LoadedModel, inputs: tuple[tuple, dict], options: RunOptions) -> PreparedRun:
@@ -142,6 +147,7 @@ def prepare(loaded: LoadedModel, inputs: tuple[tuple, dict], options: RunOptions
     if options.batch_size is not None:
         _check_batch(inputs, options.batch_size)
     _check_roofline(loaded, options)
+    _check_node_times(loaded, options)
     if options.dtype is not None:
         loaded, inputs = cast_copy(loaded, inputs, options.dtype)
     if loaded.framework == "onnx" and options.batch_size is not None:
@@ -199,6 +205,24 @@ def _check_roofline(loaded: LoadedModel, options: RunOptions) -> None:
                          "profile an hf: causal language model (hf:gpt2, hf:meta-llama/...)")
 
 
+def _check_node_times(loaded: LoadedModel, options: RunOptions) -> None:
+    """Refuse ``--node-times`` where it cannot run, before any work: ONNX files only, a known level, a device."""
+    if options.node_times is None:
+        return
+    if loaded.framework != "onnx":
+        raise UsageError(f"--node-times reads ONNX Runtime's per-node profile of an .onnx file (this is a "
+                         f"{loaded.framework} model)", "export it to .onnx and profile that file")
+    from deeplite_like.backends.onnx.compute import OPTIMIZATION_LEVELS
+
+    if options.node_times not in OPTIMIZATION_LEVELS:
+        raise UsageError(f"--node-times {options.node_times}: not a graph optimization level",
+                         f"one of: {', '.join(OPTIMIZATION_LEVELS)} (alone, --node-times is 'all')")
+    if options.device == "meta":
+        raise UsageError("--node-times runs the model, and the meta device runs nothing", "use --device cpu")
+    if options.num_threads == "auto":
+        raise UsageError("--node-times needs a thread count", "give --num-threads N, or leave it out for 1")
+
+
 def _fixed_threads(loaded: LoadedModel, num_threads: int | str) -> bool:
     """Whether ``num_threads`` is a count this model's framework cannot switch to (Keras on TensorFlow)."""
     if loaded.framework != "keras" or not isinstance(num_threads, int):
@@ -237,6 +261,15 @@ def execute(run: PreparedRun, progress: Progress | None = None) -> ModelResult:
             raise _failed(run, "timing each layer", exc) from exc
         progress.advance()
     prediction, serving = _roofline(run, progress)
+    times = None
+    if run.options.node_times is not None:
+        progress.start(f"{loaded.name}: ONNX Runtime's time per node")
+        try:
+            times = _node_times(run)
+        except Exception as exc:
+            raise _failed(run, "timing each node", exc) from exc
+        table = times.layer_table(f"Per-layer summary: {loaded.name}")
+        progress.advance()
     by_reason: dict[str, list[str]] = {}
     if prediction is not None:
         loaded.notes.extend(_utilisation(prediction, statuses.get("execution_time"), run.options))
@@ -251,7 +284,21 @@ def execute(run: PreparedRun, progress: Progress | None = None) -> ModelResult:
     if run.call_kwargs.get("backward") and table is not None:
         notes.append("--backward: MACs and FLOPs are of a training step (forward + backward); the per-layer table "
                      "counts the forward pass")
-    return ModelResult(loaded.name, loaded.spec, profiler.backend_name, statuses, table, notes, prediction, serving)
+    return ModelResult(loaded.name, loaded.spec, profiler.backend_name, statuses, table, notes, prediction, serving,
+                       times)
+
+
+def _node_times(run: PreparedRun) -> Any:
+    """The ``NodeTimes`` of ``run``'s ONNX file, at the run's inputs, batch, threads and device."""
+    from deeplite_like.backends.onnx.compute import node_times
+    from deeplite_like.backends.onnx.graph import batch_dims
+
+    options = run.options
+    inputs = onnx_profiler_inputs(run.inputs)
+    dims = batch_dims(run.loaded.model, options.batch_size) if options.batch_size is not None and inputs is None else None
+    threads = options.num_threads if isinstance(options.num_threads, int) else DEFAULT_NUM_THREADS
+    return node_times(run.loaded.model, inputs, dims, num_threads=threads, optimization=options.node_times,
+                      device=options.device)
 
 
 def _arena_notes(memory: Any) -> list[str]:

@@ -59,18 +59,42 @@ def reports(tmp_path_factory):
     files["profile-serving"] = out / "r.json"
     assert main(["profile", "tests.cli.fixture_models:tiny_llama", *FAST, "--metrics", "macs", "--device-model",
                  "h100", "--decode", "16", "-o", str(files["profile-serving"])]) == 0
+    files["profile-node-times"] = out / "n.json"
+    assert main(["profile", str(_tiny_onnx(out / "tiny.onnx")), *FAST, "--metrics", "macs", "--node-times",
+                 "-o", str(files["profile-node-times"])]) == 0
     return {kind: json.loads(path.read_text()) for kind, path in files.items()}
 
 
-@pytest.mark.parametrize("kind", ["profile", "compare-run", "check", "sweep", "profile-serving"])
+def _tiny_onnx(path: Path) -> Path:
+    """x[2, 4] -> Gemm W[3, 4] + b -> Relu: a file ORT fuses (FusedGemm), so both node lists are filled."""
+    onnx = pytest.importorskip("onnx")
+    pytest.importorskip("onnxruntime")
+    import numpy as np
+    from onnx import TensorProto, helper, numpy_helper
+
+    graph = helper.make_graph(
+        [helper.make_node("Gemm", ["x", "W", "b"], ["g"], name="/fc/Gemm", transB=1),
+         helper.make_node("Relu", ["g"], ["y"], name="/act/Relu")],
+        "tiny", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 4])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])],
+        initializer=[numpy_helper.from_array(np.ones((3, 4), np.float32), "W"),
+                     numpy_helper.from_array(np.zeros(3, np.float32), "b")])
+    onnx.save_model(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(path))
+    return path
+
+
+KINDS = ["profile", "compare-run", "check", "sweep", "profile-serving", "profile-node-times"]
+
+
+@pytest.mark.parametrize("kind", KINDS)
 def test_every_report_starts_with_its_version_and_the_tool(reports, kind):
     data = reports[kind]
     assert list(data)[:4] == COMMON
-    assert data["schema_version"] == SCHEMA_VERSION == "1.1" and data["report"] == kind.split("-serving")[0]
+    assert data["schema_version"] == SCHEMA_VERSION == "1.1" and data["report"] == kind.split("-serving")[0].split("-node")[0]
     assert data["tool"] == "deeplite-like" and data["tool_version"] == deeplite_like.__version__
 
 
-@pytest.mark.parametrize("kind", ["profile", "compare-run", "check", "sweep", "profile-serving"])
+@pytest.mark.parametrize("kind", KINDS)
 def test_the_documented_fields_are_the_real_ones(reports, kind):
     fields = documented(kind)
     assert len(fields) >= (7 if kind == "sweep" else 10)

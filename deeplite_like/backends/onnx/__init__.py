@@ -22,6 +22,8 @@ _EXPORTS = {
     "ComputeMemory": "deeplite_like.backends.onnx.compute",
     "tensor_lifetimes": "deeplite_like.backends.onnx.graph",
     "ComputeExecutionTime": "deeplite_like.backends.onnx.compute",
+    "node_times": "deeplite_like.backends.onnx.compute",
+    "NodeTimes": "deeplite_like.backends.onnx.compute",
 }
 
 __all__ = sorted(_EXPORTS)

@@ -48,6 +48,7 @@ import itertools
 import math
 import string
 import warnings
+from types import SimpleNamespace
 from typing import Any, Callable, Mapping, Sequence
 
 from deeplite_like.backends.onnx.graph import (ALIAS_OPS, FLOAT_TYPES, GraphInfo, NodeView, dtype_name, element_bits,
@@ -56,7 +57,7 @@ from deeplite_like.results import Cost, GraphCount, OpCount
 
 
 __all__ = ["FORMULAS", "FREE", "Formula", "GATE_MATH", "UntrackedOnnxOpWarning", "count_graph", "count_ops",
-           "formula", "module_of", "node_module", "op_key"]
+           "formula", "module_of", "node_costs", "node_module", "op_key"]
 
 Formula = Callable[[NodeView], Cost]
 FORMULAS: dict[str, Formula] = {}
@@ -730,6 +731,27 @@ def count_graph(info: GraphInfo, bytes_moved: bool = False) -> OpCount:
             moves = (*_moves(node, info, serial), _dtype(node.input, info))
         counting.add(key, node_module(node), cost, moves)
     return counting.finish(shape[0] for shape in info.input_shapes.values() if shape)
+
+
+def node_costs(info: GraphInfo) -> list[tuple[Any, Cost, int]]:
+    """``(node, cost, bytes moved)`` of each node of the main graph, in stored order: the per-node figures that
+    ORT's per-node times are joined to (``compute.node_times``).
+
+    A control-flow node's cost is what its subgraphs run in its place (as ``count_graph`` counts them) and its
+    bytes are theirs, since ORT times the whole ``If`` / ``Loop`` / ``Scan`` as one node. Bytes follow
+    ``count_graph``'s rules (views, ``Constant``, ``Shape`` and ``Size`` move none); each node counts every
+    distinct value it reads and writes once.
+    """
+    rows = []
+    for node in info.model.graph.node:
+        cost, moved = Cost(), 0
+        for inner, inner_cost in _walk(SimpleNamespace(node=[node]), info, {}):
+            cost = cost + inner_cost
+            if not (inner.domain in ("", "ai.onnx") and inner.op_type in (*ALIAS_OPS, *_NO_DATA, *_CONTROL_FLOW)):
+                reads, writes = _moves(inner, info, {})
+                moved += sum(size for _, size in reads) + sum(size for _, size in writes)
+        rows.append((node, cost, moved))
+    return rows
 
 
 def untracked_message(untracked: Mapping[str, int]) -> str:

@@ -53,8 +53,8 @@ import numpy as np
 from deeplite_like.results import LifetimeStats, TensorLifetimes
 
 __all__ = ["ALIAS_OPS", "GraphInfo", "Initializers", "LifetimeStats", "NodeView", "batch_dims", "bind_inputs",
-           "check_external_data", "import_onnx", "infer", "inference_session", "initializer_stats", "load_model",
-           "prepare", "seed_subgraphs", "session_inputs", "shapes_by_running", "tensor_lifetimes"]
+           "check_external_data", "graph_and_bodies", "import_onnx", "infer", "inference_session", "initializer_stats",
+           "load_model", "prepare", "seed_subgraphs", "session_inputs", "shapes_by_running", "tensor_lifetimes"]
 
 
 def import_onnx() -> Any:
@@ -316,15 +316,15 @@ def infer(model: Any) -> Any:
         raise ValueError(f"ONNX shape inference failed at {where}: {message.strip()}") from exc
 
 
-def _graphs(graph: Any) -> Iterable[Any]:
+def graph_and_bodies(graph: Any) -> Iterable[Any]:
     """``graph`` and its subgraphs (``If`` branches, ``Loop`` / ``Scan`` bodies), nested ones included."""
     yield graph
     for node in graph.node:
         for attribute in node.attribute:
             if attribute.HasField("g"):
-                yield from _graphs(attribute.g)
+                yield from graph_and_bodies(attribute.g)
             for subgraph in attribute.graphs:
-                yield from _graphs(subgraph)
+                yield from graph_and_bodies(subgraph)
 
 
 def _subgraph_inputs(node: Any, shapes: Mapping[str, tuple[int, ...] | None]) -> list[tuple[int, tuple[int, ...]]]:
@@ -418,7 +418,7 @@ def seed_subgraphs(model: Any) -> Any:
     """
     for _ in range(4):
         shapes = {}
-        for each in _graphs(model.graph):
+        for each in graph_and_bodies(model.graph):
             for value_info in list(each.input) + list(each.value_info) + list(each.output):
                 shapes.setdefault(value_info.name, _value_shape(value_info))
             for tensor in each.initializer:
@@ -426,7 +426,7 @@ def seed_subgraphs(model: Any) -> Any:
         trial = onnx.ModelProto()
         trial.CopyFrom(model)
         seeded_bodies = []
-        for each in _graphs(trial.graph):
+        for each in graph_and_bodies(trial.graph):
             for node in each.node:
                 if node.op_type not in ("Loop", "Scan") or node.domain not in ("", "ai.onnx"):
                     continue
@@ -450,7 +450,7 @@ def seed_subgraphs(model: Any) -> Any:
             again = infer(trial)
         except ValueError:
             return model
-        nodes = {node.name or node.output[0]: node for each in _graphs(again.graph) for node in each.node}
+        nodes = {node.name or node.output[0]: node for each in graph_and_bodies(again.graph) for node in each.node}
         for name, seeded in seeded_bodies:
             node = nodes.get(name)
             body = next((a.g for a in node.attribute if a.name == "body"), None) if node is not None else None
@@ -497,7 +497,7 @@ def prepare(model: Any, inputs_or_shapes: Any = None, dims: Mapping[str, int] | 
     shapes: dict[str, tuple[int, ...] | None] = {}
     dtypes: dict[str, int] = {}
     constants: dict[str, Any] = {}
-    for each in _graphs(graph):  # the main graph and every If / Loop / Scan body (value names are unique)
+    for each in graph_and_bodies(graph):  # the main graph and every If / Loop / Scan body (value names are unique)
         for value_info in list(each.input) + list(each.value_info) + list(each.output):
             if value_info.name not in shapes or shapes[value_info.name] is None:
                 shapes[value_info.name] = _value_shape(value_info)
@@ -513,7 +513,7 @@ def prepare(model: Any, inputs_or_shapes: Any = None, dims: Mapping[str, int] | 
                 for attribute in node.attribute:
                     if attribute.name == "value":
                         constants[node.output[0]] = numpy_helper.to_array(attribute.t)
-    for each in _graphs(graph):
+    for each in graph_and_bodies(graph):
         for node in each.node:
             _loop_outputs(node, shapes, constants)
     input_shapes = {i.name: shapes[i.name] for i in _graph_inputs(inferred)}
