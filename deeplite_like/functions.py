@@ -286,6 +286,48 @@ class EvaluationFunction(abc.ABC):
         return {k: rval[k] for k in as_tuple(return_keys)}
 
 
+class PredictEvaluation(EvaluationFunction):
+    """deeplite's evaluation functions on a shipped file: ``model.predict(x)`` gives the scores of a batch.
+
+    The file backends' ``get_accuracy`` / ``get_missclass`` (top-1, percent) and ``get_topk``
+    (``{'top-1': %, 'top-5': %}``) are instances; the model their ``ComputeEvalMetric`` receives runs
+    the file's runtime (ONNX Runtime's session, the LiteRT interpreter). Targets are class indices;
+    ``transform(x, y) -> (x, y)`` is applied to each batch first; ``device`` is accepted for deeplite's
+    signature and must be ``None`` or ``"cpu"`` (the runtime chose its provider when it was made).
+    """
+
+    def __init__(self, ks: tuple[int, ...] = (1,), result: str = "accuracy") -> None:
+        self.ks, self.result = ks, result
+
+    def __call__(self, model: Any, data_loader: Iterable[Any], device: Any = None, topk: Any = None,
+                 transform: Callable | None = None) -> Any:
+        import numpy as np
+
+        if device not in (None, "cpu"):
+            raise ValueError(f"device={device!r}: a file's evaluation runs on its runtime as it was made; pass "
+                             "device=None")
+        ks = self.ks if topk is None else as_tuple(topk)
+        if not ks or any(isinstance(k, bool) or not isinstance(k, int) or k < 1 for k in ks):
+            raise ValueError(f"topk must be a positive int or a tuple of them, got {topk!r}")
+        hits, total = dict.fromkeys(ks, 0), 0
+        for x, y in transformed_batches(data_loader, transform):
+            scores = np.asarray(model.predict(x))
+            target = np.asarray(y).reshape(-1)
+            if scores.ndim != 2 or len(scores) != len(target):
+                raise ValueError(f"the model's scores have shape {scores.shape} for {len(target)} targets: "
+                                 "evaluation needs one row of class scores per sample")
+            ranked = np.argsort(-scores, axis=1, kind="stable")
+            for k in ks:
+                hits[k] += int((ranked[:, :k] == target[:, None]).any(axis=1).sum())
+            total += len(target)
+        if total == 0:
+            raise ValueError("the data loader gave no samples to evaluate")
+        percent = {k: 100.0 * hits[k] / total for k in ks}
+        if self.result == "topk":
+            return {f"top-{k}": percent[k] for k in ks}
+        return 100.0 - percent[ks[0]] if self.result == "missclass" else percent[ks[0]]
+
+
 class ComputeEvalMetric(ProfilerFunction):
     """Evaluate ``func(model, data_loader)`` on one split; fill an eval metric and ``inference_time``.
 

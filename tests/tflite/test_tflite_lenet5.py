@@ -135,6 +135,13 @@ def test_eval_metric_runs_through_the_interpreter(keras_lenet5, lenet5_float, le
         status = profiler.compute_network_status()
         results[name] = status["accuracy"].value if hasattr(status["accuracy"], "value") else status["accuracy"]
     assert results["float"] == 1.0  # the same float arithmetic gives the same top-1 on every sample
+    # deeplite's own helpers, through the interpreter: top-1 100 % in percent; top-10 of 10 classes holds every target
+    from deeplite_like.backends.tflite import get_accuracy, get_missclass, get_topk
+
+    read = TFLiteProfiler(lenet5_float).tflite_model
+    loader = [(x[:8], labels[:8]), (x[8:], labels[8:])]
+    assert (get_accuracy(read, loader), get_missclass(read, loader)) == (100.0, 0.0)
+    assert get_topk(read, loader, topk=(1, 10)) == {"top-1": 100.0, "top-10": 100.0}
     assert 0.0 <= results["int8"] <= 1.0
     # the int8 output, dequantized, is near the float one (quantization error only)
     float_out = TFLiteProfiler(lenet5_float).tflite_model.predict(x)

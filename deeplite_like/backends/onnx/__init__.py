@@ -9,6 +9,11 @@ from __future__ import annotations
 from deeplite_like._moved import lazy_exports
 
 _EXPORTS = {
+    "get_accuracy": "deeplite_like.backends.onnx.compute",
+    "get_missclass": "deeplite_like.backends.onnx.compute",
+    "get_topk": "deeplite_like.backends.onnx.compute",
+    "ComputeEvalMetric": "deeplite_like.functions",
+    "OnnxSession": "deeplite_like.backends.onnx.graph",
     "count_ops": "deeplite_like.backends.onnx.formulas",
     "UntrackedOnnxOpWarning": "deeplite_like.backends.onnx.formulas",
     "FORMULAS": "deeplite_like.backends.onnx.formulas",

@@ -24,11 +24,11 @@ from typing import Any, Mapping
 from deeplite_like.errors import caller, check_profiler_options
 from deeplite_like.backends.onnx.formulas import (UntrackedOnnxOpWarning, count_graph, node_costs, node_module,
                                                   untracked_message)
-from deeplite_like.backends.onnx.graph import (GraphInfo, batch_dims, graph_and_bodies, import_onnx,
+from deeplite_like.backends.onnx.graph import (GraphInfo, OnnxSession, batch_dims, graph_and_bodies, import_onnx,
                                                inference_session, initializer_stats, load_model, prepare,
                                                session_inputs)
 from deeplite_like.backends.onnx.graph import tensor_lifetimes
-from deeplite_like.functions import ProfilerFunction, complexity_values, memory_values
+from deeplite_like.functions import PredictEvaluation, ProfilerFunction, complexity_values, memory_values
 from deeplite_like.metrics import (ExecutionTime, Flops, Macs, MemoryFootprint, ModelSize, PeakActivationMemory,
                                    Throughput, TotalParams)
 from deeplite_like.profiler import Profiler
@@ -487,6 +487,12 @@ def node_times(model: Any, inputs: Any = None, dims: Mapping[str, int] | None = 
 
 DEFAULT_FUNCTIONS = (ComputeComplexity, ComputeParams, ComputeSize, ComputeMemory, ComputeExecutionTime)
 
+#: deeplite-profiler's evaluation functions, on the session (``OnnxSession.predict``): top-1 accuracy and
+#: misclassification in percent, ``{'top-1': %, 'top-5': %}``
+get_accuracy = PredictEvaluation()
+get_missclass = PredictEvaluation(result="missclass")
+get_topk = PredictEvaluation((1, 5), result="topk")
+
 
 class OnnxProfiler(Profiler):
     """Profiles an ONNX file: a path, bytes or ``onnx.ModelProto`` (read once, never modified).
@@ -511,6 +517,7 @@ class OnnxProfiler(Profiler):
                  inputs: Any = None, dims: Mapping[str, int] | None = None, register_defaults: bool = True) -> None:
         super().__init__(model, data_splits, name)
         self.onnx_model = load_model(model)
+        self.session = OnnxSession(self.onnx_model)
         self.inputs = inputs
         self.dims = dict(dims or {})
         if register_defaults:
@@ -524,4 +531,6 @@ class OnnxProfiler(Profiler):
                              "ONNX Runtime session), or leave it out for 1")
 
     def context(self) -> dict[str, Any]:
-        return {**super().context(), "onnx_model": self.onnx_model, "inputs": self.inputs, "dims": self.dims}
+        # ``model``, as an evaluation function receives it: the file on ONNX Runtime, ``predict(x)`` (OnnxSession)
+        return {**super().context(), "model": self.session, "onnx_model": self.onnx_model, "inputs": self.inputs,
+                "dims": self.dims}

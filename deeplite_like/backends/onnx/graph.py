@@ -52,7 +52,7 @@ import numpy as np
 
 from deeplite_like.results import LifetimeStats, TensorLifetimes
 
-__all__ = ["ALIAS_OPS", "GraphInfo", "Initializers", "LifetimeStats", "NodeView", "batch_dims", "bind_inputs",
+__all__ = ["ALIAS_OPS", "GraphInfo", "Initializers", "LifetimeStats", "NodeView", "OnnxSession", "batch_dims", "bind_inputs",
            "check_external_data", "graph_and_bodies", "import_onnx", "infer", "inference_session", "initializer_stats",
            "load_model", "prepare", "seed_subgraphs", "session_inputs", "shapes_by_running", "tensor_lifetimes"]
 
@@ -596,6 +596,46 @@ def inference_session(model: Any, options: Any, device: str = "cpu") -> Any:
         raise ValueError(f"device must be 'cpu' or 'cuda' for an ONNX model, got {device!r}")
     with contextlib.redirect_stdout(io.StringIO()):
         return ort.InferenceSession(model.SerializeToString(), options, providers=providers)
+
+
+class OnnxSession:
+    """An ONNX file run by ONNX Runtime (CPU provider, ``num_threads`` intra-op threads; the session is made on
+    the first ``predict``), as the file backends' evaluation functions call it: ``predict(x)`` is the first
+    output for ``x`` (an array for the first input, a tuple of arrays in input order, or a dict by input
+    name), each array cast to its input's element type, as Keras' ``model.predict``."""
+
+    def __init__(self, model: Any, num_threads: int = 1) -> None:
+        self.onnx_model = load_model(model)
+        self.num_threads = num_threads
+        self._session = None
+        stored = {t.name for t in self.onnx_model.graph.initializer}
+        self.inputs = [i for i in self.onnx_model.graph.input if i.name not in stored]
+
+    def predict(self, x: Any) -> Any:
+        import onnxruntime as ort
+
+        if self._session is None:
+            options = ort.SessionOptions()
+            options.intra_op_num_threads = self.num_threads
+            options.inter_op_num_threads = 1
+            self._session = inference_session(self.onnx_model, options)
+        if isinstance(x, Mapping):
+            given = dict(x)
+        else:
+            arrays = tuple(x) if isinstance(x, (tuple, list)) else (x,)
+            if len(arrays) > len(self.inputs):
+                raise ValueError(f"{len(arrays)} arrays for a model with {len(self.inputs)} input(s) "
+                                 f"({', '.join(i.name for i in self.inputs)})")
+            given = {i.name: a for i, a in zip(self.inputs, arrays)}
+        feeds = {}
+        for value in self.inputs:
+            if value.name not in given:
+                raise ValueError(f"no array for the model's input {value.name!r}")
+            array = given[value.name]
+            array = array.numpy() if hasattr(array, "numpy") and not isinstance(array, np.ndarray) else array
+            feeds[value.name] = np.ascontiguousarray(array, dtype=helper.tensor_dtype_to_np_dtype(
+                value.type.tensor_type.elem_type))
+        return self._session.run(None, feeds)[0]
 
 
 def shapes_by_running(model: Any, input_shapes: Mapping[str, tuple[int, ...]], dtypes: Mapping[str, int],

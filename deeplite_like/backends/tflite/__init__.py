@@ -8,6 +8,9 @@ from __future__ import annotations
 from deeplite_like._moved import lazy_exports
 
 _EXPORTS = {
+    "get_accuracy": "deeplite_like.backends.tflite.compute",
+    "get_missclass": "deeplite_like.backends.tflite.compute",
+    "get_topk": "deeplite_like.backends.tflite.compute",
     "count_ops": "deeplite_like.backends.tflite.formulas",
     "UntrackedTFLiteOpWarning": "deeplite_like.backends.tflite.formulas",
     "FORMULAS": "deeplite_like.backends.tflite.formulas",

@@ -15,7 +15,7 @@ from deeplite_like.backends.tflite.formulas import UntrackedTFLiteOpWarning, cou
 from deeplite_like.backends.tflite.graph import TFLiteModel, feed_arrays, import_litert, interpreter, load_model
 from deeplite_like.backends.tflite.graph import interpreter_arena, tensor_lifetimes
 from deeplite_like.errors import caller, check_profiler_options
-from deeplite_like.functions import ProfilerFunction, complexity_values, memory_values
+from deeplite_like.functions import PredictEvaluation, ProfilerFunction, complexity_values, memory_values
 from deeplite_like.metrics import (ExecutionTime, Flops, Macs, MemoryFootprint, ModelSize, PeakActivationMemory,
                                    Throughput, TotalParams)
 from deeplite_like.metrics.status_keys import Detailed
@@ -193,6 +193,12 @@ def _first_batch(data_splits: Mapping[str, Any], split: str | None) -> Any:
 
 
 DEFAULT_FUNCTIONS = (ComputeComplexity, ComputeParams, ComputeSize, ComputeMemory, ComputeExecutionTime)
+
+#: deeplite-profiler's evaluation functions, through the interpreter (``TFLiteModel.predict``, int8 outputs
+#: dequantized): top-1 accuracy and misclassification in percent, ``{'top-1': %, 'top-5': %}``
+get_accuracy = PredictEvaluation()
+get_missclass = PredictEvaluation(result="missclass")
+get_topk = PredictEvaluation((1, 5), result="topk")
 
 
 class TFLiteProfiler(Profiler):
