@@ -396,6 +396,8 @@ class LifetimeStats:
         input_bytes / output_bytes: bytes of the graph's inputs / outputs.
         tensors: activation storages counted (views of one storage count once).
         by_step: step label -> live bytes while it runs, in graph order.
+        arena_bytes: the arena a planner with offsets needs for the same storages
+            (``TensorLifetimes.plan``: greedy by size, best fit, each ``alignment``-byte aligned).
     """
 
     peak_bytes: int = 0
@@ -404,6 +406,8 @@ class LifetimeStats:
     output_bytes: int = 0
     tensors: int = 0
     by_step: dict[str, int] = field(default_factory=dict)
+    arena_bytes: int = 0
+    alignment: int = 64
 
 
 class TensorLifetimes:
@@ -445,13 +449,48 @@ class TensorLifetimes:
         """Bytes of the distinct storages of ``keys`` (two outputs viewing one storage count once)."""
         return sum(self._size[s] for s in {self._root[k] for k in keys if k in self._root})
 
-    def stats(self, labels: list[str], input_bytes: int, output_bytes: int) -> LifetimeStats:
-        """Live bytes at each step (``labels``, one per step; none: one step labelled ``"(no nodes)"``)."""
+    def plan(self, alignment: int = 64) -> dict[Any, int]:
+        """Offsets in one arena for every storage: two storages live at a common step never overlap.
+
+        The order and the fit are TFLite's arena planner's (``ArenaPlanner`` with ``SimpleMemoryArena``):
+        storages largest first (ties: the earlier born first), each placed in the smallest gap, among the
+        storages already placed that are live at a step it is live at, that holds it, else above them all;
+        every size rounded up to ``alignment`` bytes. The arena is the largest ``offset + size``
+        (``arena_size``); greedy, so it can exceed the live peak (rounded) through fragmentation, never
+        fall below it.
+        """
+        if isinstance(alignment, bool) or not isinstance(alignment, int) or alignment < 1:
+            raise ValueError(f"alignment must be a positive int, got {alignment!r}")
+        placed: list[tuple[int, int, int, int]] = []  # (offset, end offset, first step, last step)
+        offsets: dict[Any, int] = {}
+        for key in sorted(self._size, key=lambda k: (-self._size[k], self._start[k])):
+            size = -(-self._size[key] // alignment) * alignment
+            first, last = self._start[key], self._end[key]
+            best, top = None, 0
+            for offset, end in sorted((o, e) for o, e, a, b in placed if a <= last and first <= b):
+                gap = offset - top
+                if gap >= size and (best is None or gap < best[1]):
+                    best = (top, gap)
+                top = max(top, end)
+            offsets[key] = best[0] if best is not None else top
+            placed.append((offsets[key], offsets[key] + size, first, last))
+        return offsets
+
+    def arena_size(self, alignment: int = 64) -> int:
+        """Bytes of the arena ``plan`` lays out (0 with no storage)."""
+        offsets = self.plan(alignment)
+        return max((offset + -(-self._size[key] // alignment) * alignment for key, offset in offsets.items()),
+                   default=0)
+
+    def stats(self, labels: list[str], input_bytes: int, output_bytes: int, alignment: int = 64) -> LifetimeStats:
+        """Live bytes at each step (``labels``, one per step; none: one step labelled ``"(no nodes)"``), the
+        peak, and the planned arena (``arena_size`` at ``alignment``)."""
         delta = [0] * (self.last + 2)
         for key, nbytes in self._size.items():
             delta[self._start[key]] += nbytes
             delta[self._end[key] + 1] -= nbytes
-        result = LifetimeStats(input_bytes=input_bytes, output_bytes=output_bytes, tensors=len(self._size))
+        result = LifetimeStats(input_bytes=input_bytes, output_bytes=output_bytes, tensors=len(self._size),
+                               arena_bytes=self.arena_size(alignment), alignment=alignment)
         live = 0
         for step, label in enumerate(labels or ["(no nodes)"]):
             live += delta[step]

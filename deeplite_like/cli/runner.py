@@ -38,7 +38,7 @@ TIMING_KEYS = ("execution_time", "throughput")
 ALIASES = {
     "params": ("total_params", "trainable_params"),
     "size": ("model_size",),
-    "memory": ("peak_activation_memory", "memory_footprint"),
+    "memory": ("peak_activation_memory", "memory_footprint", "activation_arena"),
     "time": ("execution_time", "throughput"),
     "latency": ("execution_time",),
     "layers": (LAYERS_KEY,),

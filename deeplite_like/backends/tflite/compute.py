@@ -13,11 +13,11 @@ from typing import Any, Mapping
 
 from deeplite_like.backends.tflite.formulas import UntrackedTFLiteOpWarning, count_model, untracked_message
 from deeplite_like.backends.tflite.graph import TFLiteModel, feed_arrays, import_litert, interpreter, load_model
-from deeplite_like.backends.tflite.graph import tensor_lifetimes
+from deeplite_like.backends.tflite.graph import interpreter_arena, tensor_lifetimes
 from deeplite_like.errors import caller, check_profiler_options
 from deeplite_like.functions import ProfilerFunction, complexity_values
-from deeplite_like.metrics import (ExecutionTime, Flops, Macs, MemoryFootprint, ModelSize, PeakActivationMemory,
-                                   Throughput, TotalParams)
+from deeplite_like.metrics import (ActivationArena, ExecutionTime, Flops, Macs, MemoryFootprint, ModelSize,
+                                   PeakActivationMemory, Throughput, TotalParams)
 from deeplite_like.metrics.status_keys import Detailed
 from deeplite_like.profiler import Profiler
 from deeplite_like.timing import (DEFAULT_NUM_THREADS, busy_note, check_num_threads, summarise, time_blocks,
@@ -114,10 +114,12 @@ def _batch(model: TFLiteModel) -> int:
 
 
 class ComputeMemory(ProfilerFunction):
-    """Peak live activation bytes of one run (``memory.tensor_lifetimes``), and the footprint: stored weights + peak."""
+    """Peak live activation bytes of one run (``graph.tensor_lifetimes``), the LiteRT interpreter's own arena
+    (``graph.interpreter_arena``) beside our planner's for the same tensors, and the footprint: stored weights
+    + peak."""
 
     def get_bounded_status_keys(self):
-        return PeakActivationMemory, MemoryFootprint
+        return PeakActivationMemory, MemoryFootprint, ActivationArena
 
     def __call__(self, tflite_model: TFLiteModel, include_weights: bool = True) -> dict:
         memory = tensor_lifetimes(tflite_model)
@@ -131,7 +133,29 @@ class ComputeMemory(ProfilerFunction):
                                                            "method": "tensor lifetimes in execution order"}),
                 MemoryFootprint.NAME: Detailed(weights + peak, {"batch_size": batch, "params": ModelSize(weights),
                                                                 "peak_activations": PeakActivationMemory(peak),
-                                                                "include_weights": include_weights})}
+                                                                "include_weights": include_weights}),
+                ActivationArena.NAME: _arena(tflite_model, memory, batch)}
+
+
+def _arena(tflite_model: TFLiteModel, memory: Any, batch: int) -> Detailed:
+    """The interpreter's own arena as the value; our planner's figure and the live peak in the details. A file
+    the interpreter cannot allocate (a custom op) gets our planner's figure, and says why."""
+    try:
+        arena = interpreter_arena(tflite_model)
+    except (RuntimeError, ValueError) as exc:
+        return Detailed(memory.arena_bytes, {"batch_size": batch, "source": "planned",
+                                             "peak_activations": PeakActivationMemory(memory.peak_bytes),
+                                             "method": f"our planner ({memory.alignment}-byte aligned); the "
+                                                       f"interpreter could not allocate the file: "
+                                                       f"{str(exc).strip()[:200]}"})
+    return Detailed(arena.span, {"batch_size": batch, "source": "interpreter",
+                                 "planned": ActivationArena(memory.arena_bytes),
+                                 "peak_activations": PeakActivationMemory(memory.peak_bytes),
+                                 "kernel_scratch": ActivationArena(arena.scratch), "tensors": arena.tensors,
+                                 "method": "the LiteRT interpreter's read-write arena, read from where "
+                                           "allocate_tensors placed the tensors (XNNPACK off); planned: our "
+                                           f"planner for the graph's tensors, {memory.alignment}-byte aligned "
+                                           "(no kernel scratch)"})
 
 
 def _seeded_inputs(model: TFLiteModel) -> list:
