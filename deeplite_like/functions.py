@@ -159,20 +159,15 @@ def complexity_values(counted: Any, details: Mapping[str, Any]) -> dict[str, Det
             Flops.NAME: Detailed(counted.flops, {**details, "per_sample": counted.flops / batch})}
 
 
-def memory_values(memory: Any, weights: int, batch: int, include_weights: bool, method: str,
-                  **details: Any) -> dict[str, Detailed]:
+def memory_values(memory: Any, weights: int, batch: int, include_weights: bool, method: str) -> dict[str, Detailed]:
     """The ``peak_activation_memory`` and ``memory_footprint`` status values of a file's graph, from its
-    tensor lifetimes (a ``results.LifetimeStats``): the live-tensor peak, and beside it the arena a static
-    planner lays the same tensors out in (``planned_arena``); ``details``: more of them (a runtime's own
-    arena)."""
+    tensor lifetimes (a ``results.LifetimeStats``); the arena is each backend's ``activation_arena``."""
     peak = memory.peak_bytes
     return {PeakActivationMemory.NAME: Detailed(peak, {"batch_size": batch,
                                                        "per_sample": PeakActivationMemory(peak // batch),
                                                        "inputs": PeakActivationMemory(memory.input_bytes),
                                                        "outputs": PeakActivationMemory(memory.output_bytes),
-                                                       "peak_at": memory.peak_at, "method": method,
-                                                       "planned_arena": PeakActivationMemory(memory.arena_bytes),
-                                                       **details}),
+                                                       "peak_at": memory.peak_at, "method": method}),
             MemoryFootprint.NAME: Detailed(weights + peak, {"batch_size": batch, "params": ModelSize(weights),
                                                             "peak_activations": PeakActivationMemory(peak),
                                                             "include_weights": include_weights})}

@@ -407,6 +407,7 @@ class LifetimeStats:
     tensors: int = 0
     by_step: dict[str, int] = field(default_factory=dict)
     arena_bytes: int = 0
+    alignment: int = 64
 
 
 @dataclass(frozen=True)
@@ -470,8 +471,8 @@ class TensorLifetimes:
         and ONNX Runtime's CPU alignment)."""
         import numpy as np
 
-        if alignment < 1:
-            raise ValueError(f"alignment must be a positive number of bytes, got {alignment}")
+        if isinstance(alignment, bool) or not isinstance(alignment, int) or alignment < 1:
+            raise ValueError(f"alignment must be a positive int, got {alignment!r} (bytes)")
         keys = sorted(self._size, key=lambda k: (-self._size[k], self._start[k]))
         count = len(keys)
         starts, ends = np.empty(count, np.int64), np.empty(count, np.int64)
@@ -495,14 +496,19 @@ class TensorLifetimes:
             arena = max(arena, offset + size)
         return ArenaPlan(arena, offsets, alignment)
 
-    def stats(self, labels: list[str], input_bytes: int, output_bytes: int) -> LifetimeStats:
-        """Live bytes at each step (``labels``, one per step; none: one step labelled ``"(no nodes)"``)."""
+    def arena_size(self, alignment: int = 64) -> int:
+        """Bytes of the arena ``plan`` lays out (0 with no storage)."""
+        return self.plan(alignment).arena_bytes
+
+    def stats(self, labels: list[str], input_bytes: int, output_bytes: int, alignment: int = 64) -> LifetimeStats:
+        """Live bytes at each step (``labels``, one per step; none: one step labelled ``"(no nodes)"``), the
+        peak, and the planned arena (``plan`` at ``alignment``)."""
         delta = [0] * (self.last + 2)
         for key, nbytes in self._size.items():
             delta[self._start[key]] += nbytes
             delta[self._end[key] + 1] -= nbytes
         result = LifetimeStats(input_bytes=input_bytes, output_bytes=output_bytes, tensors=len(self._size),
-                               arena_bytes=self.plan().arena_bytes)
+                               arena_bytes=self.arena_size(alignment), alignment=alignment)
         live = 0
         for step, label in enumerate(labels or ["(no nodes)"]):
             live += delta[step]

@@ -38,7 +38,7 @@ TIMING_KEYS = ("execution_time", "throughput")
 ALIASES = {
     "params": ("total_params", "trainable_params"),
     "size": ("model_size",),
-    "memory": ("peak_activation_memory", "memory_footprint"),
+    "memory": ("peak_activation_memory", "memory_footprint", "activation_arena"),
     "time": ("execution_time", "throughput"),
     "latency": ("execution_time",),
     "layers": (LAYERS_KEY,),
@@ -278,7 +278,6 @@ def execute(run: PreparedRun, progress: Progress | None = None) -> ModelResult:
     for key, reason in loaded.limits.items():
         by_reason.setdefault(reason, []).append(key)
     notes = list(loaded.notes) + [f"not computed ({', '.join(keys)}): {reason}" for reason, keys in by_reason.items()]
-    notes.extend(_arena_notes(statuses.get("peak_activation_memory")))
     if run.call_kwargs.get("causal_half"):
         notes.append("--causal-half: causal attention is counted as half of dense attention")
     if run.call_kwargs.get("backward") and table is not None:
@@ -299,25 +298,6 @@ def _node_times(run: PreparedRun) -> Any:
     threads = options.num_threads if isinstance(options.num_threads, int) else DEFAULT_NUM_THREADS
     return node_times(run.loaded.model, inputs, dims, num_threads=threads, optimization=options.node_times,
                       device=options.device)
-
-
-def _arena_notes(memory: Any) -> list[str]:
-    """A file's peak beside the arenas that hold it: our planner's, and the runtime's own where it has one."""
-    details = getattr(memory, "details", None) or {}
-    if "planned_arena" not in details:
-        return []
-    def size(value: Any) -> str:
-        return format_bytes(int(getattr(value, "value", value)))
-
-    text = (f"Peak activation memory: {size(memory)} of live tensors; a planned arena (64-byte offsets) holds "
-            f"them in {size(details['planned_arena'])}")
-    runtime = details.get("interpreter_arena")
-    if isinstance(runtime, str):
-        text += f"; the LiteRT interpreter's own arena: {runtime}"
-    elif runtime is not None:
-        text += (f"; the LiteRT interpreter allocates {size(runtime)}, of which "
-                 f"{size(details.get('interpreter_scratch', 0))} is its kernels' scratch (im2col)")
-    return [text]
 
 
 def _utilisation(prediction: Any, timing: Any, options: RunOptions) -> list[str]:

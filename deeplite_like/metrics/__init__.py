@@ -145,6 +145,14 @@ class PeakActivationMemory(_BytesMetric):
                    "inputs and outputs included, parameters and buffers excluded.")
 
 
+class ActivationArena(_BytesMetric):
+    NAME = "activation_arena"
+    FRIENDLY_NAME = "Activation arena"
+    DESCRIPTION = ("Bytes of the one block a deployed file's runtime lays its activations out in, with offsets and "
+                   "alignment (the runtime's own where it can be read, else our planner's); at least the peak "
+                   "activation memory. Files only (ONNX, TFLite).")
+
+
 class MemoryFootprint(_BytesMetric):
     NAME = "memory_footprint"
     FRIENDLY_NAME = "Memory footprint"
@@ -190,11 +198,11 @@ EvalMetricDefault = make_eval_metric("eval_metric", unit_name="%", comparative=C
                                      friendly_name="Evaluation metric")
 
 BUILTIN_KEYS = {cls.NAME: cls for cls in (
-    Macs, Flops, TotalParams, TrainableParams, ModelSize, MemoryFootprint, PeakActivationMemory,
+    Macs, Flops, TotalParams, TrainableParams, ModelSize, MemoryFootprint, PeakActivationMemory, ActivationArena,
     ExecutionTime, Throughput, EvalMetricDefault, InferenceTime, LayerwiseSummary)}
 
 __all__ = [
-    "BUILTIN_KEYS", "Comparative", "Metric", "StatusKey",
+    "ActivationArena", "BUILTIN_KEYS", "Comparative", "Metric", "StatusKey",
     "EvalMetric", "EvalMetricAlias", "EvalMetricDefault", "ExecutionTime", "Flops", "InferenceTime",
     "LayerwiseSummary", "Macs", "MemoryFootprint", "ModelSize", "PeakActivationMemory", "Throughput",
     "TotalParams", "TrainableParams", "make_eval_metric",

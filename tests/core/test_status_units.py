@@ -45,8 +45,8 @@ def test_scaled_value_is_between_one_and_the_next_prefix(value):
 
 def test_builtin_keys_have_names_units_and_directions():
     assert set(BUILTIN_KEYS) == {"macs", "flops", "total_params", "trainable_params", "model_size",
-                                 "memory_footprint", "peak_activation_memory", "execution_time", "throughput",
-                                 "eval_metric", "inference_time", "layerwise_summary"}
+                                 "memory_footprint", "peak_activation_memory", "activation_arena", "execution_time",
+                                 "throughput", "eval_metric", "inference_time", "layerwise_summary"}
     assert Macs.friendly_name() == "Computational complexity" and Macs.description()
     assert Macs().get_comparative() is Comparative.LOWER_IS_BETTER
     assert Throughput().get_comparative() is Comparative.HIGHER_IS_BETTER

@@ -46,6 +46,44 @@ def test_hand_built_graph_peak_and_where():
     assert stats.tensors == 5  # x, a, b, d, y
 
 
+def test_hand_built_graph_planned_arena():
+    from deeplite_like.results import TensorLifetimes
+
+    stats = tensor_lifetimes(prepare(hand_graph()))
+    # 64-byte aligned, every storage (16 or 32 B) takes 64 B. Largest first, ties the earlier born first:
+    # x (0..5) at 0; a (0..1) meets x: above it, 64; b (1..4) meets x and a: 128; d (4..5) meets x and b, and
+    # a's slot [64, 128) is free by then: 64; y (5..5) meets x and d: 128. Arena 192 = three storages live at
+    # once (add: x, b, d), each 64 B.
+    assert (stats.arena_bytes, stats.alignment) == (192, 64)
+    # The same storages unaligned (``plan(1)``): b (32 B, 1..4) at 0; d (4..5) meets b: 32; y (5..5) meets d
+    # only: 0; x (16 B, 0..5) meets b, d, y: 64; a (0..1) meets b and x: the gap [32, 64) holds it: 32.
+    # The arena is 64 + 16 = 80 B, the live peak exactly.
+    lifetimes = TensorLifetimes(6)
+    for key, start, end, size in (("x", 0, 5, 16), ("a", 0, 1, 16), ("b", 1, 4, 32), ("d", 4, 5, 32),
+                                  ("y", 5, 5, 32)):
+        lifetimes.born(key, start, size)
+        lifetimes.read(key, end)
+    assert lifetimes.plan(1).offsets == {"b": 0, "d": 32, "y": 0, "x": 64, "a": 32}
+    assert lifetimes.arena_size(1) == 80 == stats.peak_bytes
+
+
+def test_a_greedy_plan_can_leave_a_hole_above_the_peak():
+    from deeplite_like.results import TensorLifetimes
+
+    # T0 3 B (steps 0..2), T2 3 B (2..3), T1 and T3 2 B each (step 3). Live: 3, 3, 6 (T0 + T2), 7 (T1 + T2 + T3).
+    # Largest first: T0 at 0; T2 meets T0: 3; T1 meets only T2: the gap [0, 3) holds it, at 0; T3 meets T2
+    # [3, 6) and T1 [0, 2): the gap [2, 3) is 1 B, too small, so it goes above: 6. Arena 8 B against a 7 B peak.
+    lifetimes = TensorLifetimes(4)
+    for key, start, end, size in (("T0", 0, 2, 3), ("T1", 3, 3, 2), ("T2", 2, 3, 3), ("T3", 3, 3, 2)):
+        lifetimes.born(key, start, size)
+        lifetimes.read(key, end)
+    stats = lifetimes.stats(["s0", "s1", "s2", "s3"], 0, 0, alignment=1)
+    assert (stats.peak_bytes, stats.arena_bytes) == (7, 8)
+    assert lifetimes.plan(1).offsets == {"T0": 0, "T2": 3, "T1": 0, "T3": 6}
+    with pytest.raises(ValueError, match="alignment must be a positive int, got 0"):
+        lifetimes.plan(0)
+
+
 def test_hand_built_graph_through_the_profiler_with_a_batch():
     model = hand_graph()
     before = model.SerializeToString()
@@ -55,6 +93,9 @@ def test_hand_built_graph_through_the_profiler_with_a_batch():
     # W, 32 float32 weights = 128 B, + the 80 B peak; the Constant's 2 int64 are index data, not parameters
     assert profiler.status_to_dict()["memory_footprint"] == 128 + 80
     assert profiler.get_status("peak_activation_memory").details["peak_at"] == "add"
+    # the planned arena (test_hand_built_graph_planned_arena): 3 x 64 B
+    assert profiler.status_to_dict()["activation_arena"] == 192
+    assert profiler.get_status("activation_arena").details["source"] == "planned"
     assert model.SerializeToString() == before
 
 
@@ -90,6 +131,8 @@ def test_lenet5_export_against_the_torch_backends_peak():
     onnx_bytes = onnx_peak.status_to_dict()["peak_activation_memory"]
     torch_bytes = live.status_to_dict()["peak_activation_memory"]
     assert onnx_bytes == 8_192 + 37_632 + 37_632
+    # the planned arena: every storage is a multiple of 64 B and the plan leaves no hole: the peak exactly
+    assert onnx_peak.compute_status("activation_arena") == onnx_bytes
     assert torch_bytes == 8_192 + 37_632 + 9_408 + 18_816
     assert onnx_peak.get_status("peak_activation_memory").details["peak_at"] == "/features/features.1/Relu"
     assert live.get_status("peak_activation_memory").details["peak_at"].endswith("in 'features.2'")

@@ -29,7 +29,8 @@ from deeplite_like.backends.onnx.graph import (GraphInfo, OnnxSession, batch_dim
                                                session_inputs)
 from deeplite_like.backends.onnx.graph import tensor_lifetimes
 from deeplite_like.functions import PredictEvaluation, ProfilerFunction, complexity_values, memory_values
-from deeplite_like.metrics import (ExecutionTime, Flops, Macs, MemoryFootprint, ModelSize, PeakActivationMemory,
+from deeplite_like.metrics import (ActivationArena, ExecutionTime, Flops, Macs, MemoryFootprint, ModelSize,
+                                   PeakActivationMemory,
                                    Throughput, TotalParams)
 from deeplite_like.profiler import Profiler
 from deeplite_like.reports import TableReport
@@ -127,15 +128,15 @@ class ComputeSize(ProfilerFunction):
 
 
 class ComputeMemory(ProfilerFunction):
-    """Peak live activation bytes of one run (``graph.tensor_lifetimes``), and the footprint: stored weights + peak.
+    """Peak live activation bytes of one run (``graph.tensor_lifetimes``), the arena a planner with offsets needs
+    for the same tensors (``TensorLifetimes.plan``: ONNX Runtime reports no arena size), and the footprint:
+    stored weights + peak.
 
-    The details give the arena a static planner lays the same tensors out in (``planned_arena``:
-    offsets 64-byte aligned, greedy by size; ONNX Runtime reports no arena of its own).
     ``include_weights=False`` (deeplite-profiler's option) leaves the weights out of the footprint.
     """
 
     def get_bounded_status_keys(self):
-        return PeakActivationMemory, MemoryFootprint
+        return PeakActivationMemory, MemoryFootprint, ActivationArena
 
     def __call__(self, onnx_model: Any, data_splits: Mapping[str, Any], inputs: Any = None,
                  dims: Mapping[str, int] | None = None, split: str | None = None, batch_size: int | None = None,
@@ -145,7 +146,12 @@ class ComputeMemory(ProfilerFunction):
         batches = {shape[0] for shape in info.input_shapes.values() if shape}
         batch = batches.pop() if len(batches) == 1 else 1
         weights = initializer_stats(onnx_model).bytes if include_weights else 0
-        return memory_values(memory, weights, batch, include_weights, "tensor lifetimes in topological order")
+        return {**memory_values(memory, weights, batch, include_weights, "tensor lifetimes in topological order"),
+                ActivationArena.NAME: Detailed(memory.arena_bytes, {
+                    "batch_size": batch, "source": "planned", "peak_activations": PeakActivationMemory(memory.peak_bytes),
+                    "alignment": memory.alignment,
+                    "method": (f"our planner: the same tensors as the peak, largest first, each at the smallest gap "
+                               f"that fits, {memory.alignment}-byte aligned; ONNX Runtime reports no arena size")})}
 
 
 class ComputeExecutionTime(ProfilerFunction):
@@ -265,6 +271,10 @@ class NodeTimes:
     provider: str
     batch_size: int | None = None
     notes: list[str] = field(default_factory=list)
+    #: ORT's allocator figures from the trace (largest over the profiled runs' nodes, bytes): ``mem_in_use_peak``
+    #: and ``mem_arena_held``. They count initializers, prepacked weights and activations together, so they are
+    #: reported as ORT gives them, never joined to a node or set beside our activation figures.
+    allocator: dict[str, int] = field(default_factory=dict)
 
     @property
     def joined_s(self) -> float:
@@ -291,7 +301,7 @@ class NodeTimes:
                 "graph_optimization_level": self.optimization, "runs": self.runs, "batch_size": self.batch_size,
                 "run_s": self.run_s, "joined_s": self.joined_s, "unjoined_s": self.unjoined_s,
                 "nodes": [n.as_dict() for n in self.nodes], "unjoined": [u.as_dict() for u in self.unjoined],
-                "notes": list(self.notes)}
+                "allocator": dict(self.allocator), "notes": list(self.notes)}
 
     def layer_table(self, title: str = "Per-layer summary") -> TableReport:
         """The per-module table (rows keyed by qualified module name, parents include children, as the torch
@@ -436,7 +446,12 @@ def node_times(model: Any, inputs: Any = None, dims: Mapping[str, int] | None = 
         events = json.loads(trace.read_text())
     kernel_events, run_s = _profiled_runs(events, repeats)
     ran: dict[str, list] = {}  # ORT node name -> [op type, total microseconds]
+    allocator: dict[str, int] = {}
     for event in kernel_events:
+        for key in ("mem_in_use_peak", "mem_arena_held"):
+            value = event.get("args", {}).get(key)
+            if isinstance(value, (int, str)) and str(value).isdigit():
+                allocator[key] = max(allocator.get(key, 0), int(value))
         entry = ran.setdefault(event["name"][:-len("_kernel_time")], [event.get("args", {}).get("op_name", ""), 0])
         entry[1] += event["dur"]
     by_name = dict(zip(names, named.graph.node))
@@ -482,7 +497,7 @@ def node_times(model: Any, inputs: Any = None, dims: Mapping[str, int] | None = 
         notes.append(f"{inside} node(s) inside If / Loop / Scan bodies ran; their time is within their control-flow "
                      "node's")
     return NodeTimes(nodes, unjoined, run_s, repeats, threads, optimization, f"onnxruntime {ort.__version__}",
-                     session.get_providers()[0], batches.pop() if len(batches) == 1 else None, notes)
+                     session.get_providers()[0], batches.pop() if len(batches) == 1 else None, notes, allocator)
 
 
 DEFAULT_FUNCTIONS = (ComputeComplexity, ComputeParams, ComputeSize, ComputeMemory, ComputeExecutionTime)

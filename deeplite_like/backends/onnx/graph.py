@@ -35,8 +35,9 @@ Peak activation memory:
     consumer of either. Every other node's output is a fresh tensor of ``numel x element bits / 8``
     bytes (sub-byte types rounded up per tensor), at its inferred shape and dtype.
 
-    This is the live-tensor lower bound an ideal planner reaches; a real arena with offsets (ONNX
-    Runtime's planner) can be larger because of fragmentation, and is not computed here.
+    This is the live-tensor lower bound an ideal planner reaches; the arena a planner with offsets
+    needs for the same tensors (``LifetimeStats.arena_bytes``, ``TensorLifetimes.plan``) can be larger
+    because of fragmentation. ONNX Runtime's own arena is not readable (docs/onnx.rst).
 """
 from __future__ import annotations
 

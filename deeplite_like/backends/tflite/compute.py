@@ -16,8 +16,8 @@ from deeplite_like.backends.tflite.graph import TFLiteModel, feed_arrays, import
 from deeplite_like.backends.tflite.graph import interpreter_arena, tensor_lifetimes
 from deeplite_like.errors import caller, check_profiler_options
 from deeplite_like.functions import PredictEvaluation, ProfilerFunction, complexity_values, memory_values
-from deeplite_like.metrics import (ExecutionTime, Flops, Macs, MemoryFootprint, ModelSize, PeakActivationMemory,
-                                   Throughput, TotalParams)
+from deeplite_like.metrics import (ActivationArena, ExecutionTime, Flops, Macs, MemoryFootprint, ModelSize,
+                                   PeakActivationMemory, Throughput, TotalParams)
 from deeplite_like.metrics.status_keys import Detailed
 from deeplite_like.profiler import Profiler
 from deeplite_like.timing import (DEFAULT_NUM_THREADS, busy_note, check_num_threads, summarise, time_blocks,
@@ -114,31 +114,40 @@ def _batch(model: TFLiteModel) -> int:
 
 
 class ComputeMemory(ProfilerFunction):
-    """Peak live activation bytes of one run (``graph.tensor_lifetimes``), and the footprint: stored weights + peak.
-
-    The details give the arena a static planner lays the same tensors out in (``planned_arena``: offsets
-    64-byte aligned, greedy by size, as LiteRT's planner) and, where LiteRT is installed, the arena its
-    interpreter allocates (``interpreter_arena``; ``interpreter_scratch``: the kernels' temporaries in it,
-    such as a convolution's im2col buffer, which no graph-level figure sees).
-    """
+    """Peak live activation bytes of one run (``graph.tensor_lifetimes``), the LiteRT interpreter's own arena
+    (``graph.interpreter_arena``) beside our planner's for the same tensors, and the footprint: stored weights
+    + peak."""
 
     def get_bounded_status_keys(self):
-        return PeakActivationMemory, MemoryFootprint
+        return PeakActivationMemory, MemoryFootprint, ActivationArena
 
     def __call__(self, tflite_model: TFLiteModel, include_weights: bool = True) -> dict:
         memory = tensor_lifetimes(tflite_model)
         weights = weight_stats(tflite_model).bytes if include_weights else 0
-        runtime = {}
-        try:  # the interpreter's own arena, where LiteRT is installed (it is read from where it placed tensors)
-            arena = interpreter_arena(tflite_model)
-            runtime = {"interpreter_arena": PeakActivationMemory(arena.span),
-                       "interpreter_scratch": PeakActivationMemory(arena.scratch)}
-        except ImportError:
-            pass
-        except (RuntimeError, ValueError) as exc:  # a file the interpreter cannot allocate (an unresolved custom op)
-            runtime = {"interpreter_arena": f"not available: {type(exc).__name__}: {str(exc).splitlines()[0]}"}
-        return memory_values(memory, weights, _batch(tflite_model), include_weights,
-                             "tensor lifetimes in execution order", **runtime)
+        batch = _batch(tflite_model)
+        return {**memory_values(memory, weights, batch, include_weights, "tensor lifetimes in execution order"),
+                ActivationArena.NAME: _arena(tflite_model, memory, batch)}
+
+
+def _arena(tflite_model: TFLiteModel, memory: Any, batch: int) -> Detailed:
+    """The interpreter's own arena as the value; our planner's figure and the live peak in the details. A file
+    the interpreter cannot allocate (a custom op) gets our planner's figure, and says why."""
+    try:
+        arena = interpreter_arena(tflite_model)
+    except (RuntimeError, ValueError) as exc:
+        return Detailed(memory.arena_bytes, {"batch_size": batch, "source": "planned",
+                                             "peak_activations": PeakActivationMemory(memory.peak_bytes),
+                                             "method": f"our planner ({memory.alignment}-byte aligned); the "
+                                                       f"interpreter could not allocate the file: "
+                                                       f"{str(exc).strip()[:200]}"})
+    return Detailed(arena.span, {"batch_size": batch, "source": "interpreter",
+                                 "planned": ActivationArena(memory.arena_bytes),
+                                 "peak_activations": PeakActivationMemory(memory.peak_bytes),
+                                 "kernel_scratch": ActivationArena(arena.scratch), "tensors": arena.tensors,
+                                 "method": "the LiteRT interpreter's read-write arena, read from where "
+                                           "allocate_tensors placed the tensors (XNNPACK off); planned: our "
+                                           f"planner for the graph's tensors, {memory.alignment}-byte aligned "
+                                           "(no kernel scratch)"})
 
 
 def _seeded_inputs(model: TFLiteModel) -> list:

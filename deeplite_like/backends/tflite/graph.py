@@ -20,8 +20,9 @@ Peak activation memory:
     no data: their output is their input's storage, which then lives until the last consumer of either.
     Bytes are elements x dtype bits / 8 at the stored shapes (int8 activations 1 byte each).
 
-    This is the live-tensor lower bound an ideal planner reaches; the interpreter's arena (with
-    offsets and alignment) can be larger, and is not compared here.
+    This is the live-tensor lower bound an ideal planner reaches; our planner's arena for the same
+    tensors is ``LifetimeStats.arena_bytes``, and the interpreter's own (``interpreter_arena``, with its
+    kernels' scratch buffers) is larger.
 """
 from __future__ import annotations
 
