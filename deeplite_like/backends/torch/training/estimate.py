@@ -101,10 +101,11 @@ def estimate_training_memory(
     chooses the FSDP units like ``activation_checkpointing``); ``inputs`` are one rank's
     micro-batch. ``attention``: the ``scaled_dot_product_attention`` kernel (``kernels.py``):
     ``"auto"`` is ``"cuda"`` (flash / memory-efficient) on meta and torch's own choice otherwise.
-    ``rnn``: the LSTM kernel path (``kernels.py``): ``"auto"`` is ``"cpu"`` (oneDNN's
-    ``mkldnn_rnn_layer``, the path a CPU runs) on meta for a model with an ``nn.LSTM``, and torch's
-    own choice otherwise; ``"cpu"`` forces it (``torch.lstm`` called directly); ``None`` keeps the
-    generic path torch takes on meta.
+    ``rnn``: the recurrent kernel path (``kernels.py``): ``"auto"`` is ``"cpu"`` (the path a CPU
+    runs: oneDNN's ``mkldnn_rnn_layer`` for an LSTM, ATen's generic path in its CPU form, inputs of
+    all steps projected at once, for a GRU, an RNN and a projected LSTM) on meta for a model with an
+    ``nn.RNNBase``, and torch's own choice otherwise; ``"cpu"`` forces it (``torch.lstm`` /
+    ``torch.gru`` called directly); ``None`` keeps the generic path torch takes on meta.
     ``meta=False`` runs the same step on real copies on the model's device (to
     check the meta figures). ``steady_state``: see below.
 
@@ -138,7 +139,8 @@ def estimate_training_memory(
       refuses ``fused=True`` on meta: it is measured with ``meta=False``). An optimizer's state made
       in its ``__init__`` (Adagrad's sums) is live from the start; its host scalars (the ``step``
       counters) are ``optimizer_host_bytes``, outside every device figure.
-    * ``nn.LSTM`` runs the CPU's oneDNN path (``rnn="auto"``, ``kernels.py``).
+    * ``nn.LSTM`` runs the CPU's oneDNN path, ``nn.GRU`` / ``nn.RNN`` the CPU's form of the generic path
+      (``rnn="auto"``, ``kernels.py``).
     * ``steady_state=True`` (default) measures a step after the first: the optimizer's states
       exist before the forward starts (a warm-up ``optimizer.step()`` on zero gradients creates
       them; it is not part of the figures) and the gradients are ``None`` at the start
@@ -215,8 +217,8 @@ def _checked_settings(model: nn.Module, inputs: tuple, kwargs: dict, *, autocast
     unit_names = (select_modules(model, units, "units") if units is not None else repeated_blocks(model))
     if attention == "auto":
         attention = "cuda" if meta else None
-    if rnn == "auto":  # (only where an nn.LSTM runs: a function mode costs a Python call per torch function)
-        rnn = "cpu" if meta and any(isinstance(m, nn.LSTM) for m in model.modules()) else None
+    if rnn == "auto":  # (only where an nn.LSTM / GRU / RNN runs: a function mode costs a Python call per function)
+        rnn = "cpu" if meta and any(isinstance(m, nn.RNNBase) for m in model.modules()) else None
     return _Settings(plan, loop, autocast_dtype, batch_size, meta, steady_state, checkpoint_names, unit_names,
                      attention, rnn)
 

@@ -37,6 +37,7 @@ from torch.utils import _pytree as pytree
 from torch.utils.checkpoint import checkpoint
 
 from deeplite_like.backends.torch.counting.recorder import CountingMode
+from deeplite_like.backends.torch.kernels import WRAPS_ATTENTION, run_inside
 from deeplite_like.backends.torch.tensors import StorageLedger, storage_key, tensor_leaves
 
 
@@ -546,6 +547,8 @@ class AutocastPolicy(TorchFunctionMode):
     def __torch_function__(self, func, types, args=(), kwargs=None):  # noqa: ANN001 - torch's protocol
         kwargs = kwargs or {}
         name = getattr(func, "__name__", "")
+        if name in WRAPS_ATTENTION:  # (nn.MultiheadAttention: autocast casts its projections and attention)
+            return run_inside(self, func, types, args, kwargs)
         if name in _LOWER:
             target = self.dtype
         elif name in _FLOAT32:
