@@ -438,3 +438,64 @@ def test_parameter_groups_with_their_own_options_match_the_allocator():
     assert result.optimizer_bytes == 2 * 8_384 * 4 + 4_224 * 4 == 83_968
     real = allocator_step(wide(), (x,), optimizer=make)
     assert real.dispatcher_peak_bytes == result.peak_bytes + result.optimizer_host_bytes
+
+
+# bitsandbytes' 8-bit optimizers (an optional extra: skipped where it is not installed). bitsandbytes
+# 0.50.2 runs them on CPU, so they are checked against the real step. Its Optimizer2State.init_state:
+# a tensor of min_8bit_size (4,096) elements or more keeps state1 and state2 in uint8 with a float32
+# absmax per block of 256 elements; a smaller one keeps them in float32; the two quantisation maps
+# (256 float32 each) are made in __init__ and shared by every 8-bit state.
+def two_linears():
+    torch.manual_seed(0)
+    return nn.Sequential(nn.Linear(256, 256), nn.ReLU(), nn.Linear(256, 16))
+
+
+@pytest.mark.slow  # (the first import of bitsandbytes alone takes seconds)
+@pytest.mark.parametrize("name", ["adamw8bit", "adam8bit"])
+def test_8bit_optimizers_hold_uint8_states_with_block_absmax(name):
+    bnb = pytest.importorskip("bitsandbytes")
+    x = torch.randn(1, 256)
+    result = estimate_training_memory(two_linears(), x, optimizer=name)
+    # Linear(256, 256).weight, 65,536 elements: 2 x 65,536 B uint8 + 2 x 256 blocks x 4 B = 133,120
+    # its bias, 256 elements (< 4,096): 2 x 256 x 4 B float32 = 2,048
+    # Linear(256, 16).weight, 4,096 elements (not < 4,096: 8-bit): 2 x 4,096 B + 2 x 16 blocks x 4 B = 8,320
+    # its bias, 16 elements: 2 x 16 x 4 B = 128; the two maps: 2 x 256 x 4 B = 2,048
+    assert result.optimizer_bytes == 133_120 + 2_048 + 8_320 + 128 + 2_048 == 145_664
+    # against AdamW's float32 states: 2 x (65,536 + 256 + 4,096 + 16) x 4 B = 559,232 B
+    assert estimate_training_memory(two_linears(), x, optimizer="adamw").optimizer_bytes == 559_232
+    cls = bnb.optim.AdamW8bit if name == "adamw8bit" else bnb.optim.Adam8bit
+    real = estimate_training_memory(two_linears(), x, optimizer=cls, meta=False)
+    assert real.phases == result.phases
+    allocator = allocator_step(two_linears(), (x,), optimizer=cls)
+    assert allocator.dispatcher_peak_bytes == result.peak_bytes + result.optimizer_host_bytes
+
+
+@pytest.mark.slow  # (the first import of bitsandbytes alone takes seconds)
+def test_8bit_optimizers_with_states_at_the_threshold_match_the_allocator():
+    # wide(): two 64 x 64 weights of 4,096 elements (8-bit, 16 blocks each) beside float32 states of
+    # the bias and the LayerNorm's tensors
+    bnb = pytest.importorskip("bitsandbytes")
+    x = torch.randn(1, 64)
+    for cls in (bnb.optim.AdamW8bit, bnb.optim.Adam8bit):
+        meta = estimate_training_memory(wide(), x, optimizer=cls)
+        allocator = allocator_step(wide(), (x,), optimizer=cls)
+        assert allocator.dispatcher_peak_bytes == meta.peak_bytes + meta.optimizer_host_bytes
+
+
+@pytest.mark.slow  # (the first import of bitsandbytes alone takes seconds)
+def test_paged_8bit_optimizers_are_refused_with_the_unpaged_one_to_pass():
+    bnb = pytest.importorskip("bitsandbytes")
+    x = torch.randn(2, 8)
+    with pytest.raises(ValueError, match=r"PagedAdamW8bit is a paged optimizer.*bitsandbytes.optim.AdamW8bit or "
+                                         r"optimizer='adamw8bit'"):
+        estimate_training_memory(mlp(), x, optimizer=bnb.optim.PagedAdamW8bit)
+    with pytest.raises(ValueError, match=r"PagedAdam8bit is a paged optimizer"):
+        estimate_training_memory(mlp(), x, optimizer=lambda params: bnb.optim.PagedAdam8bit(params))
+
+
+def test_8bit_optimizer_by_name_without_bitsandbytes_says_what_to_install(monkeypatch):
+    import sys
+    monkeypatch.setitem(sys.modules, "bitsandbytes", None)  # (an import of it now fails, as when not installed)
+    monkeypatch.setitem(sys.modules, "bitsandbytes.optim", None)
+    with pytest.raises(ValueError, match=r"optimizer='adamw8bit' needs bitsandbytes.*pip install bitsandbytes"):
+        estimate_training_memory(mlp(), torch.randn(2, 8), optimizer="adamw8bit")

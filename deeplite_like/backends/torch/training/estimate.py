@@ -310,8 +310,9 @@ def _measured_step(model: nn.Module, step: _Step, settings: _Settings, loss_fn: 
     external = {key for t in (*step.leaves, *step.state.values()) if (key := storage_key(t)) is not None}
     mode = counting_mode(CountOptions(), track_backward=True, meta=meta)
     tracker = StepTracker(step.params_bytes + step.buffers_bytes + step.input_bytes, external, mode)
-    # An optimizer that makes its state in __init__ (Adagrad's sums) holds it from the start.
-    tracker.adopt([t for t in _state_storages(opt) if not _host_scalar(t)])
+    # An optimizer that makes its state in __init__ (Adagrad's sums, bitsandbytes' quantisation maps) holds it
+    # from the start.
+    tracker.adopt(_made_in_init(opt, step.trainable[0].device))
     if meta:
         mode.values.made_on_meta = False  # (tensors made from nothing stay where torch puts them)
         for real, moved in zip(step.originals, tensor_leaves((step.inputs, step.kwargs, step.target))):
@@ -440,6 +441,18 @@ def _train_mode(model: nn.Module) -> None:
 def _state_storages(opt: torch.optim.Optimizer) -> list[torch.Tensor]:
     """The optimizer's state tensors, one per storage."""
     return tensor_storages([v for s in opt.state.values() for v in s.values() if isinstance(v, torch.Tensor)])
+
+
+def _made_in_init(opt: torch.optim.Optimizer, device: torch.device) -> list[torch.Tensor]:
+    """The tensors on ``device`` an optimizer holds before its first step, one per storage: its state made
+    in ``__init__`` (Adagrad's sums) and tensors it keeps in its own attributes (bitsandbytes' 8-bit
+    optimizers: the two quantisation maps, 256 float32 each, put in each 8-bit state at its first step).
+    On meta the maps are CPU tensors (host memory) copied to the device by that step: seen there."""
+    found = [v for s in opt.state.values() for v in s.values() if isinstance(v, torch.Tensor)]
+    for name, value in vars(opt).items():
+        if name not in ("state", "param_groups", "defaults"):
+            found += [t for t in tensor_leaves(value) if not t.requires_grad] if isinstance(value, dict) else []
+    return [t for t in tensor_storages(found) if t.device == device and not _host_scalar(t)]
 
 
 def _host_scalar(tensor: torch.Tensor) -> bool:
