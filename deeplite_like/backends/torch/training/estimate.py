@@ -449,9 +449,9 @@ def _made_in_init(opt: torch.optim.Optimizer, device: torch.device) -> list[torc
     optimizers: the two quantisation maps, 256 float32 each, put in each 8-bit state at its first step).
     On meta the maps are CPU tensors (host memory) copied to the device by that step: seen there."""
     found = [v for s in opt.state.values() for v in s.values() if isinstance(v, torch.Tensor)]
-    for name, value in vars(opt).items():
-        if name not in ("state", "param_groups", "defaults"):
-            found += [t for t in tensor_leaves(value) if not t.requires_grad] if isinstance(value, dict) else []
+    own = [value for name, value in vars(opt).items()
+           if isinstance(value, dict) and name not in ("state", "param_groups", "defaults")]
+    found += [t for t in tensor_leaves(own) if not t.requires_grad]
     return [t for t in tensor_storages(found) if t.device == device and not _host_scalar(t)]
 
 
