@@ -24,7 +24,6 @@ meta tensors.
 from __future__ import annotations
 
 import contextlib
-import importlib
 import inspect
 import math
 from collections.abc import Callable, Iterable, Iterator
@@ -81,16 +80,11 @@ def build_optimizer(optimizer: Any, params: list[torch.Tensor], foreach: bool = 
             raise ValueError(f"optimizer={optimizer!r} is not a known name; use one of {sorted(_OPTIMIZERS)}, "
                              "an optimizer class, or a factory params -> optimizer")
         module_name, class_name, defaults = _OPTIMIZERS[key]
-        try:
-            module = importlib.import_module(module_name)
-        except ImportError as error:
-            raise ValueError(f"optimizer={optimizer!r} needs {module_name.split('.')[0]}, which is not installed "
-                             "(pip install bitsandbytes, or the package's [bnb] extra)") from error
+        module = _optimizers_module(module_name, optimizer)
         cls = getattr(module, class_name, None)
         if cls is None:
-            version = getattr(importlib.import_module(module_name.split(".")[0]), "__version__", "")
-            raise ValueError(f"optimizer={optimizer!r}: {module_name.split('.')[0]} {version} has no "
-                             f"{module_name}.{class_name}")
+            raise ValueError(f"optimizer={optimizer!r}: this {module_name} has no {class_name} (torch "
+                             f"{torch.__version__})")
         built = _unpaged(_from_class(cls, params, defaults, foreach, fused))
         return built, key, _implementation(built.defaults)
     if isinstance(optimizer, type) and issubclass(optimizer, torch.optim.Optimizer):
@@ -107,6 +101,18 @@ def build_optimizer(optimizer: Any, params: list[torch.Tensor], foreach: bool = 
         return _unpaged(built), type(built).__name__, _implementation(built.defaults)
     raise TypeError(f"optimizer takes a name ({sorted(_OPTIMIZERS)}), an Optimizer class or a factory "
                     f"params -> optimizer, got {optimizer!r}")
+
+
+def _optimizers_module(module_name: str, optimizer: str) -> Any:
+    """``torch.optim``, or bitsandbytes' ``optim`` (an optional extra) for its 8-bit names."""
+    if module_name == "torch.optim":
+        return torch.optim
+    try:
+        import bitsandbytes.optim  # (deferred: an optional extra, imported only when named)
+    except ImportError as error:
+        raise ValueError(f"optimizer={optimizer!r} needs bitsandbytes, which is not installed (pip install "
+                         "bitsandbytes, or the package's [bnb] extra)") from error
+    return bitsandbytes.optim
 
 
 def _unpaged(built: torch.optim.Optimizer) -> torch.optim.Optimizer:
