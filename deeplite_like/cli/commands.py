@@ -306,7 +306,9 @@ def add_memory_parser(commands: argparse._SubParsersAction) -> None:
     parser.add_argument("--inputs", metavar="FILE", default=None, help="inputs from a file (.pt / .npz)")
     step = parser.add_argument_group("training step")
     step.add_argument("--train", action="store_true", help="measure a training step (default: the forward only)")
-    step.add_argument("--optimizer", default="adamw", help="adamw (default), adam, sgd, adafactor, adagrad, rmsprop")
+    step.add_argument("--optimizer", default="adamw",
+                      help="adamw (default), adam, sgd, adafactor, adagrad, rmsprop; adamw8bit, adam8bit "
+                           "with bitsandbytes")
     step.add_argument("--autocast", choices=("bf16", "fp16"), default=None, help="CUDA autocast's policy")
     step.add_argument("--checkpointing", action="store_true",
                       help="activation checkpointing on the repeated blocks (children of the largest ModuleList)")

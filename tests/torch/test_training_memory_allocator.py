@@ -15,7 +15,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from deeplite_like.backends.torch import estimate_training_memory
-from deeplite_like.backends.torch.kernels import lstm_mkldnn
+from deeplite_like.backends.torch.kernels import lstm_mkldnn, rnn_cpu
 from tests.torch.allocator_steps import allocator_step
 from tests.torch.training_models import LlamaDecoder, lm_loss, mlp
 
@@ -296,3 +296,206 @@ def test_loop_place_errors_name_the_choices():
         estimate_training_memory(mlp(), torch.randn(2, 8), zero_grad_at="middle")
     with pytest.raises(TypeError, match="keep_output"):
         estimate_training_memory(mlp(), torch.randn(2, 8), keep_output="yes")
+
+
+# GRU, plain RNN and LSTM with projections take ATen's generic path on a CPU, which projects the
+# inputs of all time steps at once (FullLayer, CPU inputs only); meta takes the per-step form.
+@pytest.mark.parametrize("cls, options", [
+    pytest.param(nn.GRU, {"num_layers": 2, "batch_first": True}, marks=pytest.mark.slow),
+    pytest.param(nn.GRU, {"num_layers": 2, "bidirectional": True, "dropout": 0.2}, marks=pytest.mark.slow),
+    (nn.RNN, {"num_layers": 2, "nonlinearity": "relu", "bias": False}), (nn.RNN, {"bidirectional": True}),
+    pytest.param(nn.LSTM, {"num_layers": 2, "proj_size": 4, "bidirectional": True, "batch_first": True},
+                 marks=pytest.mark.slow),
+])
+def test_gru_rnn_and_projected_lstm_meta_runs_the_cpu_generic_path(cls, options):
+    torch.manual_seed(0)
+    model, x = cls(8, 16, **options), torch.randn(3, 5, 8)
+
+    def loss(out):
+        return out[0].sum()
+    meta = estimate_training_memory(model, x, loss_fn=loss, optimizer="adamw")
+    real = estimate_training_memory(model, x, loss_fn=loss, optimizer="adamw", meta=False)
+    assert meta.phases == real.phases and meta.activations_bytes == real.activations_bytes
+    allocator = allocator_step(model, (x,), optimizer=torch_optimizer("adamw"), loss_fn=loss)
+    assert allocator.dispatcher_peak_bytes == meta.peak_bytes + meta.optimizer_host_bytes
+
+
+def test_gru_projects_the_inputs_of_all_steps_at_once():
+    # nn.GRU(8, 16), 5 steps of batch 3, time-major, AdamW. The forward starts with the parameters
+    # (48*8 + 48*16 + 2*48 = 1,248 fp32 = 4,992 B), the input (5*3*8 fp32 = 480 B), AdamW's two states
+    # (9,984 B) and h0 (3*16 fp32 = 192 B): 15,648 B. The CPU's first allocation is the input projection
+    # of all 5 steps, [5, 3, 48] fp32 = 2,880 B (one addmm): 18,528 B; the per-step form meta takes
+    # by itself (rnn=None) projects one step, [3, 48] = 576 B: 16,224 B.
+    torch.manual_seed(0)
+    model, x = nn.GRU(8, 16), torch.randn(5, 3, 8)
+
+    def first_totals(result):
+        totals = [v for phase, v in result.timeline if phase == "forward"]
+        return [v for i, v in enumerate(totals) if i == 0 or v != totals[i - 1]][:2]
+    cpu = estimate_training_memory(model, x, loss_fn=lambda out: out[0].sum(), optimizer="adamw")
+    assert first_totals(cpu) == [4_992 + 480 + 2 * 4_992 + 192, 15_648 + 2_880] == [15_648, 18_528]
+    generic = estimate_training_memory(model, x, loss_fn=lambda out: out[0].sum(), optimizer="adamw", rnn=None)
+    assert first_totals(generic) == [15_648, 15_648 + 576]
+
+
+@pytest.mark.parametrize("kind, cls, extra", [("gru", nn.GRU, {}), ("rnn_tanh", nn.RNN, {}),
+                                              ("lstm", nn.LSTM, {"proj_size": 4})])
+def test_rnn_cpu_computes_what_torch_computes(kind, cls, extra):
+    torch.manual_seed(0)
+    model, x = cls(8, 16, num_layers=2, bidirectional=True, batch_first=True, **extra), torch.randn(3, 5, 8)
+    out, hidden = model(x)
+    zeros = torch.zeros(4, 3, 16)  # layers * directions, batch, hidden
+    hx = (torch.zeros(4, 3, 4), zeros) if kind == "lstm" else zeros
+    ours = rnn_cpu(kind, x, hx, model._flat_weights, True, 2, 0.0, True, True, True)
+    theirs = (out, *(hidden if kind == "lstm" else (hidden,)))
+    assert len(ours) == len(theirs)
+    for mine, torch_s in zip(ours, theirs):
+        assert torch.allclose(mine, torch_s, atol=1e-6)
+
+
+class PatchTransformer(nn.Module):
+    """A tiny ViT: 4x4 patches of a 16x16 image (16 tokens + class token), d 32, 2 pre-norm layers."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.patch = nn.Conv2d(3, 32, 4, 4)
+        self.cls = nn.Parameter(torch.zeros(1, 1, 32))
+        self.pos = nn.Parameter(torch.zeros(1, 17, 32))
+        layer = nn.TransformerEncoderLayer(32, 4, 64, dropout=0.0, batch_first=True, norm_first=True,
+                                           activation="gelu")
+        self.encoder = nn.TransformerEncoder(layer, 2, enable_nested_tensor=False)
+        self.head = nn.Linear(32, 10)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        tokens = self.patch(x).flatten(2).transpose(1, 2)
+        tokens = torch.cat([self.cls.expand(x.shape[0], -1, -1), tokens], 1) + self.pos
+        return self.head(self.encoder(tokens)[:, 0])
+
+
+def test_multihead_attention_inside_runs_the_chosen_attention_kernel():
+    # nn.TransformerEncoderLayer calls nn.MultiheadAttention with need_weights=False: its attention is
+    # scaled_dot_product_attention, called inside F.multi_head_attention_forward, out of the kernel
+    # mode's sight before (meta took the math path, the CPU its flash kernel: +7,648 B at the peak).
+    x = torch.randn(2, 3, 16, 16)
+    meta = estimate_training_memory(PatchTransformer(), x, attention="cpu")
+    real = estimate_training_memory(PatchTransformer(), x, attention="cpu", meta=False)
+    assert meta.phases == real.phases and meta.activations_bytes == real.activations_bytes
+    allocator = allocator_step(PatchTransformer(), (x,), optimizer=torch_optimizer("adamw"))
+    assert allocator.dispatcher_peak_bytes == meta.peak_bytes + meta.optimizer_host_bytes
+    # the CPU's flash kernel saves the output and a log-sum-exp per row, not the 17 x 17 attention
+    # weights per head: the math path's activations are larger
+    math = estimate_training_memory(PatchTransformer(), x, attention="math")
+    assert math.activations_bytes > meta.activations_bytes
+
+
+def wide():
+    """Linear(64, 64) + ReLU + Linear(64, 64, bias=False) + LayerNorm(64): the optimizer step peaks."""
+    torch.manual_seed(0)
+    return nn.Sequential(nn.Linear(64, 64), nn.ReLU(), nn.Linear(64, 64, bias=False), nn.LayerNorm(64))
+
+
+O = torch.optim
+BREADTH = [
+    (O.Adamax, {}), (O.NAdam, {}), (O.NAdam, {"decoupled_weight_decay": True, "weight_decay": 0.1}), (O.RAdam, {}),
+    (O.Adadelta, {}), (O.Rprop, {}), (O.ASGD, {}), (O.Adam, {"amsgrad": True}), (O.AdamW, {"weight_decay": 0.1}),
+    (O.Adam, {"maximize": True}), (O.SGD, {"lr": 1e-3, "momentum": 0.9, "nesterov": True}),
+    (O.SGD, {"lr": 1e-3, "momentum": 0.9, "weight_decay": 0.1, "maximize": True}),
+    (O.RMSprop, {"centered": True, "momentum": 0.9}),
+]
+# Host scalars unseen by the dispatcher: the per-tensor loops' float64 wrap of a Python number (8 B,
+# see WRAPPED); Adam's foreach step with maximize peaks at _foreach_neg, just before torch.tensor(1.0)
+# (the step counters' increment, a 4 B CPU scalar that no operator makes) is alive.
+UNSEEN = {("Adam", True, True): 4}
+LOOP_WRAPS = {"Adamax", "RAdam", "Adadelta", "Adam", "AdamW"}
+
+
+@pytest.mark.parametrize("foreach", [True, False])
+@pytest.mark.parametrize("cls, options", BREADTH)
+def test_more_optimizers_match_the_allocator(cls, options, foreach):
+    x = torch.randn(2, 64)
+
+    def make(params):
+        return cls(params, foreach=foreach, **options)
+    result = estimate_training_memory(wide(), x, optimizer=make)
+    real = allocator_step(wide(), (x,), optimizer=make)
+    unseen = UNSEEN.get((cls.__name__, options.get("maximize", False), foreach),
+                        WRAPPED if not foreach and cls.__name__ in LOOP_WRAPS else 0)
+    assert real.dispatcher_peak_bytes - result.peak_bytes - result.optimizer_host_bytes == unseen
+
+
+def test_parameter_groups_with_their_own_options_match_the_allocator():
+    # two groups: the first half of the tensors plain AdamW, the second with amsgrad (a third state)
+    x = torch.randn(2, 64)
+
+    def make(params):
+        return torch.optim.AdamW([{"params": params[:2], "weight_decay": 0.0},
+                                  {"params": params[2:], "betas": (0.8, 0.9), "amsgrad": True}], foreach=True)
+    result = estimate_training_memory(wide(), x, optimizer=make)
+    # parameters: 64*64 + 64 (first Linear) + 64*64 (second) + 2*64 (LayerNorm) = 8,384 fp32. States:
+    # exp_avg and exp_avg_sq of every parameter (2 x 8,384 x 4 = 67,072 B) + max_exp_avg_sq of the
+    # second group (64*64 + 2*64 = 4,224 fp32 = 16,896 B) = 83,968 B
+    assert result.optimizer_bytes == 2 * 8_384 * 4 + 4_224 * 4 == 83_968
+    real = allocator_step(wide(), (x,), optimizer=make)
+    assert real.dispatcher_peak_bytes == result.peak_bytes + result.optimizer_host_bytes
+
+
+# bitsandbytes' 8-bit optimizers (an optional extra: skipped where it is not installed). bitsandbytes
+# 0.50.2 runs them on CPU, so they are checked against the real step. Its Optimizer2State.init_state:
+# a tensor of min_8bit_size (4,096) elements or more keeps state1 and state2 in uint8 with a float32
+# absmax per block of 256 elements; a smaller one keeps them in float32; the two quantisation maps
+# (256 float32 each) are made in __init__ and shared by every 8-bit state.
+def two_linears():
+    torch.manual_seed(0)
+    return nn.Sequential(nn.Linear(256, 256), nn.ReLU(), nn.Linear(256, 16))
+
+
+@pytest.mark.slow  # (the first import of bitsandbytes alone takes seconds)
+@pytest.mark.parametrize("name", ["adamw8bit", "adam8bit"])
+def test_8bit_optimizers_hold_uint8_states_with_block_absmax(name):
+    bnb = pytest.importorskip("bitsandbytes")
+    x = torch.randn(1, 256)
+    result = estimate_training_memory(two_linears(), x, optimizer=name)
+    # Linear(256, 256).weight, 65,536 elements: 2 x 65,536 B uint8 + 2 x 256 blocks x 4 B = 133,120
+    # its bias, 256 elements (< 4,096): 2 x 256 x 4 B float32 = 2,048
+    # Linear(256, 16).weight, 4,096 elements (not < 4,096: 8-bit): 2 x 4,096 B + 2 x 16 blocks x 4 B = 8,320
+    # its bias, 16 elements: 2 x 16 x 4 B = 128; the two maps: 2 x 256 x 4 B = 2,048
+    assert result.optimizer_bytes == 133_120 + 2_048 + 8_320 + 128 + 2_048 == 145_664
+    # against AdamW's float32 states: 2 x (65,536 + 256 + 4,096 + 16) x 4 B = 559,232 B
+    assert estimate_training_memory(two_linears(), x, optimizer="adamw").optimizer_bytes == 559_232
+    cls = bnb.optim.AdamW8bit if name == "adamw8bit" else bnb.optim.Adam8bit
+    real = estimate_training_memory(two_linears(), x, optimizer=cls, meta=False)
+    assert real.phases == result.phases
+    allocator = allocator_step(two_linears(), (x,), optimizer=cls)
+    assert allocator.dispatcher_peak_bytes == result.peak_bytes + result.optimizer_host_bytes
+
+
+@pytest.mark.slow  # (the first import of bitsandbytes alone takes seconds)
+def test_8bit_optimizers_with_states_at_the_threshold_match_the_allocator():
+    # wide(): two 64 x 64 weights of 4,096 elements (8-bit, 16 blocks each) beside float32 states of
+    # the bias and the LayerNorm's tensors
+    bnb = pytest.importorskip("bitsandbytes")
+    x = torch.randn(1, 64)
+    for cls in (bnb.optim.AdamW8bit, bnb.optim.Adam8bit):
+        meta = estimate_training_memory(wide(), x, optimizer=cls)
+        allocator = allocator_step(wide(), (x,), optimizer=cls)
+        assert allocator.dispatcher_peak_bytes == meta.peak_bytes + meta.optimizer_host_bytes
+
+
+@pytest.mark.slow  # (the first import of bitsandbytes alone takes seconds)
+def test_paged_8bit_optimizers_are_refused_with_the_unpaged_one_to_pass():
+    bnb = pytest.importorskip("bitsandbytes")
+    x = torch.randn(2, 8)
+    with pytest.raises(ValueError, match=r"PagedAdamW8bit is a paged optimizer.*bitsandbytes.optim.AdamW8bit or "
+                                         r"optimizer='adamw8bit'"):
+        estimate_training_memory(mlp(), x, optimizer=bnb.optim.PagedAdamW8bit)
+    with pytest.raises(ValueError, match=r"PagedAdam8bit is a paged optimizer"):
+        estimate_training_memory(mlp(), x, optimizer=lambda params: bnb.optim.PagedAdam8bit(params))
+
+
+def test_8bit_optimizer_by_name_without_bitsandbytes_says_what_to_install(monkeypatch):
+    import sys
+    monkeypatch.setitem(sys.modules, "bitsandbytes", None)  # (an import of it now fails, as when not installed)
+    monkeypatch.setitem(sys.modules, "bitsandbytes.optim", None)
+    with pytest.raises(ValueError, match=r"optimizer='adamw8bit' needs bitsandbytes.*pip install bitsandbytes"):
+        estimate_training_memory(mlp(), torch.randn(2, 8), optimizer="adamw8bit")

@@ -12,13 +12,14 @@ import threading
 from typing import Any, Callable, Iterator
 
 import torch
+import torch.nn.functional as F
 from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import _disable_current_modes  # (torch's own helper; no public twin)
 
 from deeplite_like.safety import checkpoint, protected, uninterruptible
 
-__all__ = ["ATTENTION_KERNELS", "AttentionKernel", "RNN_KERNELS", "RecurrentKernel", "eager_flex_attention",
-           "lstm_mkldnn", "unfused"]
+__all__ = ["ATTENTION_KERNELS", "AttentionKernel", "RNN_KERNELS", "RecurrentKernel", "WRAPS_ATTENTION",
+           "eager_flex_attention", "lstm_mkldnn", "rnn_cpu", "run_inside", "unfused"]
 
 
 ATTENTION_KERNELS = ("cuda", "cpu", "math", None)
@@ -71,7 +72,10 @@ class AttentionKernel(TorchFunctionMode):
 
     def __torch_function__(self, func, types, args=(), kwargs=None):  # noqa: ANN001 - torch's protocol
         kwargs = kwargs or {}
-        if getattr(func, "__name__", "") != "scaled_dot_product_attention":
+        name = getattr(func, "__name__", "")
+        if name in WRAPS_ATTENTION:  # its body calls scaled_dot_product_attention: run it with this mode on
+            return run_inside(self, func, types, args, kwargs)
+        if name != "scaled_dot_product_attention":
             return func(*args, **kwargs)
         q, k, v, mask, dropout, causal, scale, gqa = _arguments(args, kwargs)
         aten = torch.ops.aten
@@ -90,6 +94,25 @@ class AttentionKernel(TorchFunctionMode):
             k, v = k.repeat_interleave(groups, dim=-3), v.repeat_interleave(groups, dim=-3)
         bias = mask if mask.dtype != torch.bool else _bool_mask_to_bias(mask, q.dtype)
         return aten._scaled_dot_product_efficient_attention(q, k, v, bias, True, dropout, causal, scale=scale)[0]
+
+
+# Python functions of torch whose body calls scaled_dot_product_attention and linear
+# (nn.MultiheadAttention, also with need_weights=False as nn.TransformerEncoderLayer calls it).
+WRAPS_ATTENTION = frozenset({"multi_head_attention_forward"})
+
+
+def run_inside(mode: TorchFunctionMode, func: Callable, types: tuple, args: tuple, kwargs: dict) -> Any:
+    """``func(*args, **kwargs)`` with ``mode`` on for the torch functions its body calls.
+
+    A ``TorchFunctionMode`` is off while its own ``__torch_function__`` runs, so a plain
+    ``func(*args)`` there hides the calls inside ``func`` from it (``nn.MultiheadAttention``'s
+    attention and projections); torch's ``redispatch_function`` runs the body past its own check.
+    """
+    redispatch = getattr(torch.overrides, "redispatch_function", None)
+    if redispatch is None:  # (a torch without it: the calls inside take torch's own choices)
+        return func(*args, **kwargs)
+    with mode:
+        return redispatch(func, types, args, kwargs)
 
 
 _CPU_FLASH_DTYPES = (torch.float32, torch.float64, torch.bfloat16, torch.float16)
@@ -149,8 +172,12 @@ class RecurrentKernel(TorchFunctionMode):
     clones the bias gradient. oneDNN's workspace size (its own layout, padded leading dimensions and
     page-aligned parts) has no query in PyTorch: it is read from one real CPU call of the layer on
     uninitialised tensors of the same shapes, once per shape (cached), outside the measured step.
-    CUDA's cuDNN path (``_cudnn_rnn``, with its reserve buffer) is not modelled; GRU and plain RNN
-    take the generic path on every device but cuDNN, so meta is the CPU already.
+    ``nn.GRU`` and ``nn.RNN`` (``torch.gru``, ``torch.rnn_tanh``, ``torch.rnn_relu``) take ATen's
+    generic path on a CPU, but not the one meta takes: ``FullLayer`` computes the input projection of
+    every time step at once when the input is on the CPU, and the cells then take it as it is. On meta
+    ``rnn_cpu`` runs those calls (``RNN.cpp``: ``FullLayer``, ``FullBidirectionalLayer``, ``GRUCell``,
+    ``SimpleCell``, the layer stack with its dropout), so a meta step is the CPU's step there too.
+    CUDA's cuDNN path (``_cudnn_rnn``, with its reserve buffer) is not modelled.
     """
 
     def __init__(self, kind: str) -> None:
@@ -161,9 +188,16 @@ class RecurrentKernel(TorchFunctionMode):
 
     def __torch_function__(self, func, types, args=(), kwargs=None):  # noqa: ANN001 - torch's protocol
         kwargs = kwargs or {}
-        if getattr(func, "__name__", "") != "lstm" or kwargs or len(args) != 9 or not _cpu_takes_mkldnn(*args[:3]):
+        name = getattr(func, "__name__", "")
+        if kwargs or len(args) != 9 or not isinstance(args[0], torch.Tensor):  # (a packed sequence: as torch runs it)
             return func(*args, **kwargs)
-        return lstm_mkldnn(*args)
+        if name == "lstm" and _cpu_takes_mkldnn(*args[:3]):
+            return lstm_mkldnn(*args)
+        if name == "lstm" and not isinstance(args[1], (tuple, list)):  # (the packed overload)
+            return func(*args, **kwargs)
+        if name in _CPU_CELLS and args[0].device.type == "meta":  # (a CPU runs its own kernel already)
+            return rnn_cpu(name, *args)
+        return func(*args, **kwargs)
 
 
 def _cpu_takes_mkldnn(input: Any, hx: Any, params: Any) -> bool:
@@ -214,6 +248,107 @@ def lstm_mkldnn(input: torch.Tensor, hx: Any, params: Any, has_biases: bool, num
             layer_input = torch.dropout(layer_input, dropout, True)
     output = layer_input.transpose(0, 1) if batch_first else layer_input
     return output, torch.stack(hys, 0), torch.stack(cys, 0)
+
+
+def _gru_cell(x: torch.Tensor, hidden: torch.Tensor, w: tuple) -> torch.Tensor:
+    """``GRUCell`` of ``RNN.cpp`` on its CPU path, the input projection ``x`` precomputed."""
+    igates = x.unsafe_chunk(3, 1)
+    hgates = F.linear(hidden, w[1], w[3]).unsafe_chunk(3, 1)
+    reset = hgates[0].add_(igates[0]).sigmoid_()
+    update = hgates[1].add_(igates[1]).sigmoid_()
+    new = igates[2].add(hgates[2].mul_(reset)).tanh_()
+    return (hidden - new).mul_(update).add_(new)
+
+
+def _lstm_cell(x: torch.Tensor, hidden: tuple, w: tuple) -> tuple[torch.Tensor, torch.Tensor]:
+    """``LSTMCell`` of ``RNN.cpp`` on its CPU path (``torch.lstm`` where oneDNN is not taken: projections)."""
+    hx, cx = hidden
+    gates = F.linear(hx, w[1], w[3]).add_(x)
+    chunks = gates.unsafe_chunk(4, 1)
+    ingate = chunks[0].sigmoid_()
+    forgetgate = chunks[1].sigmoid_()
+    cellgate = chunks[2].tanh_()
+    outgate = chunks[3].sigmoid_()
+    cy = (forgetgate * cx).add_(ingate * cellgate)
+    hy = outgate * cy.tanh()
+    if w[4] is not None:  # matmul_hr: the projection
+        hy = torch.matmul(hy, w[4].t())
+    return hy, cy
+
+
+_CPU_CELLS: dict[str, Callable[[torch.Tensor, Any, tuple], Any]] = {
+    "lstm": _lstm_cell,
+    "gru": _gru_cell,
+    # ``SimpleCell``: the non-linearity of linear_hh(hidden) + the precomputed input projection
+    "rnn_tanh": lambda x, hidden, w: torch.tanh(F.linear(hidden, w[1], w[3]).add_(x)),
+    "rnn_relu": lambda x, hidden, w: torch.relu(F.linear(hidden, w[1], w[3]).add_(x)),
+}
+
+
+def _cpu_steps(cell: Callable, steps: Any, hidden: Any, w: tuple) -> tuple[list[torch.Tensor], Any]:
+    """``FullLayer``'s loop over precomputed input projections: a cell per step, the outputs kept."""
+    outputs = []
+    for step in steps:
+        hidden = cell(step, hidden, w)
+        outputs.append(hidden[0] if isinstance(hidden, tuple) else hidden)
+    return outputs, hidden
+
+
+def _cpu_layer(cell: Callable, x: torch.Tensor, hidden: Any, w: tuple) -> tuple[torch.Tensor, Any]:
+    """``FullLayer`` on a CPU input: the input projection of all time steps at once, then a cell per step."""
+    steps = F.linear(x, w[0], w[2]).unbind(0)
+    outputs, hidden = _cpu_steps(cell, steps, hidden, w)
+    return torch.stack(outputs, 0), hidden
+
+
+def _cpu_bidirectional_layer(cell: Callable, x: torch.Tensor, hiddens: tuple, w: tuple, w_reverse: tuple
+                             ) -> tuple[torch.Tensor, Any, Any]:
+    """``FullBidirectionalLayer`` on a CPU input; its tensors live as long as ATen's locals do (to its return)."""
+    steps = F.linear(x, w[0], w[2]).unbind(0)
+    outputs, final = _cpu_steps(cell, steps, hiddens[0], w)
+    output = torch.stack(outputs, 0)
+    projected = F.linear(x, w_reverse[0], w_reverse[2])
+    steps = projected.unbind(0)  # (the forward direction's projection is freed here, as ATen reassigns it)
+    reverse_outputs, reverse_final = _cpu_steps(cell, steps[::-1], hiddens[1], w_reverse)
+    reverse_outputs.reverse()
+    reverse_output = torch.stack(reverse_outputs, 0)
+    return torch.cat([output, reverse_output], output.dim() - 1), final, reverse_final
+
+
+def rnn_cpu(kind: str, input: torch.Tensor, hx: Any, params: Any, has_biases: bool, num_layers: int,
+            dropout: float, train: bool, bidirectional: bool, batch_first: bool) -> tuple[torch.Tensor, ...]:
+    """``torch.gru`` / ``rnn_tanh`` / ``rnn_relu`` / ``lstm`` (data overload) as ATen's generic path runs
+    them on a CPU, call for call (an LSTM's ``hx`` is ``(h0, c0)``; it returns its output, h and c)."""
+    cell = _CPU_CELLS[kind]
+    projections = kind == "lstm" and hx[0].shape[2] != hx[1].shape[2]
+    per_layer = (4 if has_biases else 2) + projections
+    directions = 2 if bidirectional else 1
+
+    def weights(index: int) -> tuple:  # (w_ih, w_hh, b_ih, b_hh, w_hr) as ATen's gather_params
+        w = tuple(params[index * per_layer:(index + 1) * per_layer])
+        w_hr = w[-1] if projections else None
+        return (*w[:4], w_hr) if has_biases else (*w[:2], None, None, w_hr)
+
+    x = input.transpose(0, 1) if batch_first else input
+    hiddens = list(zip(hx[0].unbind(0), hx[1].unbind(0))) if kind == "lstm" else hx.unbind(0)
+    finals: list[torch.Tensor] = []
+    final = pair = None
+    for layer in range(num_layers):
+        first = layer * directions
+        if bidirectional:
+            x, *pair = _cpu_bidirectional_layer(cell, x, hiddens[first:first + 2], weights(first), weights(first + 1))
+            finals += pair
+        else:
+            x, final = _cpu_layer(cell, x, hiddens[first], weights(first))
+            finals.append(final)
+        if dropout != 0 and train and layer < num_layers - 1:
+            x = torch.dropout(x, dropout, True)
+    if kind == "lstm":
+        states: tuple = (torch.stack([h for h, _ in finals], 0), torch.stack([c for _, c in finals], 0))
+    else:
+        states = (torch.stack(finals, 0),)
+    del finals, final, pair  # (ATen's vector of final states is gone before its output is transposed back)
+    return ((x.transpose_(0, 1) if batch_first else x), *states)
 
 
 class _MetaMkldnnLayer(torch.autograd.Function):

@@ -101,10 +101,11 @@ def estimate_training_memory(
     chooses the FSDP units like ``activation_checkpointing``); ``inputs`` are one rank's
     micro-batch. ``attention``: the ``scaled_dot_product_attention`` kernel (``kernels.py``):
     ``"auto"`` is ``"cuda"`` (flash / memory-efficient) on meta and torch's own choice otherwise.
-    ``rnn``: the LSTM kernel path (``kernels.py``): ``"auto"`` is ``"cpu"`` (oneDNN's
-    ``mkldnn_rnn_layer``, the path a CPU runs) on meta for a model with an ``nn.LSTM``, and torch's
-    own choice otherwise; ``"cpu"`` forces it (``torch.lstm`` called directly); ``None`` keeps the
-    generic path torch takes on meta.
+    ``rnn``: the recurrent kernel path (``kernels.py``): ``"auto"`` is ``"cpu"`` (the path a CPU
+    runs: oneDNN's ``mkldnn_rnn_layer`` for an LSTM, ATen's generic path in its CPU form, inputs of
+    all steps projected at once, for a GRU, an RNN and a projected LSTM) on meta for a model with an
+    ``nn.RNNBase``, and torch's own choice otherwise; ``"cpu"`` forces it (``torch.lstm`` /
+    ``torch.gru`` called directly); ``None`` keeps the generic path torch takes on meta.
     ``meta=False`` runs the same step on real copies on the model's device (to
     check the meta figures). ``steady_state``: see below.
 
@@ -138,7 +139,8 @@ def estimate_training_memory(
       refuses ``fused=True`` on meta: it is measured with ``meta=False``). An optimizer's state made
       in its ``__init__`` (Adagrad's sums) is live from the start; its host scalars (the ``step``
       counters) are ``optimizer_host_bytes``, outside every device figure.
-    * ``nn.LSTM`` runs the CPU's oneDNN path (``rnn="auto"``, ``kernels.py``).
+    * ``nn.LSTM`` runs the CPU's oneDNN path, ``nn.GRU`` / ``nn.RNN`` the CPU's form of the generic path
+      (``rnn="auto"``, ``kernels.py``).
     * ``steady_state=True`` (default) measures a step after the first: the optimizer's states
       exist before the forward starts (a warm-up ``optimizer.step()`` on zero gradients creates
       them; it is not part of the figures) and the gradients are ``None`` at the start
@@ -215,8 +217,8 @@ def _checked_settings(model: nn.Module, inputs: tuple, kwargs: dict, *, autocast
     unit_names = (select_modules(model, units, "units") if units is not None else repeated_blocks(model))
     if attention == "auto":
         attention = "cuda" if meta else None
-    if rnn == "auto":  # (only where an nn.LSTM runs: a function mode costs a Python call per torch function)
-        rnn = "cpu" if meta and any(isinstance(m, nn.LSTM) for m in model.modules()) else None
+    if rnn == "auto":  # (only where an nn.LSTM / GRU / RNN runs: a function mode costs a Python call per function)
+        rnn = "cpu" if meta and any(isinstance(m, nn.RNNBase) for m in model.modules()) else None
     return _Settings(plan, loop, autocast_dtype, batch_size, meta, steady_state, checkpoint_names, unit_names,
                      attention, rnn)
 
@@ -308,8 +310,9 @@ def _measured_step(model: nn.Module, step: _Step, settings: _Settings, loss_fn: 
     external = {key for t in (*step.leaves, *step.state.values()) if (key := storage_key(t)) is not None}
     mode = counting_mode(CountOptions(), track_backward=True, meta=meta)
     tracker = StepTracker(step.params_bytes + step.buffers_bytes + step.input_bytes, external, mode)
-    # An optimizer that makes its state in __init__ (Adagrad's sums) holds it from the start.
-    tracker.adopt([t for t in _state_storages(opt) if not _host_scalar(t)])
+    # An optimizer that makes its state in __init__ (Adagrad's sums, bitsandbytes' quantisation maps) holds it
+    # from the start.
+    tracker.adopt(_made_in_init(opt, step.trainable[0].device))
     if meta:
         mode.values.made_on_meta = False  # (tensors made from nothing stay where torch puts them)
         for real, moved in zip(step.originals, tensor_leaves((step.inputs, step.kwargs, step.target))):
@@ -438,6 +441,18 @@ def _train_mode(model: nn.Module) -> None:
 def _state_storages(opt: torch.optim.Optimizer) -> list[torch.Tensor]:
     """The optimizer's state tensors, one per storage."""
     return tensor_storages([v for s in opt.state.values() for v in s.values() if isinstance(v, torch.Tensor)])
+
+
+def _made_in_init(opt: torch.optim.Optimizer, device: torch.device) -> list[torch.Tensor]:
+    """The tensors on ``device`` an optimizer holds before its first step, one per storage: its state made
+    in ``__init__`` (Adagrad's sums) and tensors it keeps in its own attributes (bitsandbytes' 8-bit
+    optimizers: the two quantisation maps, 256 float32 each, put in each 8-bit state at its first step).
+    On meta the maps are CPU tensors (host memory) copied to the device by that step: seen there."""
+    found = [v for s in opt.state.values() for v in s.values() if isinstance(v, torch.Tensor)]
+    own = [value for name, value in vars(opt).items()
+           if isinstance(value, dict) and name not in ("state", "param_groups", "defaults")]
+    found += [t for t in tensor_leaves(own) if not t.requires_grad]
+    return [t for t in tensor_storages(found) if t.device == device and not _host_scalar(t)]
 
 
 def _host_scalar(tensor: torch.Tensor) -> bool:

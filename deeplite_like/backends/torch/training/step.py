@@ -37,6 +37,7 @@ from torch.utils import _pytree as pytree
 from torch.utils.checkpoint import checkpoint
 
 from deeplite_like.backends.torch.counting.recorder import CountingMode
+from deeplite_like.backends.torch.kernels import WRAPS_ATTENTION, run_inside
 from deeplite_like.backends.torch.tensors import StorageLedger, storage_key, tensor_leaves
 
 
@@ -45,13 +46,17 @@ __all__ = ["AutocastPolicy", "ShardPlan", "StepRecord", "StepTracker", "build_op
            "tensor_storages"]
 
 
-_OPTIMIZERS: dict[str, tuple[str, dict[str, Any]]] = {
-    "adamw": ("AdamW", {}),
-    "adam": ("Adam", {}),
-    "sgd": ("SGD", {"lr": 1e-3, "momentum": 0.9}),
-    "adafactor": ("Adafactor", {}),
-    "adagrad": ("Adagrad", {}),
-    "rmsprop": ("RMSprop", {}),
+_OPTIMIZERS: dict[str, tuple[str, str, dict[str, Any]]] = {
+    "adamw": ("torch.optim", "AdamW", {}),
+    "adam": ("torch.optim", "Adam", {}),
+    "sgd": ("torch.optim", "SGD", {"lr": 1e-3, "momentum": 0.9}),
+    "adafactor": ("torch.optim", "Adafactor", {}),
+    "adagrad": ("torch.optim", "Adagrad", {}),
+    "rmsprop": ("torch.optim", "RMSprop", {}),
+    # bitsandbytes (an optional extra): states in uint8 with a float32 absmax per block of 256
+    # elements; tensors under min_8bit_size (4,096 elements) keep float32 states
+    "adamw8bit": ("bitsandbytes.optim", "AdamW8bit", {}),
+    "adam8bit": ("bitsandbytes.optim", "Adam8bit", {}),
 }
 
 
@@ -60,25 +65,30 @@ def build_optimizer(optimizer: Any, params: list[torch.Tensor], foreach: bool = 
     """An optimizer over ``params`` from a name, an ``Optimizer`` class or a factory; its name and implementation.
 
     Names: ``adamw``, ``adam``, ``sgd`` (momentum 0.9, so it keeps one state), ``adafactor``,
-    ``adagrad``, ``rmsprop``. A name or a class is built with ``foreach=True`` where the class
+    ``adagrad``, ``rmsprop``, and bitsandbytes' ``adamw8bit`` / ``adam8bit`` where it is installed.
+    A name or a class is built with ``foreach=True`` where the class
     takes it (torch's default on CUDA), ``foreach=False`` (the per-tensor loop, torch's default on
     CPU) or ``fused=True`` (which overrides ``foreach``). A factory is called as ``factory(params)`` and used as built.
     The implementation is ``"foreach"``, ``"for-loop"``, ``"fused"`` or, for a factory, what it
-    chose (``"default"`` when it passed neither: torch then picks by device).
+    chose (``"default"`` when it passed neither: torch then picks by device; ``"single"`` for a
+    class with one implementation). A paged optimizer (bitsandbytes' ``Paged*``) is refused: its
+    large states live in CUDA unified memory, which the driver pages out to the host under pressure.
     """
     if isinstance(optimizer, str):
         key = optimizer.lower()
         if key not in _OPTIMIZERS:
             raise ValueError(f"optimizer={optimizer!r} is not a known name; use one of {sorted(_OPTIMIZERS)}, "
                              "an optimizer class, or a factory params -> optimizer")
-        class_name, defaults = _OPTIMIZERS[key]
-        cls = getattr(torch.optim, class_name, None)
+        module_name, class_name, defaults = _OPTIMIZERS[key]
+        module = _optimizers_module(module_name, optimizer)
+        cls = getattr(module, class_name, None)
         if cls is None:
-            raise ValueError(f"optimizer={optimizer!r}: torch {torch.__version__} has no torch.optim.{class_name}")
-        built = _from_class(cls, params, defaults, foreach, fused)
+            raise ValueError(f"optimizer={optimizer!r}: this {module_name} has no {class_name} (torch "
+                             f"{torch.__version__})")
+        built = _unpaged(_from_class(cls, params, defaults, foreach, fused))
         return built, key, _implementation(built.defaults)
     if isinstance(optimizer, type) and issubclass(optimizer, torch.optim.Optimizer):
-        built = _from_class(optimizer, params, {}, foreach, fused)
+        built = _unpaged(_from_class(optimizer, params, {}, foreach, fused))
         return built, optimizer.__name__, _implementation(built.defaults)
     if callable(optimizer):
         if fused or not foreach:  # (not silently ignored)
@@ -88,9 +98,32 @@ def build_optimizer(optimizer: Any, params: list[torch.Tensor], foreach: bool = 
         if not isinstance(built, torch.optim.Optimizer):
             raise TypeError(f"optimizer factory {optimizer!r} returned {type(built).__name__}, not a "
                             "torch.optim.Optimizer; it is called as factory(params)")
-        return built, type(built).__name__, _implementation(built.defaults)
+        return _unpaged(built), type(built).__name__, _implementation(built.defaults)
     raise TypeError(f"optimizer takes a name ({sorted(_OPTIMIZERS)}), an Optimizer class or a factory "
                     f"params -> optimizer, got {optimizer!r}")
+
+
+def _optimizers_module(module_name: str, optimizer: str) -> Any:
+    """``torch.optim``, or bitsandbytes' ``optim`` (an optional extra) for its 8-bit names."""
+    if module_name == "torch.optim":
+        return torch.optim
+    try:
+        import bitsandbytes.optim  # (deferred: an optional extra, imported only when named)
+    except ImportError as error:
+        raise ValueError(f"optimizer={optimizer!r} needs bitsandbytes, which is not installed (pip install "
+                         "bitsandbytes, or the package's [bnb] extra)") from error
+    return bitsandbytes.optim
+
+
+def _unpaged(built: torch.optim.Optimizer) -> torch.optim.Optimizer:
+    if getattr(built, "is_paged", False):
+        unpaged = type(built).__name__.replace("Paged", "")
+        by_name = f" or optimizer={unpaged.lower()!r}" if unpaged.lower() in _OPTIMIZERS else ""
+        raise ValueError(f"{type(built).__name__} is a paged optimizer: bitsandbytes puts its states of 100,000 "
+                         "elements or more in CUDA unified memory, which the driver pages out to the host under "
+                         "memory pressure, so no device figure holds for them; estimate the same states unpaged: "
+                         f"optimizer=bitsandbytes.optim.{unpaged}{by_name}")
+    return built
 
 
 def _from_class(cls: type, params: list[torch.Tensor], defaults: dict[str, Any], foreach: bool,
@@ -546,6 +579,8 @@ class AutocastPolicy(TorchFunctionMode):
     def __torch_function__(self, func, types, args=(), kwargs=None):  # noqa: ANN001 - torch's protocol
         kwargs = kwargs or {}
         name = getattr(func, "__name__", "")
+        if name in WRAPS_ATTENTION:  # (nn.MultiheadAttention: autocast casts its projections and attention)
+            return run_inside(self, func, types, args, kwargs)
         if name in _LOWER:
             target = self.dtype
         elif name in _FLOAT32:
