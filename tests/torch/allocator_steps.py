@@ -74,13 +74,17 @@ def allocator_step(model: nn.Module, inputs: tuple, *, optimizer: Callable[[Any]
     ``wrap``: applied to the copy before the optimizer is built (``DistributedDataParallel``).
 
     The profiler runs from before the optimizer (and ``wrap``) are made, so every byte made after
-    the copy is an event; the base is the copy's parameters and buffers and the inputs.
+    the copy is an event; the base is the copy's parameters and buffers and the inputs. With ``wrap``
+    the copy is made inside the profiler's window: a wrapper that replaces the parameters (``fully_shard``)
+    frees them, and the profiler records no free of a block allocated before it started.
     """
-    model = copy.deepcopy(model).train()
-    held = [*model.parameters(), *model.buffers(), *inputs, *(v for v in kwargs.values() if isinstance(v, torch.Tensor)),
+    held = [*inputs, *(v for v in kwargs.values() if isinstance(v, torch.Tensor)),
             *((target,) if isinstance(target, torch.Tensor) else ())]
+    if wrap is None:
+        model = copy.deepcopy(model).train()
+        held += [*model.parameters(), *model.buffers()]
     base = _storages_bytes(held)
-    del held  # (a wrapper that replaces the parameters, as fully_shard, frees them: no reference here may keep them)
+    del held  # (no reference here may keep what a wrapper frees)
 
     def loss_of(output: Any) -> torch.Tensor:
         if loss_fn is None:
@@ -88,6 +92,8 @@ def allocator_step(model: nn.Module, inputs: tuple, *, optimizer: Callable[[Any]
         return loss_fn(output) if target is None else loss_fn(output, target)
 
     with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+        if wrap is not None:
+            model = copy.deepcopy(model).train()
         trained = wrap(model) if wrap is not None else model
         opt = optimizer([p for p in model.parameters() if p.requires_grad])
 

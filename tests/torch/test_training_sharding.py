@@ -50,23 +50,33 @@ def test_zero1_forward_start_by_hand():
 
 
 def test_zero3_gathers_the_whole_root_unit():
-    # No nn.ModuleList: the whole model is FSDP's root unit, all-gathered (848) in forward and
-    # backward, plus its unsharded gradients (848) before reduce-scatter in backward.
+    # No nn.ModuleList: the whole model is FSDP's root unit. Its pre-forward all-gathers it: the flat
+    # all-gather output (848, no padding: 16 and 4 rows divide by 2) and the parameters copied out of it
+    # (848), the output kept until the root's post-forward (FSDP2's implicit prefetch): the forward starts
+    # with both, and peaks with both (at the ReLU).
     result = run(sharding="zero3", world_size=2)
-    assert result.gather_bytes == 2 * FULL
-    assert result.phases[0].start_bytes == HALF + INPUT + 2 * HALF + FULL
+    assert result.collective_buffers == {"gathered parameters": FULL, "all-gather buffers": FULL,
+                                         "reduce-scatter buffers": 0, "unsharded gradients": 0}
+    assert (result.gather_bytes, result.comm_buffer_bytes) == (FULL, FULL)
+    assert result.phases[0].start_bytes == HALF + INPUT + 2 * HALF + 2 * FULL
+    # the final callback reshards the root and reduce-scatters its gradients; the input it reduce-scattered
+    # from is freed there: the optimizer starts with the shards of the gradients alone
     optimizer = result.phases[-1]
-    assert optimizer.name == "optimizer" and optimizer.start_bytes == HALF + INPUT + 2 * HALF + HALF  # + grads
+    assert optimizer.name == "optimizer" and optimizer.start_bytes == HALF + INPUT + 2 * HALF + HALF
 
 
 def test_zero3_units_of_a_decoder():
     # Units: blocks.0 and blocks.1, 8768 fp32 each = 35072 B; root: embed 2048 + norm 32 + head 2048
-    # = 4128 fp32 = 16512 B. Gathered: root + two units = 86656; backward adds one unit's gradients.
+    # = 4128 fp32 = 16512 B. The peak is in blocks.1's backward: the root (gathered from its forward to
+    # its backward) and blocks.1 copied out, 16512 + 35072 = 51584, while blocks.0's all-gather output
+    # (35072, prefetched by blocks.1's pre-backward) waits for its copy-out.
     model = LlamaDecoder()
     assert repeated_blocks(model) == ["blocks.0", "blocks.1"]
     ids = torch.randint(0, 64, (2, 16))
     result = estimate_training_memory(model, ids, loss_fn=lm_loss, target=ids, sharding="fsdp", world_size=2)
-    assert result.gather_bytes == 16512 + 2 * 35072 + 35072
+    assert result.peak_phase == "backward" and result.peak_module.startswith("blocks.1")
+    assert result.collective_buffers["gathered parameters"] == 16512 + 35072
+    assert result.collective_buffers["all-gather buffers"] == result.comm_buffer_bytes == 35072
     assert result.params_bytes == 86656 // 2
 
 
@@ -131,9 +141,13 @@ def test_fsdp_mixed_precision_keeps_master_states_and_gathers_bf16():
     mixed = run(sharding="fsdp", world_size=2, mixed_precision=policy)
     # the sharded float32 parameters, gradients and AdamW states are those of the plain run: 424, 424, 2 * 424
     assert (mixed.params_bytes, mixed.grads_bytes, mixed.optimizer_bytes) == (HALF, HALF, 2 * HALF)
-    # gathered: the root unit (the whole MLP, 212 parameters) in bf16, 424 B, in forward and backward; one
-    # unit's gradients before reduce-scatter in fp32, 848 B, in backward (plain: 848 + 848)
-    assert mixed.gather_bytes == 212 * 2 + 212 * 4 == 1272 and plain.gather_bytes == 2 * FULL
+    # plain: the forward peaks with the root gathered twice (the all-gather output and the copy-out, 848 B
+    # each); under the policy (half the activations) the peak moves to the end of the backward, the root's
+    # reduce-scatter input in fp32: 212 parameters * 4 = 848 B, beside the gradients' shards
+    assert plain.collective_buffers["gathered parameters"] == plain.collective_buffers["all-gather buffers"] == FULL
+    assert mixed.collective_buffers == {"gathered parameters": 0, "all-gather buffers": 0,
+                                        "reduce-scatter buffers": 212 * 4, "unsharded gradients": 0}
+    assert mixed.peak_at == "backward: FSDP2 hooks at the end of the backward in ''"
     # the forward computes in bf16: the activations are those of a pure-bf16 run, half the float32 ones
     pure_bf16 = run(dtype=torch.bfloat16)
     assert mixed.activations_bytes == pure_bf16.activations_bytes == plain.activations_bytes // 2
@@ -170,16 +184,20 @@ def test_fsdp_reshard_after_forward_false_holds_every_unit():
     options = {"loss_fn": lm_loss, "target": ids, "sharding": "fsdp", "world_size": 2, "units": torch.nn.Linear}
     resharded = estimate_training_memory(LlamaDecoder(), ids, **options)
     kept = estimate_training_memory(LlamaDecoder(), ids, reshard_after_forward=False, **options)
-    # resharded: root 2,208 + two head-sized units 2 * 2,048 = 6,304 parameters = 25,216 B gathered, plus
-    # one unit's gradients (the head, 8,192 B) in backward
-    assert resharded.gather_bytes == (2208 + 2 * 2048) * 4 + 2048 * 4 == 33_408
-    # kept: every unit's from the forward on, all 21,664 parameters = 86,656 B, plus the head's gradients
-    assert kept.gather_bytes == 86_656 + 8_192 == 94_848
-    assert kept.peak_bytes - resharded.peak_bytes == 94_848 - 33_408
-    # with the policy, gathered in bf16, reduced in fp32: 43,328 + 8,192
+    # resharded: the peak is the head's weight-gradient mm: the root (2,208 parameters, kept gathered from
+    # its forward to its backward) and the head copied out, (2,208 + 2,048) * 4 = 17,024 B; blocks.1.down
+    # (1,536 * 4 = 6,144 B, the unit before the head in the forward) prefetched; the head's weight gradient
+    # unsharded, 8,192 B, 4,096 beyond its shard
+    assert resharded.peak_at == "backward: aten.mm.default in 'head'"
+    assert resharded.collective_buffers == {"gathered parameters": 17_024, "all-gather buffers": 6_144,
+                                            "reduce-scatter buffers": 0, "unsharded gradients": 4_096}
+    # kept: every unit's from the forward on, all 21,664 parameters = 86,656 B, nothing re-gathered
+    assert kept.collective_buffers["gathered parameters"] == kept.gather_bytes == 86_656
+    assert kept.comm_buffer_bytes == 0 and kept.peak_bytes > resharded.peak_bytes
+    # with the policy, gathered in bf16
     mixed = estimate_training_memory(LlamaDecoder(), ids, reshard_after_forward=False, mixed_precision=BF16_FP32,
                                      **options)
-    assert mixed.gather_bytes == 86_656 // 2 + 8_192 == 51_520
+    assert mixed.gather_bytes == 86_656 // 2 == 43_328
     assert not kept.reshard_after_forward
 
 
@@ -205,14 +223,18 @@ def test_fsdp_cpu_offload_moves_the_shards_and_the_update_to_the_host():
     assert offloaded.offloaded_bytes == HALF + HALF + 2 * HALF == 1696
     assert (offloaded.params_bytes, offloaded.grads_bytes, offloaded.optimizer_bytes) == (HALF, HALF, 2 * HALF)
     phases = {p.name: p for p in offloaded.phases}
-    # the forward starts with the input (64 B) and the gathered root unit (848 B) on the device
-    assert phases["forward"].start_bytes == INPUT + FULL
+    # the forward starts with the input (64 B) and the root unit gathered on the device: the all-gather
+    # output (848 B) beside the parameters copied out of it (848 B)
+    assert phases["forward"].start_bytes == INPUT + 2 * FULL
     # the update runs on the host: the device holds the input alone through the optimizer step
     assert phases["optimizer"].start_bytes == phases["optimizer"].peak_bytes == INPUT
     # the backward on the device is the plain one less the sharded parameters (424), the states (848) and
     # the gradients' shards made so far
     plain_phases = {p.name: p for p in plain.phases}
     assert phases["backward"].start_bytes == plain_phases["backward"].start_bytes - HALF - 2 * HALF
-    assert offloaded.peak_bytes < plain.peak_bytes - HALF - 2 * HALF
+    # both peak in the forward (the ReLU, the root gathered twice): the offloaded one without the parameters'
+    # shards and the states
+    assert plain.peak_phase == offloaded.peak_phase == "forward"
+    assert offloaded.peak_bytes == plain.peak_bytes - HALF - 2 * HALF
     with pytest.raises(ValueError, match="cpu_offload=True is an option of FSDP2"):
         run(cpu_offload=True)

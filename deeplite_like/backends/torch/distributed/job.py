@@ -81,6 +81,8 @@ class RankProfile:
     parameters this rank holds (local shards). ``unsharded_params``: elements of the whole model's
     parameters (global shapes), the same on every rank. ``communication``: ``CommStats.as_dict()``
     rows. ``step_time_s``: the measured time of the counted step (seconds), for MFU.
+    ``collective_buffers``: bytes this rank holds for its data-parallel wrapper's collectives
+    (``collective_buffers``): DDP's gradient buckets, FSDP2's all-gather and reduce-scatter buffers.
     """
 
     rank: int
@@ -98,6 +100,12 @@ class RankProfile:
     communication: list[dict] = field(default_factory=list)
     step_time_s: float | None = None
     pipeline: PipelineStageProfile | None = None
+    collective_buffers: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def collective_buffer_bytes(self) -> int:
+        """The ``collective_buffers``, summed."""
+        return sum(self.collective_buffers.values())
 
 
 def _total(name: str) -> property:
@@ -170,14 +178,15 @@ class JobProfile:
     def report(self) -> TableReport:
         """Rows per rank and a whole-job row (``to_text``, ``to_json``, ``to_csv``, ``to_markdown``)."""
         columns = ["rank", "MACs", "FLOPs", "logical FLOPs", "params held", "comm calls", "payload bytes",
-                   "bus bytes"]
+                   "bus bytes", "collective buffers"]
         rows = [{"rank": str(r.rank), "MACs": r.macs, "FLOPs": r.flops, "logical FLOPs": r.logical_flops,
                  "params held": r.params, "comm calls": r.comm_calls, "payload bytes": r.comm_payload_bytes,
-                 "bus bytes": r.comm_bus_bytes} for r in self.ranks]
+                 "bus bytes": r.comm_bus_bytes, "collective buffers": r.collective_buffer_bytes} for r in self.ranks]
         rows.append({"rank": "job", "MACs": self.total_macs, "FLOPs": self.total_flops,
                      "logical FLOPs": self.logical_flops, "params held": self.held_params,
                      "comm calls": sum(r.comm_calls for r in self.ranks), "payload bytes": self.comm_payload_bytes,
-                     "bus bytes": self.comm_bus_bytes})
+                     "bus bytes": self.comm_bus_bytes,
+                     "collective buffers": sum(r.collective_buffer_bytes for r in self.ranks)})
         exact = {column: (lambda v: "" if v is None else f"{v:,}") for column in columns[1:]}
         notes = [f"{self.world_size} ranks; unsharded parameters {self.unsharded_params:,}; logical MACs "
                  f"{self.logical_macs:,}; imbalance (max/mean FLOPs) {self.imbalance:.3f}",
@@ -189,6 +198,9 @@ class JobProfile:
             notes.append(f"pipeline {p.schedule}, {p.num_stages} stages, {p.microbatches} microbatches; in flight "
                          "(activation bytes) by rank: " + ", ".join(
                              f"{r.rank}: {r.pipeline.in_flight} ({r.pipeline.activation_bytes:,} B)" for r in stages))
+        buffers = self.ranks[0].collective_buffers
+        if buffers:
+            notes.append("collective buffers (rank 0): " + ", ".join(f"{name} {n:,} B" for name, n in buffers.items()))
         if self.mfu is not None:
             notes.append(f"MFU {self.mfu:.1%} of {self.peak_flops:.4g} FLOP/s per device")
         return TableReport("Distributed job profile (one step)", columns, rows, formatters=exact, notes=notes)
@@ -255,7 +267,7 @@ def profile_job(model: Any, *inputs: Any, args: Any = None, kwargs: Mapping[str,
         unsharded_params=sum(p.numel() for p in model.parameters()),  # a DTensor's numel is its global one
         comm_calls=sum(c.calls for c in counted.communication), comm_payload_bytes=counted.comm_payload_bytes,
         comm_bus_bytes=counted.comm_bus_bytes, communication=[c.as_dict() for c in counted.communication],
-        step_time_s=step_time_s, pipeline=pipeline)
+        step_time_s=step_time_s, pipeline=pipeline, collective_buffers=collective_buffers(model))
     world = dist.get_world_size(group)
     if dst is None:
         gathered: list[Any] = [None] * world
@@ -267,6 +279,55 @@ def profile_job(model: Any, *inputs: Any, args: Any = None, kwargs: Mapping[str,
         if gathered is None:
             return None
     return JobProfile(world, sorted(gathered, key=lambda r: r.rank), peak_flops)
+
+
+# -- collective buffers -----------------------------------------------------------------------
+def collective_buffers(model: Any) -> dict[str, int]:
+    """Bytes one rank holds for the collectives of its data-parallel wrapper, read from the wrapper itself.
+
+    * ``DistributedDataParallel``: ``"gradient buckets"``, the reducer's flat buckets, each the bytes of
+      its parameters' gradients (``bucket_cap_mb``, 25 MiB by default, the first bucket 1 MiB until DDP
+      rebuilds its buckets in gradient order after the first step), summed: the sizes the reducer logs
+      (``rebuilt_bucket_sizes`` once rebuilt, else ``bucket_sizes``). They live for the whole run.
+    * FSDP2 (``fully_shard``): per unit, the flat all-gather output is the unit's parameters padded to
+      ``world_size`` rows per tensor on dim 0 in ``param_dtype``; the reduce-scatter input is its trainable
+      parameters' padded gradients in ``reduce_dtype`` and its output one shard of them
+      (``torch/distributed/fsdp/_fully_shard/_fsdp_collectives.py``). ``"all-gather buffers"``: two units'
+      outputs, the largest (FSDP2 keeps a unit's output until the next unit's copy-out in the forward, and
+      prefetches the next unit's in the backward); ``"reduce-scatter buffers"``: the largest unit's input
+      and output (one input is kept until the next reduce-scatter). What the step holds beside them at its
+      peak, operator by operator, is ``estimate_training_memory(..., sharding='fsdp')``'s.
+    * anything else: ``{}``.
+    """
+    reducer_logs = getattr(model, "_get_ddp_logging_data", None)
+    if reducer_logs is not None and hasattr(model, "reducer"):
+        logged = reducer_logs()
+        sizes = logged.get("rebuilt_bucket_sizes") or logged.get("bucket_sizes") or ""
+        return {"gradient buckets": sum(int(n) for n in str(sizes).split(",") if n.strip())}
+    gathers, reduces = [], []
+    for module in model.modules():
+        state = getattr(module, "_get_fsdp_state", None)
+        group = state()._fsdp_param_group if state is not None else None
+        if group is None:
+            continue
+        world = group.mesh_info.shard_mesh_size
+        policy = group.mp_policy
+        gather = reduce = 0
+        for fsdp_param in group.fsdp_params:
+            sharded = fsdp_param.sharded_param
+            numel = fsdp_param.padded_sharded_param_size.numel() * world
+            gather += numel * _element_size(policy.param_dtype or sharded.dtype)
+            if sharded.requires_grad:
+                reduce += numel * _element_size(policy.reduce_dtype or policy.param_dtype or sharded.dtype)
+        gathers.append(gather)
+        reduces.append(reduce + reduce // world)
+    if not gathers:
+        return {}
+    return {"all-gather buffers": sum(sorted(gathers)[-2:]), "reduce-scatter buffers": max(reduces)}
+
+
+def _element_size(dtype: torch.dtype) -> int:
+    return torch.empty((), dtype=dtype, device="meta").element_size()
 
 
 # -- pipeline parallel ------------------------------------------------------------------------

@@ -12,6 +12,7 @@ The result is ``TrainingMemory``: plain byte fields, phases, timeline, allowance
 """
 from __future__ import annotations
 
+import bisect
 import contextlib
 import functools
 from collections.abc import Callable, Mapping
@@ -28,10 +29,11 @@ from deeplite_like.backends.torch.kernels import AttentionKernel, RecurrentKerne
 from deeplite_like.backends.torch.state import model_device, preserved_model_state
 from deeplite_like.backends.torch.tensors import (input_shapes, required_batch_size, spanned_bytes, storage_key,
                                                   tensor_leaves)
-from deeplite_like.backends.torch.training.step import (AutocastPolicy, ShardPlan, StepRecord, StepTracker,
-                                                        build_optimizer, checkpointed, repeated_blocks,
+from deeplite_like.backends.torch.training.step import (COMM_BACKENDS, KINDS, AutocastPolicy, Fsdp2Timeline,
+                                                        ShardPlan, StepRecord, StepTracker, build_optimizer,
+                                                        checkpointed, fsdp2_units, repeated_blocks,
                                                         resolve_autocast_dtype, resolve_sharding, select_modules,
-                                                        shard_bytes, tensor_storages)
+                                                        shard_bytes, tensor_storages, unit_index)
 from deeplite_like.errors import check_batch_agrees, check_batch_size, check_flag
 from deeplite_like.units import format_bytes
 
@@ -84,6 +86,7 @@ def estimate_training_memory(
     mixed_precision: Any = None,
     reshard_after_forward: bool = True,
     cpu_offload: bool = False,
+    comm_backend: str = "nccl",
     **kwargs: Any,
 ) -> TrainingMemory:
     """Measure the memory of one training step of ``model(*inputs, **kwargs)``, per rank, in bytes.
@@ -129,7 +132,11 @@ def estimate_training_memory(
     unit's gathered parameters from its forward to its backward; ``cpu_offload=True``, its
     ``CPUOffloadPolicy``: the rank's shards of parameters, gradients and states are host memory
     (``offloaded_bytes``, outside every device figure) and the optimizer step runs on the host
-    (``step.py``).
+    (``step.py``). FSDP2's buffers - the all-gather outputs beside the parameters copied out of them, the
+    prefetched unit's, the reduce-scatter input and output, the unsharded gradients until their
+    reduce-scatter - are replayed operator by operator (``step.Fsdp2Timeline``) and split at the peak in
+    ``collective_buffers``. ``comm_backend``: ``"nccl"`` (the GPU run) or ``"gloo"`` (CPU ranks: its
+    reduce-scatter clones its input for the time of the collective).
 
     Choices that make the meta step the step a CUDA run would take:
 
@@ -155,7 +162,8 @@ def estimate_training_memory(
         world_size=world_size, sharding=sharding, units=units, attention=attention, rnn=rnn, meta=meta,
         steady_state=steady_state, batch_size=batch_size, fused=fused, set_to_none=set_to_none,
         accumulation_steps=accumulation_steps, zero_grad_at=zero_grad_at, keep_output=keep_output,
-        mixed_precision=mixed_precision, reshard_after_forward=reshard_after_forward, cpu_offload=cpu_offload)
+        mixed_precision=mixed_precision, reshard_after_forward=reshard_after_forward, cpu_offload=cpu_offload,
+        comm_backend=comm_backend)
     modes = functools.partial(_function_modes, settings)
     # (a training step: grad on, also under the caller's no_grad() or inference_mode())
     with preserved_model_state(model), checkpointed(model, settings.checkpoint_names, modes), unfused(), \
@@ -181,13 +189,14 @@ class _Settings:
     unit_names: list[str]
     attention: str | None
     rnn: str | None
+    comm_backend: str = "nccl"
 
 
 def _checked_settings(model: nn.Module, inputs: tuple, kwargs: dict, *, autocast: Any, activation_checkpointing: Any,
                       world_size: int, sharding: str | None, units: Any, attention: str | None, rnn: str | None,
                       meta: bool, steady_state: bool, batch_size: int | None, fused: bool, set_to_none: bool,
                       accumulation_steps: int, zero_grad_at: str, keep_output: bool, mixed_precision: Any,
-                      reshard_after_forward: bool, cpu_offload: bool) -> _Settings:
+                      reshard_after_forward: bool, cpu_offload: bool, comm_backend: str) -> _Settings:
     """Every argument checked (an error names the argument and what to pass), and ``"auto"`` resolved."""
     if not isinstance(model, nn.Module):
         raise TypeError(f"estimate_training_memory expects a torch.nn.Module, got {type(model).__name__}")
@@ -215,12 +224,15 @@ def _checked_settings(model: nn.Module, inputs: tuple, kwargs: dict, *, autocast
     checkpoint_names = ([] if activation_checkpointing in (None, False)
                         else select_modules(model, activation_checkpointing, "activation_checkpointing"))
     unit_names = (select_modules(model, units, "units") if units is not None else repeated_blocks(model))
+    if comm_backend not in COMM_BACKENDS:
+        raise ValueError(f"comm_backend={comm_backend!r}: the process group's backend, one of "
+                         f"{', '.join(map(repr, COMM_BACKENDS))} (FSDP2's buffers differ: gloo clones a reduce-scatter's input)")
     if attention == "auto":
         attention = "cuda" if meta else None
     if rnn == "auto":  # (only where an nn.LSTM / GRU / RNN runs: a function mode costs a Python call per function)
         rnn = "cpu" if meta and any(isinstance(m, nn.RNNBase) for m in model.modules()) else None
     return _Settings(plan, loop, autocast_dtype, batch_size, meta, steady_state, checkpoint_names, unit_names,
-                     attention, rnn)
+                     attention, rnn, comm_backend)
 
 
 def _function_modes(settings: _Settings) -> list[Any]:
@@ -378,14 +390,15 @@ def _per_rank(model: nn.Module, step: _Step, ran: _Ran, settings: _Settings) -> 
     params_rank = sum(param_blocks)
     weights = _rank_weights(ran.record, ran.grad_serials, ran.state_serials, ran.host_serials, plan,
                             step.master_sizes, _master_ratio(step.state, param_names, step.master_sizes))
-    extras = _strategy_extras(model, step.state, param_names, settings.unit_names, plan, _storage_bytes(ran.grads))
+    extras = _strategy_extras(step.state, param_names, settings.unit_names, plan, _storage_bytes(ran.grads))
+    fsdp = _fsdp_timeline(step, ran, settings, param_names, weights) if plan.params else None
     device_params = 0 if plan.cpu_offload else params_rank
     base_rank = device_params + step.buffers_bytes + step.input_bytes
     base_blocks = [] if plan.cpu_offload else list(param_blocks)
     base_blocks += [t.untyped_storage().nbytes() for t in tensor_storages([*step.buffer_storages, *step.leaves])]
     loop = settings.loop
     return _summarise(
-        ran.record, weights, base_rank, extras, base_blocks,
+        ran.record, weights, base_rank, extras, base_blocks, fsdp,
         params_bytes=params_rank,
         grads_bytes=grads_rank,
         optimizer_bytes=states_rank,
@@ -640,39 +653,42 @@ def _rank_weights(record: StepRecord, grad_serials: dict, state_serials: dict, h
     return weights
 
 
-def _strategy_extras(model: nn.Module, state: dict[str, torch.Tensor], param_names: set[str], unit_names: list[str],
-                     plan: ShardPlan, grads_full: int) -> dict[str, tuple[int, int]]:
-    """Per phase: (communication buffers, gather buffers) the strategy adds on each rank."""
+def _strategy_extras(state: dict[str, torch.Tensor], param_names: set[str], unit_names: list[str], plan: ShardPlan,
+                     grads_full: int) -> dict[str, tuple[int, int]]:
+    """Per phase: (communication buffers, gather buffers) the strategy adds on each rank: DDP's buckets (a
+    flat copy of every gradient), ZeRO-2's unsharded gradients of its largest unit in backward. (FSDP's
+    buffers are ``Fsdp2Timeline``'s, operator by operator.)"""
     comm = grads_full if plan.strategy == "ddp" else 0
-    gather = reduce = 0
-    if plan.params or plan.grads:
-        unit_bytes = []
-        in_unit: set[str] = set()
-        for unit in unit_names:
-            names = [n for n in param_names if n.startswith(f"{unit}.")]
-            in_unit.update(names)
-            unit_bytes.append(sum(t.untyped_storage().nbytes() for t in tensor_storages([state[n] for n in names])))
-        root = sum(t.untyped_storage().nbytes() for t in tensor_storages(
-            [state[n] for n in param_names if n not in in_unit]))
-        largest = max(unit_bytes, default=root)
-        if plan.params and not plan.reshard_after_forward:  # every unit's, held from its forward to its backward
-            gather = root + sum(unit_bytes)
-        elif plan.params:  # all-gathered: the root unit, the running unit and the prefetched one
-            gather = root + 2 * max(unit_bytes, default=0) if unit_bytes else root
-        # one unit's unsharded gradients before reduce-scatter (in the policy's reduce dtype)
-        reduce = largest
-        if plan.param_dtype is not None:
-            reduce = largest * _element_size(plan.reduce_dtype) // _element_size(plan.param_dtype)
-    extras = {}
-    for phase in ("warm-up", *PHASES):
-        g = gather if phase in ("forward", "loss", "backward") else 0
-        r = reduce if phase == "backward" else 0
-        extras[phase] = (comm, g + r)
-    return extras
+    reduce = 0
+    if plan.grads and not plan.params:
+        members: dict[int, list[torch.Tensor]] = {}
+        for name in param_names:
+            members.setdefault(unit_index(name, unit_names), []).append(state[name])
+        reduce = max(_storage_bytes(tensor_storages(tensors)) for tensors in members.values())
+    return {phase: (comm, reduce if phase == "backward" else 0) for phase in ("warm-up", *PHASES)}
 
 
-def _element_size(dtype: torch.dtype) -> int:
-    return torch.empty((), dtype=dtype, device="meta").element_size()
+def _fsdp_timeline(step: _Step, ran: _Ran, settings: _Settings, param_names: set[str],
+                   weights: list[int]) -> Fsdp2Timeline:
+    """FSDP2's buffers at every operator of the step (``step.Fsdp2Timeline``): the units' boundaries read
+    from the record's marks, each gradient the backward allocates weighed unsharded until its unit's
+    reduce-scatter (its weight is its shard: the difference is a bump)."""
+    record, names = ran.record, settings.unit_names
+    params = {n: t for n, t in step.state.items() if n in param_names}
+    units = fsdp2_units(params, names, settings.plan, step.master_sizes)
+    of_module = {module: unit_index(module, names) if module else -1 for module in {m for _, _, m, _ in record.marks}}
+    unit_of_mark = [of_module[module] for _, _, module, _ in record.marks]
+    owner = {storage_key(t.grad): unit_index(n, names) for n, t in params.items() if t.grad is not None}
+    born = {serial: event for event, (serial, sign) in enumerate(record.events) if sign > 0}
+    ends = [end for end, _, _, _ in record.marks]
+    bumps: dict[int, list[tuple[int, int]]] = {}
+    for serial, grad in ran.grad_serials.items():
+        if serial is None or record.origin[serial][0] != "backward":
+            continue
+        mark = bisect.bisect_right(ends, born[serial])  # the operator whose events made it
+        bumps.setdefault(mark, []).append((owner[storage_key(grad)], record.sizes[serial] - weights[serial]))
+    return Fsdp2Timeline(units, unit_of_mark, [phase for _, phase, _, _ in record.marks], bumps,
+                         settings.plan.reshard_after_forward, settings.comm_backend)
 
 
 def _alive_after(record: StepRecord, event_count: int) -> set[int]:
@@ -689,16 +705,21 @@ def _rounding(sizes: list[int]) -> int:
 
 
 def _summarise(record: StepRecord, weights: list[int], base: int, extras: dict[str, tuple[int, int]],
-               base_blocks: list[int], **fields: Any) -> TrainingMemory:
-    """Replay the events with per-rank weights: timeline, phases, peak, activations at end of forward."""
+               base_blocks: list[int], fsdp: Fsdp2Timeline | None, **fields: Any) -> TrainingMemory:
+    """Replay the events with per-rank weights: timeline, phases, peak, activations at end of forward.
+
+    ``fsdp``: FSDP2's buffers after each operator (``level``) and while the hooks before it run (``surge``,
+    over the live total before the operator): a peak there is named ``FSDP2 hooks before <operator>``."""
     live = base
     alive: set[int] = set()
     cursor = 0
     timeline: list[tuple[str, int]] = []
     peak = (-1, "", "", "", 0)  # bytes, phase, module, op, mark
+    peak_kinds: tuple[int, ...] = (0,) * len(KINDS)
     peak_alive: set[int] = set()
     phase_stats: dict[str, list[int]] = {}
     for index, (event_end, phase, module, op) in enumerate(record.marks):
+        before = live
         while cursor < event_end:
             serial, sign = record.events[cursor]
             live += sign * weights[serial]
@@ -707,18 +728,33 @@ def _summarise(record: StepRecord, weights: list[int], base: int, extras: dict[s
         if phase not in extras:
             continue
         comm, gather = extras[phase]
-        total = live + comm + gather
+        held = fsdp.level[index] if fsdp else gather
+        total = live + comm + held
         if phase != "warm-up":
             timeline.append((phase, total))
             if phase not in phase_stats:  # its start: the live total when the phase began
                 start = base + sum(sign * weights[serial]
                                    for serial, sign in record.events[:record.phase_start_events[phase]])
-                phase_stats[phase] = [start + comm + gather, total, total]
+                held_before = fsdp.after_hooks[index] if fsdp else gather  # (FSDP2's hooks of its start run)
+                phase_stats[phase] = [start + comm + held_before, total, total]
             stats = phase_stats[phase]
+            surge = before + comm + fsdp.surge[index] if fsdp else 0
+            # (FSDP2's final callback runs at the end of the backward, before the optimizer's first operator)
+            callback = phase == "optimizer" and "backward" in phase_stats and record.marks[index - 1][1] == "backward"
+            surge_stats = phase_stats["backward"] if callback else stats
+            surge_stats[1] = max(surge_stats[1], surge)
             stats[1] = max(stats[1], total)
             stats[2] = total
-            if total > peak[0]:
+            if surge > max(total, peak[0]):
+                if callback:
+                    peak = (surge, "backward", "", "FSDP2 hooks at the end of the backward", index)
+                else:
+                    peak = (surge, phase, module, f"FSDP2 hooks before {op}", index)
+                peak_kinds = fsdp.at_surge[index]
+                peak_alive = set(alive)  # (the operator's own allocations among them: an upper bound)
+            elif total > peak[0]:
                 peak = (total, phase, module, op, index)
+                peak_kinds = fsdp.at_level[index] if fsdp else peak_kinds
                 peak_alive = set(alive)
     if peak[0] < 0:
         raise RuntimeError("the training step ran no operator: nothing to measure")
@@ -729,13 +765,18 @@ def _summarise(record: StepRecord, weights: list[int], base: int, extras: dict[s
             by_module[name] = by_module.get(name, 0) + weights[serial]
     activations = sum(by_module.values())
     phases = tuple(PhaseMemory(name, *phase_stats[name]) for name in PHASES if name in phase_stats)
-    comm, gather = extras["forward"]
+    if fsdp:  # at the peak: what FSDP2 holds, communication buffers apart
+        comm, gather = peak_kinds[1] + peak_kinds[2], peak_kinds[0] + peak_kinds[3]
+        buffers = dict(zip(KINDS, peak_kinds))
+    else:
+        comm, gather = extras["forward"][0], max(g for _, g in extras.values())
+        buffers = {"gradient buckets": comm} if comm else {}
     return TrainingMemory(
         activations_bytes=activations, peak_bytes=peak[0], peak_phase=peak[1], peak_module=peak[2],
         peak_op=peak[3], phases=phases, timeline=tuple(timeline),
         activations_by_module=dict(sorted(by_module.items(), key=lambda kv: -kv[1])),
         allowance=Allowance(rounding_bytes=_rounding(base_blocks + [weights[s] for s in peak_alive])),
-        comm_buffer_bytes=comm, gather_bytes=max(g for _, g in extras.values()), **fields,
+        comm_buffer_bytes=comm, gather_bytes=gather, collective_buffers=buffers, **fields,
     )
 
 
@@ -832,6 +873,7 @@ class TrainingMemory:
     mixed_precision: str | None = None
     reshard_after_forward: bool = True
     offloaded_bytes: int = 0
+    collective_buffers: dict[str, int] = field(default_factory=dict)
 
     @property
     def peak_at(self) -> str:

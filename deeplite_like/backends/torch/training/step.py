@@ -41,9 +41,9 @@ from deeplite_like.backends.torch.kernels import WRAPS_ATTENTION, run_inside
 from deeplite_like.backends.torch.tensors import StorageLedger, storage_key, tensor_leaves
 
 
-__all__ = ["AutocastPolicy", "ShardPlan", "StepRecord", "StepTracker", "build_optimizer", "checkpointed", "in_forward",
+__all__ = ["COMM_BACKENDS", "AutocastPolicy", "Fsdp2Timeline", "Fsdp2Unit", "KINDS", "ShardPlan", "StepRecord", "StepTracker", "build_optimizer", "checkpointed", "in_forward",
            "repeated_blocks", "resolve_autocast_dtype", "resolve_sharding", "select_modules", "shard_bytes",
-           "tensor_storages"]
+           "fsdp2_units", "tensor_storages", "unit_index"]
 
 
 _OPTIMIZERS: dict[str, tuple[str, str, dict[str, Any]]] = {
@@ -294,6 +294,257 @@ def shard_bytes(tensor: torch.Tensor, world_size: int, element_size: int | None 
     rows = tensor.shape[0]
     row_bytes = (tensor.numel() // rows if rows else 0) * size
     return math.ceil(rows / world_size) * row_bytes
+
+
+# -- FSDP2's buffers, operator by operator --------------------------------------------------------
+COMM_BACKENDS = ("nccl", "gloo")
+
+
+@dataclass(frozen=True)
+class Fsdp2Unit:
+    """Per-rank bytes of the buffers FSDP2 makes for one ``fully_shard`` unit (index 0: the root).
+
+    Read from ``torch/distributed/fsdp/_fully_shard/_fsdp_collectives.py`` (torch 2.13): every
+    parameter padded on dim 0 to a multiple of ``world_size`` rows. ``gathered``: the flat all-gather
+    output (``all_gather_output``, the padded unsharded parameters in ``param_dtype``) and, as big,
+    the parameters copied out of it (``all_gather_copy_out``). ``copy_in``: the flat all-gather input
+    FSDP2 casts the shards into under a ``param_dtype`` (0 without one). ``reduce_input``: the flat
+    reduce-scatter input (padded unsharded gradients in ``reduce_dtype``). ``reduce_output``: its
+    output, one shard in ``reduce_dtype``, which becomes the sharded gradients when that is the
+    parameters' dtype and is cast to it otherwise (``cast``: the reduce dtype differs).
+    """
+
+    name: str
+    gathered: int
+    copy_in: int
+    reduce_input: int
+    reduce_output: int
+    cast: bool
+
+
+def fsdp2_units(params: dict[str, torch.Tensor], unit_names: list[str], plan: ShardPlan,
+                master_sizes: dict[Any, int]) -> list[Fsdp2Unit]:
+    """The root unit (parameters outside ``unit_names``) and each unit, with their buffer sizes (``Fsdp2Unit``).
+
+    ``params``: qualified name -> trainable parameter (its element size is the gathered one; its master
+    element size, by storage key, in ``master_sizes``)."""
+    ws = plan.world_size
+    members: list[list[torch.Tensor]] = [[] for _ in range(len(unit_names) + 1)]
+    for name, tensor in params.items():
+        members[unit_index(name, unit_names)].append(tensor)
+    units = []
+    for name, tensors in zip(["", *unit_names], members):
+        tensors = tensor_storages(tensors)
+        padded = [shard_bytes(t, ws) * ws // t.element_size() for t in tensors]  # elements, padded rows
+        size = [t.element_size() for t in tensors]
+        master = [master_sizes.get(storage_key(t), t.element_size()) for t in tensors]
+        # (only parameters that require grad are reduce-scattered)
+        reduce = [(_dtype_size(plan.reduce_dtype) if plan.reduce_dtype is not None else s) * t.requires_grad
+                  for s, t in zip(size, tensors)]
+        units.append(Fsdp2Unit(
+            name, gathered=sum(n * s for n, s in zip(padded, size)),
+            copy_in=sum(n // ws * s for n, s, m in zip(padded, size, master) if s != m),
+            reduce_input=sum(n * r for n, r in zip(padded, reduce)),
+            reduce_output=sum(n // ws * r for n, r in zip(padded, reduce)),
+            cast=any(r and r != m for r, m in zip(reduce, master))))
+    return units
+
+
+def unit_index(name: str, unit_names: list[str]) -> int:
+    """1 + the index in ``unit_names`` of the unit holding the parameter or module ``name``; 0: the root."""
+    return next((i + 1 for i, unit in enumerate(unit_names) if name == unit or name.startswith(f"{unit}.")), 0)
+
+
+def _dtype_size(dtype: torch.dtype) -> int:
+    return torch.empty((), dtype=dtype, device="meta").element_size()
+
+
+KINDS = ("gathered parameters", "all-gather buffers", "reduce-scatter buffers", "unsharded gradients")
+
+
+class Fsdp2Timeline:
+    """FSDP2's buffers on one rank at every operator of a recorded step (``StepRecord.marks``).
+
+    FSDP2's own algorithm (torch 2.13, ``_fsdp_param_group.py`` / ``_fsdp_state.py``), replayed on
+    the units' boundaries in the record (the first and last operator of each unit, forward and
+    backward), with the default ``reshard_after_forward`` (``True`` for the units, the root kept
+    gathered from its forward to its backward):
+
+    * forward: the root's pre-forward all-gathers it; each unit's pre-forward allocates its all-gather
+      output, frees the one kept from the unit before (implicit prefetch: kept until the next
+      unit's copy-out), copies its parameters out; its post-forward frees them (resharding); the
+      root's post-forward frees the last all-gather output.
+    * backward: the root's pre-backward prefetches the last unit's all-gather; each unit's
+      pre-backward copies out the prefetched one (freeing the all-gather output) and prefetches
+      the unit before; its post-backward frees the gathered parameters, frees the reduce-scatter
+      input kept from the unit before (``reduce_scatter_max_input_buffers=1``), allocates its own,
+      frees the unsharded gradients and reduce-scatters into one shard (cast to the parameters' dtype
+      when the reduce dtype differs). A unit whose inputs need no gradient (the first block on raw
+      inputs) and the root post-backward in the final callback, root first; the last reduce-scatter
+      input is freed there.
+    * ``comm_backend='gloo'``: gloo's ``_allgather_base_`` gathers into a flat tensor of its own (the
+      unit's gathered size, for the time of the collective; found in the allocator's trace), and its
+      ``_reduce_scatter_base_`` (no native reduce-scatter) clones the input likewise. NCCL makes neither.
+
+    ``level[i]``: bytes after operator ``i``; ``surge[i]``: the most bytes while the hooks that run
+    before operator ``i`` run (against the live total before it). ``kinds``: the split of either, by
+    ``KINDS``, where it is largest (``at_level`` / ``at_surge``). ``grad_bumps``: per operator, the
+    gradients it allocated, as (unit index, unsharded bytes beyond what their shard weighs).
+    ``unit_of_mark``: the unit of each operator's module; -1 for the model itself (``''``), whose
+    operators in the backward (gradient accumulation) do not end the unit running.
+    """
+
+    def __init__(self, units: list[Fsdp2Unit], unit_of_mark: list[int], phases: list[str],
+                 grad_bumps: dict[int, list[tuple[int, int]]], reshard_after_forward: bool, comm_backend: str):
+        self.units, self.reshard, self.gloo = units, reshard_after_forward, comm_backend == "gloo"
+        self.held = [0] * len(KINDS)
+        self.level: list[int] = []
+        self.surge: list[int] = []
+        self.at_level: list[tuple[int, ...]] = []
+        self.at_surge: list[tuple[int, ...]] = []
+        self.after_hooks: list[int] = []  # bytes once the hooks before operator ``i`` ran
+        self._gathered: set[int] = set()  # units whose parameters are copied out
+        self._pending: set[int] = set()  # units with an all-gather output awaiting its copy-out
+        self._kept: int | None = None  # the unit whose all-gather output the forward keeps (implicit prefetch)
+        self._reduce_inputs: list[int] = []  # units whose reduce-scatter input is kept
+        self._bumps = [0] * len(units)
+        self._order: list[int] = []  # post-forward order
+        self._reduced: set[int] = set()
+        self._replay(unit_of_mark, phases, grad_bumps)
+
+    # the buffers, kind by kind; every change is a sample of the surge
+    def _add(self, kind: int, nbytes: int) -> None:
+        self.held[kind] += nbytes
+        if sum(self.held) > self._surge:
+            self._surge, self._surge_kinds = sum(self.held), tuple(self.held)
+
+    def _replay(self, unit_of_mark: list[int], phases: list[str], grad_bumps: dict[int, list[tuple[int, int]]]) -> None:
+        where, current = "", 0
+        for index, (unit, phase) in enumerate(zip(unit_of_mark, phases)):
+            self._surge, self._surge_kinds = sum(self.held), tuple(self.held)
+            pass_of = phase if phase in ("forward", "backward") else ""
+            if pass_of != where:  # a pass ends, another begins
+                self._end_pass(where, current)
+                where, current = pass_of, 0
+                self._begin_pass(where)
+            if unit < 0:  # the model itself: a root operator in the forward, autograd's bookkeeping in the backward
+                unit = current if where == "backward" else 0
+            if where and unit != current:
+                self._leave(where, current)
+                current = unit
+                self._enter(where, unit)
+            self.after_hooks.append(sum(self.held))
+            for owner, nbytes in grad_bumps.get(index, ()):
+                self._bumps[owner] += nbytes
+                self.held[3] += nbytes
+            self.surge.append(self._surge)
+            self.at_surge.append(self._surge_kinds)
+            self.level.append(sum(self.held))
+            self.at_level.append(tuple(self.held))
+
+    def _begin_pass(self, where: str) -> None:
+        if where == "forward":
+            self._order.clear()
+            self._reduced.clear()
+            self._unshard(0)
+            self._copy_out(0, keep=True)
+        elif where == "backward":
+            self._unshard(0)
+            self._copy_out(0)
+            if len(self._order) > 1:  # the root's pre-backward prefetches the unit that ran last
+                self._unshard(self._order[-2])
+
+    def _end_pass(self, where: str, current: int) -> None:
+        if where == "forward":
+            self._leave(where, current)
+            self._order.append(0)
+            self._drop_kept()
+        elif where == "backward":
+            self._leave(where, current, final=True)
+            for unit in range(len(self.units)):  # the final callback: root first, then by name
+                if unit not in self._reduced:
+                    self._post_backward(unit)
+            while self._reduce_inputs:
+                self._add(2, -self.units[self._reduce_inputs.pop()].reduce_input)
+            for unit in sorted(self._pending):  # a prefetch never used
+                self._add(1, -self.units[unit].gathered)
+            self._pending.clear()
+
+    def _enter(self, where: str, unit: int) -> None:
+        if unit == 0:
+            return
+        if where == "forward":
+            self._unshard(unit)
+            self._copy_out(unit, keep=True)
+            return
+        self._unshard(unit)
+        self._copy_out(unit)
+        if unit in self._order:  # prefetch the unit that ran before it in the forward
+            position = len(self._order) - 1 - self._order[::-1].index(unit)
+            if position > 0:
+                self._unshard(self._order[position - 1])
+
+    def _leave(self, where: str, unit: int, final: bool = False) -> None:
+        if unit == 0:
+            return
+        if where == "forward":
+            if self.reshard and unit in self._gathered:
+                self._gathered.discard(unit)
+                self._add(0, -self.units[unit].gathered)
+            self._order.append(unit)
+        elif not final and unit not in self._reduced:  # its inputs' gradients are computed: post-backward
+            self._post_backward(unit)
+
+    def _unshard(self, unit: int) -> None:
+        if unit in self._gathered or unit in self._pending:
+            return
+        u = self.units[unit]
+        self._add(1, u.copy_in)
+        self._add(1, u.gathered)
+        if self.gloo:  # (gloo's _allgather_base_ gathers into a flat tensor of its own, then copies it out)
+            self._add(1, u.gathered)
+            self._add(1, -u.gathered)
+        self._add(1, -u.copy_in)
+        self._pending.add(unit)
+
+    def _copy_out(self, unit: int, keep: bool = False) -> None:
+        if unit not in self._pending:
+            return
+        if keep:
+            self._drop_kept()
+        self._pending.discard(unit)
+        self._gathered.add(unit)
+        self._add(0, self.units[unit].gathered)
+        if keep:
+            self._kept = unit
+        else:
+            self._add(1, -self.units[unit].gathered)
+
+    def _drop_kept(self) -> None:
+        if self._kept is not None:
+            self._add(1, -self.units[self._kept].gathered)
+            self._kept = None
+
+    def _post_backward(self, unit: int) -> None:
+        u = self.units[unit]
+        self._reduced.add(unit)
+        if unit in self._gathered:
+            self._gathered.discard(unit)
+            self._add(0, -u.gathered)
+        while self._reduce_inputs:  # (one reduce-scatter input kept at a time)
+            self._add(2, -self.units[self._reduce_inputs.pop(0)].reduce_input)
+        if not u.reduce_input:
+            return
+        self._add(2, u.reduce_input)
+        self._add(3, -self._bumps[unit])
+        self._bumps[unit] = 0
+        if self.gloo:
+            self._add(2, u.reduce_input)
+            self._add(2, -u.reduce_input)
+        if u.cast:  # the shard in the reduce dtype beside its cast (the gradients' own weight)
+            self._add(2, u.reduce_output)
+            self._add(2, -u.reduce_output)
+        self._reduce_inputs.append(unit)
 
 
 def repeated_blocks(model: nn.Module) -> list[str]:
