@@ -55,6 +55,8 @@ REVIEWED = {
         "then read only from beside the file after check_external_data refused absolute paths and '..'",
     ("backends/onnx/graph.py", "load_model"): "graph.load_model, the ONNX loader above",
     ("backends/onnx/compute.py", "load_model"): "graph.load_model, the ONNX loader above",
+    ("backends/onnx/compute.py", "json.loads"):
+        "node_times reads the profile trace ONNX Runtime just wrote in our own temporary folder: JSON is data",
     ("cli/loading/onnx_files.py", "load_model"):
         "graph.load_model, the ONNX loader above, on the .onnx file named on the command line (protobuf data; "
         "no custom-op library is loaded; a malformed file is a usage error, tests/onnx/test_onnx_cli.py)",
