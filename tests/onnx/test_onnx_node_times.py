@@ -73,6 +73,9 @@ def test_optimizations_off_join_every_lenet5_node(lenet5_onnx, tmp_path, monkeyp
     assert rows[""]["macs"] == 833_040 and rows[""]["nodes"] == 12 and rows["features.3"]["macs"] == 480_000
     assert all(row["ort_time_s"] is not None for row in table.rows)
     assert rows[""]["time_share"] == pytest.approx(100.0)
+    # ORT's own allocator figures, kept as it gives them: at least conv1's output (2x6x28x28 float32 = 37,632 B)
+    # is allocated by ORT at some node
+    assert times.allocator["mem_in_use_peak"] >= 37_632 and times.allocator["mem_arena_held"] > 0
 
 
 def test_optimizations_on_list_fused_and_inserted_nodes_apart(lenet5_onnx):

@@ -265,6 +265,10 @@ class NodeTimes:
     provider: str
     batch_size: int | None = None
     notes: list[str] = field(default_factory=list)
+    #: ORT's allocator figures from the trace (largest over the profiled runs' nodes, bytes): ``mem_in_use_peak``
+    #: and ``mem_arena_held``. They count initializers, prepacked weights and activations together, so they are
+    #: reported as ORT gives them, never joined to a node or set beside our activation figures.
+    allocator: dict[str, int] = field(default_factory=dict)
 
     @property
     def joined_s(self) -> float:
@@ -291,7 +295,7 @@ class NodeTimes:
                 "graph_optimization_level": self.optimization, "runs": self.runs, "batch_size": self.batch_size,
                 "run_s": self.run_s, "joined_s": self.joined_s, "unjoined_s": self.unjoined_s,
                 "nodes": [n.as_dict() for n in self.nodes], "unjoined": [u.as_dict() for u in self.unjoined],
-                "notes": list(self.notes)}
+                "allocator": dict(self.allocator), "notes": list(self.notes)}
 
     def layer_table(self, title: str = "Per-layer summary") -> TableReport:
         """The per-module table (rows keyed by qualified module name, parents include children, as the torch
@@ -436,7 +440,12 @@ def node_times(model: Any, inputs: Any = None, dims: Mapping[str, int] | None = 
         events = json.loads(trace.read_text())
     kernel_events, run_s = _profiled_runs(events, repeats)
     ran: dict[str, list] = {}  # ORT node name -> [op type, total microseconds]
+    allocator: dict[str, int] = {}
     for event in kernel_events:
+        for key in ("mem_in_use_peak", "mem_arena_held"):
+            value = event.get("args", {}).get(key)
+            if isinstance(value, (int, str)) and str(value).isdigit():
+                allocator[key] = max(allocator.get(key, 0), int(value))
         entry = ran.setdefault(event["name"][:-len("_kernel_time")], [event.get("args", {}).get("op_name", ""), 0])
         entry[1] += event["dur"]
     by_name = dict(zip(names, named.graph.node))
@@ -482,7 +491,7 @@ def node_times(model: Any, inputs: Any = None, dims: Mapping[str, int] | None = 
         notes.append(f"{inside} node(s) inside If / Loop / Scan bodies ran; their time is within their control-flow "
                      "node's")
     return NodeTimes(nodes, unjoined, run_s, repeats, threads, optimization, f"onnxruntime {ort.__version__}",
-                     session.get_providers()[0], batches.pop() if len(batches) == 1 else None, notes)
+                     session.get_providers()[0], batches.pop() if len(batches) == 1 else None, notes, allocator)
 
 
 DEFAULT_FUNCTIONS = (ComputeComplexity, ComputeParams, ComputeSize, ComputeMemory, ComputeExecutionTime)
