@@ -306,7 +306,7 @@ def fsdp2_units(params: dict[str, torch.Tensor], unit_names: list[str], plan: Sh
         size = [t.element_size() for t in tensors]
         master = [master_sizes.get(storage_key(t), t.element_size()) for t in tensors]
         # (only parameters that require grad are reduce-scattered)
-        reduce = [(_dtype_size(plan.reduce_dtype) if plan.reduce_dtype is not None else s) * t.requires_grad
+        reduce = [(plan.reduce_dtype.itemsize if plan.reduce_dtype is not None else s) * t.requires_grad
                   for s, t in zip(size, tensors)]
         units.append(Fsdp2Unit(
             name, gathered=sum(n * s for n, s in zip(padded, size)),
@@ -321,9 +321,6 @@ def unit_index(name: str, unit_names: list[str]) -> int:
     """1 + the index in ``unit_names`` of the unit holding the parameter or module ``name``; 0: the root."""
     return next((i + 1 for i, unit in enumerate(unit_names) if name == unit or name.startswith(f"{unit}.")), 0)
 
-
-def _dtype_size(dtype: torch.dtype) -> int:
-    return torch.empty((), dtype=dtype, device="meta").element_size()
 
 
 KINDS = ("gathered parameters", "all-gather buffers", "reduce-scatter buffers", "unsharded gradients")
