@@ -146,11 +146,10 @@ class ShardPlan:
     * ``'zero1'``: optimizer states divided among ranks.
     * ``'zero2'``: optimizer states and gradients divided; the unsharded gradients of one unit
       exist during backward until they are reduce-scattered.
-    * ``'zero3'`` / ``'fsdp'``: parameters, gradients and states divided; during forward and
-      backward a rank also holds the all-gathered (unsharded) parameters of the root unit (the
-      parameters outside every unit: embeddings, final norm, head) and of two units at a time (the
-      one running and the one prefetched), and during backward the unsharded gradients of one unit
-      before reduce-scatter. This is FSDP2's ``fully_shard`` applied to each unit and to the root.
+    * ``'zero3'`` / ``'fsdp'``: parameters, gradients and states divided; FSDP2's ``fully_shard``
+      applied to each unit and to the root (the parameters outside every unit: embeddings, final
+      norm, head), its all-gather and reduce-scatter buffers, gathered parameters and unsharded
+      gradients replayed operator by operator (``Fsdp2Timeline``).
 
     FSDP2 options (``'fsdp'`` / ``'zero3'`` only):
 
@@ -158,16 +157,14 @@ class ShardPlan:
       sharded parameters stay in their own dtype (the float32 master weights), and so do the sharded
       gradients and the optimizer states; each unit's parameters are all-gathered in ``param_dtype``
       and the forward and backward compute in it (floating inputs cast when ``cast_forward_inputs``);
-      one unit's gradients are reduce-scattered from a flat buffer in ``reduce_dtype``. No weight is
+      each unit's gradients are reduce-scattered from a flat buffer in ``reduce_dtype``. No weight is
       copied by autocast and saved for backward: the gathered ``param_dtype`` parameters are FSDP's
-      buffers (``gather_bytes``), freed after each unit.
+      buffers, freed after each unit.
     * ``reshard_after_forward=False``: each unit keeps its gathered parameters from its forward to
-      its backward (no re-gather): ``gather_bytes`` holds every unit's from the forward on, the bound
-      reached at the end of the forward and the start of the backward.
+      its post-backward (no re-gather).
     * ``cpu_offload=True``: FSDP2's ``CPUOffloadPolicy``: each rank's shards of the parameters,
       gradients and optimizer states live in host memory and the optimizer step runs there; the
-      device holds the gathered units, the activations and one unit's gradients before
-      reduce-scatter.
+      device holds FSDP2's buffers and the activations.
 
     Units are the modules FSDP would wrap: by default the children of the largest
     ``nn.ModuleList`` (the repeated blocks of a transformer); the whole model when it has none.
