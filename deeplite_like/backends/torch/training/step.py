@@ -371,6 +371,7 @@ class Fsdp2Timeline:
         self._bumps = [0] * len(units)
         self._order: list[int] = []  # post-forward order
         self._reduced: set[int] = set()
+        self._surge, self._surge_kinds = 0, tuple(self.held)  # (the most while the current hooks run)
         self._replay(unit_of_mark, phases, grad_bumps)
 
     # the buffers, kind by kind; every change is a sample of the surge
