@@ -148,7 +148,8 @@ class _Stack:
 
 
 def _fsdp_probe_rank(rank: int, world: int) -> dict:
-    """One gloo rank: the estimate beside a real fully_shard step read from the allocator, per option."""
+    """One gloo rank: the estimate (``comm_backend="gloo"``) beside a real fully_shard step read from the
+    allocator, per option; ``above``: real less estimate less the DeviceMesh's 2 * 8 * world B (docs/memory.rst)."""
     import torch
     from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
 
@@ -156,21 +157,24 @@ def _fsdp_probe_rank(rank: int, world: int) -> dict:
     from tests.torch.allocator_steps import allocator_step
 
     policy = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
+    adamw = ("adamw", lambda p: torch.optim.AdamW(p, foreach=True))
+    sgd = ("sgd", lambda p: torch.optim.SGD(p, lr=1e-3, momentum=0.9, foreach=True))
     out = {}
-    for label, mixed, reshard in (("plain", None, True), ("policy", policy, True), ("no reshard", None, False)):
+    for label, mixed, reshard, (name, make) in (("plain", None, True, adamw), ("policy", policy, True, adamw),
+                                                 ("no reshard", None, False, adamw), ("sgd", None, True, sgd)):
         model, x = _Stack.build(), torch.randn(8, 64)
-        estimate = estimate_training_memory(model, x, optimizer="adamw", sharding="fsdp", world_size=world,
-                                            reshard_after_forward=reshard, mixed_precision=mixed)
+        estimate = estimate_training_memory(model, x, optimizer=name, sharding="fsdp", world_size=world,
+                                            reshard_after_forward=reshard, mixed_precision=mixed, comm_backend="gloo")
 
-        def wrap(m, mixed=mixed, reshard=reshard):
+        def wrap(m, mixed=mixed, reshard=reshard):  # (FSDP2's defaults for the root, as users wrap)
             extra = {} if mixed is None else {"mp_policy": mixed}
             for block in m.blocks:
                 fully_shard(block, reshard_after_forward=reshard, **extra)
-            fully_shard(m, reshard_after_forward=reshard, **extra)
-            return m
-        real = allocator_step(model, (x,), optimizer=lambda p: torch.optim.AdamW(p, foreach=True), wrap=wrap)
-        out[label] = {"estimate": estimate.peak_bytes + estimate.optimizer_host_bytes,
-                      "real": real.dispatcher_peak_bytes}
+            return fully_shard(m, **extra)
+        real = allocator_step(model, (x,), optimizer=make, wrap=wrap)
+        figure = estimate.peak_bytes + estimate.optimizer_host_bytes
+        out[label] = {"estimate": figure, "real": real.dispatcher_peak_bytes,
+                      "above": real.dispatcher_peak_bytes - 16 * world - figure}
     return out
 
 

@@ -238,3 +238,44 @@ def test_fsdp_cpu_offload_moves_the_shards_and_the_update_to_the_host():
     assert offloaded.peak_bytes == plain.peak_bytes - HALF - 2 * HALF
     with pytest.raises(ValueError, match="cpu_offload=True is an option of FSDP2"):
         run(cpu_offload=True)
+
+
+def test_fsdp2_units_pad_rows_to_the_world_size():
+    # The stack of the distributed tests on 3 ranks: every tensor padded on dim 0 to a multiple of 3 rows.
+    # Head Linear(64, 64): weight ceil(64/3) = 22 -> 66 rows * 64 * 4 = 16,896, bias 66 * 4 = 264: 17,160 B.
+    # Block: [256, 64] -> 258 rows: 66,048; bias 258 * 4 = 1,032; [64, 256] -> 66 rows: 67,584; bias 264:
+    # 134,928 B. fp32 everywhere: the reduce-scatter input is as big, its output a third, no cast, no copy-in.
+    from deeplite_like.backends.torch.tensors import storage_key
+    from deeplite_like.backends.torch.training.step import Fsdp2Unit, fsdp2_units, resolve_sharding
+    from tests.distributed.test_training_memory_fsdp import stack
+
+    blocks = ["blocks.0", "blocks.1", "blocks.2"]
+    units = fsdp2_units(dict(stack().named_parameters()), blocks, resolve_sharding("fsdp", 3), {})
+    assert units[0] == Fsdp2Unit("", 17_160, 0, 17_160, 17_160 // 3, False)
+    assert units[1:] == [Fsdp2Unit(f"blocks.{i}", 134_928, 0, 134_928, 134_928 // 3, False) for i in range(3)]
+    # under the bf16 / fp32 policy (float32 masters: 4 B): gathered in bf16 (half), a flat bf16 copy of the
+    # shard before the all-gather (a sixth), reduce-scattered in fp32 (the masters' dtype: no cast)
+    bf16 = {n: p.detach().to(torch.bfloat16).requires_grad_() for n, p in stack().named_parameters()}
+    mixed = fsdp2_units(bf16, blocks, resolve_sharding("fsdp", 3, BF16_FP32), {storage_key(t): 4 for t in bf16.values()})
+    assert mixed[1] == Fsdp2Unit("blocks.0", 134_928 // 2, 134_928 // 6, 134_928, 134_928 // 3, False)
+
+
+def test_comm_backend_is_checked_and_gloo_adds_its_copies():
+    from tests.distributed.test_training_memory_fsdp import stack
+
+    with pytest.raises(ValueError, match="comm_backend='mpi'.*'nccl', 'gloo'"):
+        run(sharding="fsdp", world_size=2, comm_backend="mpi")
+    # The stack on 2 ranks, AdamW. gloo peaks as blocks.1's pre-backward prefetches blocks.0: FSDP2's all-gather
+    # output (132,352 B) beside gloo's flat copy of it (as big); the root (16,640) and blocks.1 (132,352) copied
+    # out; blocks.2's reduce-scatter input kept (132,352); the head's gradients unsharded (the root reduce-scatters
+    # in the final callback): 16,640 B, 8,320 beyond their shards.
+    x = torch.randn(8, 64)
+    gloo = estimate_training_memory(stack(), x, sharding="fsdp", world_size=2, comm_backend="gloo")
+    nccl = estimate_training_memory(stack(), x, sharding="fsdp", world_size=2)
+    assert gloo.peak_at == "backward: FSDP2 hooks before aten.t.default in 'blocks.1.2'"
+    assert gloo.collective_buffers == {"gathered parameters": 16_640 + 132_352, "all-gather buffers": 2 * 132_352,
+                                       "reduce-scatter buffers": 132_352, "unsharded gradients": 8_320}
+    assert gloo.comm_buffer_bytes == 3 * 132_352 and gloo.gather_bytes == 16_640 + 132_352 + 8_320
+    # NCCL makes no copy: one all-gather output at its peak
+    assert nccl.collective_buffers["all-gather buffers"] == 132_352
+    assert "of which the strategy's buffers: gathered parameters" in gloo.summary()

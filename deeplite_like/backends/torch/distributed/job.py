@@ -316,18 +316,14 @@ def collective_buffers(model: Any) -> dict[str, int]:
         for fsdp_param in group.fsdp_params:
             sharded = fsdp_param.sharded_param
             numel = fsdp_param.padded_sharded_param_size.numel() * world
-            gather += numel * _element_size(policy.param_dtype or sharded.dtype)
+            gather += numel * (policy.param_dtype or sharded.dtype).itemsize
             if sharded.requires_grad:
-                reduce += numel * _element_size(policy.reduce_dtype or policy.param_dtype or sharded.dtype)
+                reduce += numel * (policy.reduce_dtype or policy.param_dtype or sharded.dtype).itemsize
         gathers.append(gather)
         reduces.append(reduce + reduce // world)
     if not gathers:
         return {}
     return {"all-gather buffers": sum(sorted(gathers)[-2:]), "reduce-scatter buffers": max(reduces)}
-
-
-def _element_size(dtype: torch.dtype) -> int:
-    return torch.empty((), dtype=dtype, device="meta").element_size()
 
 
 # -- pipeline parallel ------------------------------------------------------------------------

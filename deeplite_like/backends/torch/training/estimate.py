@@ -830,7 +830,9 @@ class TrainingMemory:
     peak / end per phase. ``timeline``: (phase, live bytes) after every operator.
     ``activations_by_module``: the bytes of ``activations_bytes`` each module allocated.
     ``comm_buffer_bytes`` / ``gather_bytes``: what the sharding strategy adds (already inside
-    ``peak_bytes``). ``allowance``: what is not seen, apart (``Allowance``). The loop measured:
+    ``peak_bytes``): DDP's buckets / ZeRO-2's unsharded gradients; under FSDP, at the peak, FSDP2's
+    all-gather and reduce-scatter buffers / its gathered parameters and unsharded gradients, split in
+    ``collective_buffers`` (by name; DDP: ``gradient buckets``). ``allowance``: what is not seen, apart (``Allowance``). The loop measured:
     ``implementation`` of the optimizer step (``"foreach"``, ``"for-loop"``, ``"fused"``, ...),
     ``set_to_none`` of its ``zero_grad``, ``accumulation_steps`` micro-batches per optimizer step,
     ``zero_grad_at`` where the loop zeroes the gradients, ``keep_output`` whether it keeps its output
@@ -907,6 +909,9 @@ class TrainingMemory:
                              ("peak", self.peak_bytes)):
             lines.append(f"  {label:<30} {format_bytes(value):>12}")
         lines.append(f"  peak at {self.peak_at}")
+        if any(self.collective_buffers.values()):
+            lines.append("  of which the strategy's buffers: " + ", ".join(
+                f"{name} {format_bytes(n)}" for name, n in self.collective_buffers.items() if n))
         for phase in self.phases:
             lines.append(f"  {phase.name:<12} start {format_bytes(phase.start_bytes):>12}  "
                          f"peak {format_bytes(phase.peak_bytes):>12}  end {format_bytes(phase.end_bytes):>12}")

@@ -179,11 +179,10 @@ class ShardPlan:
     * ``'zero1'``: optimizer states divided among ranks.
     * ``'zero2'``: optimizer states and gradients divided; the unsharded gradients of one unit
       exist during backward until they are reduce-scattered.
-    * ``'zero3'`` / ``'fsdp'``: parameters, gradients and states divided; during forward and
-      backward a rank also holds the all-gathered (unsharded) parameters of the root unit (the
-      parameters outside every unit: embeddings, final norm, head) and of two units at a time (the
-      one running and the one prefetched), and during backward the unsharded gradients of one unit
-      before reduce-scatter. This is FSDP2's ``fully_shard`` applied to each unit and to the root.
+    * ``'zero3'`` / ``'fsdp'``: parameters, gradients and states divided; FSDP2's ``fully_shard``
+      applied to each unit and to the root (the parameters outside every unit: embeddings, final
+      norm, head), its all-gather and reduce-scatter buffers, gathered parameters and unsharded
+      gradients replayed operator by operator (``Fsdp2Timeline``).
 
     FSDP2 options (``'fsdp'`` / ``'zero3'`` only):
 
@@ -191,16 +190,14 @@ class ShardPlan:
       sharded parameters stay in their own dtype (the float32 master weights), and so do the sharded
       gradients and the optimizer states; each unit's parameters are all-gathered in ``param_dtype``
       and the forward and backward compute in it (floating inputs cast when ``cast_forward_inputs``);
-      one unit's gradients are reduce-scattered from a flat buffer in ``reduce_dtype``. No weight is
+      each unit's gradients are reduce-scattered from a flat buffer in ``reduce_dtype``. No weight is
       copied by autocast and saved for backward: the gathered ``param_dtype`` parameters are FSDP's
-      buffers (``gather_bytes``), freed after each unit.
+      buffers, freed after each unit.
     * ``reshard_after_forward=False``: each unit keeps its gathered parameters from its forward to
-      its backward (no re-gather): ``gather_bytes`` holds every unit's from the forward on, the bound
-      reached at the end of the forward and the start of the backward.
+      its post-backward (no re-gather).
     * ``cpu_offload=True``: FSDP2's ``CPUOffloadPolicy``: each rank's shards of the parameters,
       gradients and optimizer states live in host memory and the optimizer step runs there; the
-      device holds the gathered units, the activations and one unit's gradients before
-      reduce-scatter.
+      device holds FSDP2's buffers and the activations.
 
     Units are the modules FSDP would wrap: by default the children of the largest
     ``nn.ModuleList`` (the repeated blocks of a transformer); the whole model when it has none.
@@ -339,7 +336,7 @@ def fsdp2_units(params: dict[str, torch.Tensor], unit_names: list[str], plan: Sh
         size = [t.element_size() for t in tensors]
         master = [master_sizes.get(storage_key(t), t.element_size()) for t in tensors]
         # (only parameters that require grad are reduce-scattered)
-        reduce = [(_dtype_size(plan.reduce_dtype) if plan.reduce_dtype is not None else s) * t.requires_grad
+        reduce = [(plan.reduce_dtype.itemsize if plan.reduce_dtype is not None else s) * t.requires_grad
                   for s, t in zip(size, tensors)]
         units.append(Fsdp2Unit(
             name, gathered=sum(n * s for n, s in zip(padded, size)),
@@ -354,9 +351,6 @@ def unit_index(name: str, unit_names: list[str]) -> int:
     """1 + the index in ``unit_names`` of the unit holding the parameter or module ``name``; 0: the root."""
     return next((i + 1 for i, unit in enumerate(unit_names) if name == unit or name.startswith(f"{unit}.")), 0)
 
-
-def _dtype_size(dtype: torch.dtype) -> int:
-    return torch.empty((), dtype=dtype, device="meta").element_size()
 
 
 KINDS = ("gathered parameters", "all-gather buffers", "reduce-scatter buffers", "unsharded gradients")
@@ -410,6 +404,7 @@ class Fsdp2Timeline:
         self._bumps = [0] * len(units)
         self._order: list[int] = []  # post-forward order
         self._reduced: set[int] = set()
+        self._surge, self._surge_kinds = 0, tuple(self.held)  # (the most while the current hooks run)
         self._replay(unit_of_mark, phases, grad_bumps)
 
     # the buffers, kind by kind; every change is a sample of the surge
