@@ -499,3 +499,8 @@ def test_8bit_optimizer_by_name_without_bitsandbytes_says_what_to_install(monkey
     monkeypatch.setitem(sys.modules, "bitsandbytes.optim", None)
     with pytest.raises(ValueError, match=r"optimizer='adamw8bit' needs bitsandbytes.*pip install bitsandbytes"):
         estimate_training_memory(mlp(), torch.randn(2, 8), optimizer="adamw8bit")
+
+
+def test_an_optimizer_whose_step_needs_a_closure_is_refused():
+    with pytest.raises(ValueError, match=r"LBFGS.step\(closure\) re-evaluates the model"):
+        estimate_training_memory(mlp(), torch.randn(2, 8), optimizer=torch.optim.LBFGS)
