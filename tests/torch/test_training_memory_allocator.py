@@ -499,3 +499,49 @@ def test_8bit_optimizer_by_name_without_bitsandbytes_says_what_to_install(monkey
     monkeypatch.setitem(sys.modules, "bitsandbytes.optim", None)
     with pytest.raises(ValueError, match=r"optimizer='adamw8bit' needs bitsandbytes.*pip install bitsandbytes"):
         estimate_training_memory(mlp(), torch.randn(2, 8), optimizer="adamw8bit")
+
+
+def test_an_optimizer_whose_step_needs_a_closure_is_refused():
+    with pytest.raises(ValueError, match=r"LBFGS.step\(closure\) re-evaluates the model"):
+        estimate_training_memory(mlp(), torch.randn(2, 8), optimizer=torch.optim.LBFGS)
+
+
+class Bags(nn.Module):
+    """nn.EmbeddingBag(50, 16) then Linear(16, 4)."""
+
+    def __init__(self, **options) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.bags = nn.EmbeddingBag(50, 16, **options)
+        self.head = nn.Linear(16, 4)
+
+    def forward(self, ids: torch.Tensor, offsets: torch.Tensor | None = None) -> torch.Tensor:
+        return self.head(self.bags(ids, offsets))
+
+
+def test_embedding_bag_saves_the_cpus_index_buffers():
+    # 4 bags of 6 ids (a [4, 6] int64 input), mode "mean". What the bag module leaves for backward on
+    # the CPU: the output [4, 16] fp32 256 B; the offsets F.embedding_bag makes for a 2-d input, 4 x 8 =
+    # 32 B; offset2bag made with 24 + 1 int64 entries, 200 B; bag_size 32 B; max_indices one int64 per
+    # bag, 32 B: 552 B. (CUDA's kernel, and the meta kernel, make offset2bag of 24 entries and an empty
+    # max_indices: 40 B less.)
+    ids = torch.randint(0, 50, (4, 6))
+    result = estimate_training_memory(Bags(mode="mean"), ids, optimizer="sgd")
+    assert result.activations_by_module["bags"] == 256 + 32 + 200 + 32 + 32 == 552
+    real = estimate_training_memory(Bags(mode="mean"), ids, optimizer="sgd", meta=False)
+    assert real.activations_by_module == result.activations_by_module
+
+
+@pytest.mark.parametrize("options, offsets", [
+    ({"mode": "mean"}, None), ({"mode": "sum"}, None), ({"mode": "max"}, None),
+    ({"mode": "sum", "padding_idx": 0}, [0, 5, 9]), ({"mode": "mean", "include_last_offset": True}, [0, 5, 9, 12]),
+])
+def test_embedding_bag_steps_match_the_allocator(options, offsets):
+    # SGD peaks in backward at _embedding_bag_backward, while the index buffers are still saved
+    torch.manual_seed(1)
+    inputs = (torch.randint(0, 50, (4, 6)),) if offsets is None else (torch.randint(0, 50, (12,)), torch.tensor(offsets))
+    meta = estimate_training_memory(Bags(**options), *inputs, optimizer="sgd")
+    real = estimate_training_memory(Bags(**options), *inputs, optimizer="sgd", meta=False)
+    assert meta.phases == real.phases and meta.peak_op == "aten._embedding_bag_backward.default"
+    allocator = allocator_step(Bags(**options), inputs, optimizer=torch_optimizer("sgd"))
+    assert allocator.dispatcher_peak_bytes == meta.peak_bytes

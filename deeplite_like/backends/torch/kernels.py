@@ -1,8 +1,9 @@
 """Which kernels a measured run takes, where torch's choice would hide or misstate the work.
 
-Two switches, each entered for one measurement and put back in ``finally``:
-``unfused`` (with ``eager_flex_attention``) and ``AttentionKernel`` / ``RecurrentKernel``. Their
-docstrings say what each switches and why.
+Two kinds of switch, each entered for one measurement and put back in ``finally``: ``unfused``
+(with ``eager_flex_attention``), and the function modes ``AttentionKernel`` / ``RecurrentKernel`` /
+``EmbeddingBagKernel``, which make a meta run take a real device's kernel path (``run_inside`` lets
+them see the calls inside torch's Python functions). Their docstrings say what each switches and why.
 """
 from __future__ import annotations
 
@@ -18,7 +19,8 @@ from torch.utils._python_dispatch import _disable_current_modes  # (torch's own 
 
 from deeplite_like.safety import checkpoint, protected, uninterruptible
 
-__all__ = ["ATTENTION_KERNELS", "AttentionKernel", "RNN_KERNELS", "RecurrentKernel", "WRAPS_ATTENTION",
+__all__ = ["ATTENTION_KERNELS", "AttentionKernel", "EmbeddingBagKernel", "RNN_KERNELS", "RecurrentKernel",
+           "WRAPS_ATTENTION",
            "eager_flex_attention", "lstm_mkldnn", "rnn_cpu", "run_inside", "unfused"]
 
 
@@ -349,6 +351,76 @@ def rnn_cpu(kind: str, input: torch.Tensor, hx: Any, params: Any, has_biases: bo
         states = (torch.stack(finals, 0),)
     del finals, final, pair  # (ATen's vector of final states is gone before its output is transposed back)
     return ((x.transpose_(0, 1) if batch_first else x), *states)
+
+
+class EmbeddingBagKernel(TorchFunctionMode):
+    """Runs ``torch.embedding_bag`` on meta with the index buffers the CPU's kernel makes.
+
+    ``_embedding_bag`` returns, beside its output, three index tensors that autograd saves for
+    backward, and their sizes differ by device. The meta kernel makes CUDA's: ``offset2bag`` of one
+    entry per index, ``bag_size`` of one per offset, ``max_indices`` empty but for ``mode="max"``.
+    The CPU's (``_embedding_bag_cpu_impl`` in ATen's ``EmbeddingBag.cpp``): ``offset2bag`` has one
+    entry more (made with ``indices + 1`` entries, then shrunk), or none on the fast path of
+    ``mode="sum"`` (a float weight with unit last stride, no ``padding_idx``); ``max_indices`` has one
+    entry per bag (``bags x dim`` for ``"max"``). On meta, where the weight needs a gradient, the call
+    becomes an ``autograd.Function`` that makes and saves the CPU's buffers (``_MetaEmbeddingBag``).
+    """
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):  # noqa: ANN001 - torch's protocol
+        kwargs = kwargs or {}
+        if func is F.embedding_bag:  # (its body calls torch.embedding_bag: run it with this mode on)
+            return run_inside(self, func, types, args, kwargs)
+        if (getattr(func, "__name__", "") != "embedding_bag" or kwargs or len(args) != 9
+                or not isinstance(args[0], torch.Tensor) or not args[0].is_meta or not args[0].requires_grad
+                or not torch.is_grad_enabled()):
+            return func(*args, **kwargs)
+        weight, indices, offsets, scale, mode, sparse, per_sample, last, padding_idx = args
+        if padding_idx is None:
+            padding_idx = -1
+        elif padding_idx < 0:
+            padding_idx += weight.shape[0]
+        options = (scale, mode, sparse, last, padding_idx)
+        return _MetaEmbeddingBag.apply(weight, indices.contiguous(), offsets.contiguous(), per_sample, options)
+
+
+_SUM, _MAX = 0, 2  # (embedding_bag's mode numbers: sum 0, mean 1, max 2)
+
+
+class _MetaEmbeddingBag(torch.autograd.Function):
+    """``_embedding_bag`` on meta with the CPU's index buffers, saved as the CPU's autograd node saves them."""
+
+    @staticmethod
+    def forward(ctx, weight, indices, offsets, per_sample, options):  # noqa: ANN001, ANN205 - autograd's protocol
+        scale, mode, sparse, last, padding_idx = options
+        index = torch.promote_types(indices.dtype, offsets.dtype)
+        bags = offsets.shape[0] - int(last)
+        output = weight.new_empty((bags, weight.shape[1]))
+        fast_sum = (mode == _SUM and padding_idx < 0 and weight.stride(1) == 1
+                    and weight.dtype in (torch.float32, torch.float16, torch.bfloat16)
+                    and (per_sample is None or per_sample.stride(0) == 1))
+        count = indices.shape[0]
+        offset2bag = indices.new_empty((0,) if fast_sum else (count + 1,), dtype=index)[:count]
+        bag_size = offsets.new_empty(offsets.shape, dtype=index)[:bags]
+        max_indices = indices.new_empty((bags, weight.shape[1]) if mode == _MAX else (bags,), dtype=index)
+        ctx.save_for_backward(indices, offsets, offset2bag, bag_size, max_indices, per_sample,
+                              weight if per_sample is not None and per_sample.requires_grad else None)
+        ctx.options, ctx.rows = options, weight.shape[0]
+        ctx.mark_non_differentiable(offset2bag, bag_size, max_indices)
+        ctx.set_materialize_grads(False)  # (no zero gradients made for the index buffers)
+        return output, offset2bag, bag_size, max_indices
+
+    @staticmethod
+    def backward(ctx, grad, *_):  # noqa: ANN001, ANN205 - autograd's protocol
+        indices, offsets, offset2bag, bag_size, max_indices, per_sample, weight = ctx.saved_tensors
+        scale, mode, sparse, last, padding_idx = ctx.options
+        grad_weight = torch.ops.aten._embedding_bag_backward(grad, indices, offsets, offset2bag, bag_size,
+                                                             max_indices, ctx.rows, scale, mode, sparse, per_sample,
+                                                             padding_idx)
+        grad_per_sample = None
+        if weight is not None:
+            grad_per_sample = torch.ops.aten._embedding_bag_per_sample_weights_backward(
+                grad, weight, indices, offsets, offset2bag, mode, padding_idx)
+        return grad_weight, None, None, grad_per_sample, None
 
 
 class _MetaMkldnnLayer(torch.autograd.Function):

@@ -25,7 +25,7 @@ from torch import nn
 
 from deeplite_like.backends.torch.counting.recorder import counting_mode
 from deeplite_like.backends.torch.counting.registry import CountOptions
-from deeplite_like.backends.torch.kernels import AttentionKernel, RecurrentKernel, unfused
+from deeplite_like.backends.torch.kernels import AttentionKernel, EmbeddingBagKernel, RecurrentKernel, unfused
 from deeplite_like.backends.torch.state import model_device, preserved_model_state
 from deeplite_like.backends.torch.tensors import (input_shapes, required_batch_size, spanned_bytes, storage_key,
                                                   tensor_leaves)
@@ -189,6 +189,7 @@ class _Settings:
     unit_names: list[str]
     attention: str | None
     rnn: str | None
+    embedding_bag: bool  # the CPU's index buffers of embedding_bag, on meta (kernels.EmbeddingBagKernel)
     comm_backend: str = "nccl"
 
 
@@ -231,8 +232,9 @@ def _checked_settings(model: nn.Module, inputs: tuple, kwargs: dict, *, autocast
         attention = "cuda" if meta else None
     if rnn == "auto":  # (only where an nn.LSTM / GRU / RNN runs: a function mode costs a Python call per function)
         rnn = "cpu" if meta and any(isinstance(m, nn.RNNBase) for m in model.modules()) else None
+    embedding_bag = meta and any(isinstance(m, nn.EmbeddingBag) for m in model.modules())
     return _Settings(plan, loop, autocast_dtype, batch_size, meta, steady_state, checkpoint_names, unit_names,
-                     attention, rnn, comm_backend)
+                     attention, rnn, embedding_bag, comm_backend)
 
 
 def _function_modes(settings: _Settings) -> list[Any]:
@@ -242,6 +244,8 @@ def _function_modes(settings: _Settings) -> list[Any]:
         made.append(AttentionKernel(settings.attention))
     if settings.rnn is not None:
         made.append(RecurrentKernel(settings.rnn))
+    if settings.embedding_bag:
+        made.append(EmbeddingBagKernel())
     if settings.autocast_dtype is not None:
         made.append(AutocastPolicy(settings.autocast_dtype))
     return made
@@ -331,7 +335,7 @@ def _measured_step(model: nn.Module, step: _Step, settings: _Settings, loss_fn: 
             mode.values.seed(moved, real)  # (same shapes if cast)
         for name, buffer in step.real_buffers.items():
             mode.values.seed(step.state[name], buffer)
-    kernels = [m for m in made if isinstance(m, (AttentionKernel, RecurrentKernel))]
+    kernels = [m for m in made if isinstance(m, (AttentionKernel, RecurrentKernel, EmbeddingBagKernel))]
     policy = next((m for m in made if isinstance(m, AutocastPolicy)), None)
     run = functools.partial(_run_step, model, step.inputs, step.kwargs, step.target, loss_fn, opt, tracker, policy,
                             loop)

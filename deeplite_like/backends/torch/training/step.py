@@ -116,6 +116,12 @@ def _optimizers_module(module_name: str, optimizer: str) -> Any:
 
 
 def _unpaged(built: torch.optim.Optimizer) -> torch.optim.Optimizer:
+    """``built``, unless it is paged (bitsandbytes) or its step needs a closure (LBFGS): refused, saying why."""
+    closure = inspect.signature(built.step).parameters.get("closure")
+    if closure is not None and closure.default is inspect.Parameter.empty:
+        raise ValueError(f"{type(built).__name__}.step(closure) re-evaluates the model through a closure (forward "
+                         "and backward, as many times as it searches): that loop is not modelled; estimate a step "
+                         "of an optimizer that steps once per backward")
     if getattr(built, "is_paged", False):
         unpaged = type(built).__name__.replace("Paged", "")
         by_name = f" or optimizer={unpaged.lower()!r}" if unpaged.lower() in _OPTIMIZERS else ""
