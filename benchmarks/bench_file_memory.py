@@ -13,10 +13,8 @@ TorchScript exporter; Keras -> ``TFLiteConverter``, float and full-int8, batch 1
 """
 from __future__ import annotations
 
-import io
 import os
 import sys
-import warnings
 
 from prettytable import PrettyTable
 
@@ -24,26 +22,18 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")  # the converter's progress l
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from deeplite_like import zoo  # noqa: E402
 
 ONNX_MODELS = ("lenet5", "resnet_small", "mobilenet_small", "transformer_encoder", "lstm_tagger")
 KERAS_MODELS = ("lenet5", "small_cnn")
 
 
 def onnx_rows(batch: int = 2) -> list[list]:
-    import torch
-
+    from benchmarks.bench_onnx_tool import export  # the zoo export the onnx-tool comparison reads too
     from deeplite_like.backends.onnx.graph import prepare, tensor_lifetimes
 
     rows = []
     for name in ONNX_MODELS:
-        entry = zoo.get(name)
-        model, x = entry.build(), entry.example_input(batch)
-        buffer = io.BytesIO()
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            torch.onnx.export(model, (x,), buffer, dynamo=False, input_names=["input"], output_names=["logits"])
-        stats = tensor_lifetimes(prepare(buffer.getvalue()))
+        stats = tensor_lifetimes(prepare(export(name, batch)))
         rows.append([f"{name}.onnx (batch {batch})", stats.peak_bytes, stats.arena_bytes, "", "", stats.peak_at])
     return rows
 

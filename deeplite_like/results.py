@@ -482,10 +482,10 @@ class TensorLifetimes:
         for placed, key in enumerate(keys):
             size = -(-self._size[key] // alignment) * alignment
             start, end = self._start[key], self._end[key]
-            live = (starts[:placed] <= end) & (ends[:placed] >= start)
-            order = np.argsort(lows[:placed][live], kind="stable")
+            live = np.flatnonzero((starts[:placed] <= end) & (ends[:placed] >= start))
+            live = live[np.argsort(lows[live], kind="stable")]  # the overlapping storages, lowest offset first
             best, best_gap, top = None, None, 0
-            for low, high in zip(lows[:placed][live][order].tolist(), highs[:placed][live][order].tolist()):
+            for low, high in zip(lows[live].tolist(), highs[live].tolist()):
                 gap = low - top
                 if gap >= size and (best_gap is None or gap < best_gap):
                     best, best_gap = top, gap

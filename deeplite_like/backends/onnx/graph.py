@@ -559,14 +559,18 @@ def session_inputs(input_shapes: Mapping[str, tuple[int, ...]], dtypes: Mapping[
     for name, shape in input_shapes.items():
         dtype = helper.tensor_dtype_to_np_dtype(dtypes[name])
         if name in arrays:
-            value = arrays[name]
-            value = value.numpy() if hasattr(value, "numpy") and not isinstance(value, np.ndarray) else value
-            feeds[name] = np.ascontiguousarray(value, dtype=dtype)
+            feeds[name] = _feed(arrays[name], dtype)
         elif np.issubdtype(dtype, np.floating):
             feeds[name] = rng.standard_normal(shape).astype(dtype)
         else:
             feeds[name] = np.zeros(shape, dtype=dtype)
     return feeds
+
+
+def _feed(value: Any, dtype: Any) -> Any:
+    """``value`` (a numpy array, a torch or TensorFlow tensor) as the contiguous array of ``dtype`` a session takes."""
+    value = value.numpy() if hasattr(value, "numpy") and not isinstance(value, np.ndarray) else value
+    return np.ascontiguousarray(value, dtype=dtype)
 
 
 def inference_session(model: Any, options: Any, device: str = "cpu") -> Any:
@@ -632,9 +636,7 @@ class OnnxSession:
         for value in self.inputs:
             if value.name not in given:
                 raise ValueError(f"no array for the model's input {value.name!r}")
-            array = given[value.name]
-            array = array.numpy() if hasattr(array, "numpy") and not isinstance(array, np.ndarray) else array
-            feeds[value.name] = np.ascontiguousarray(array, dtype=helper.tensor_dtype_to_np_dtype(
+            feeds[value.name] = _feed(given[value.name], helper.tensor_dtype_to_np_dtype(
                 value.type.tensor_type.elem_type))
         return self._session.run(None, feeds)[0]
 
