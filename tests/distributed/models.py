@@ -27,8 +27,6 @@ def comm_rows(count) -> list[list]:
 def untouched(model: nn.Module, before: dict) -> bool:
     """Whether the model's state (local shards included) equals ``before`` (``snapshot(model)``) and no
     trace of counting is left (no wrapped forward, no dispatch mode)."""
-    from deeplite_like.backends.torch.counting import recorder
-
     now = snapshot(model)
     same = now.keys() == before.keys() and all(torch.equal(now[k], before[k]) for k in now)
     clean = all("forward" not in m.__dict__ for m in model.modules()) and not torch.nn.modules.module._has_any_global_hook()
