@@ -33,7 +33,7 @@ from typing import Any, IO
 
 from deeplite_like.cli.exit_codes import ProfilingFailed, UsageError
 from deeplite_like.cli.flags import (add_common_options, add_measure_options, add_node_time_options, add_roofline_options,
-                                     layer_options_given, layer_view, positive_int, run_options)
+                                     layer_options_given, layer_view, positive_int, positive_number, run_options)
 from deeplite_like.cli.loading import FORMS_HINT, LoadedModel, load_model, parse_model_args, require_framework
 from deeplite_like.cli.model_inputs import parse_shape, resolve_inputs
 from deeplite_like.cli.output import (Rendered, json_rendered, layer_title, layers_csv_path, render_compare,
@@ -283,7 +283,8 @@ def add_memory_parser(commands: argparse._SubParsersAction) -> None:
         deeplite-like memory MODEL --train [--optimizer adamw] [--autocast bf16] [--checkpointing]
                              [--sharding fsdp --world-size 8 [--fsdp-mixed-precision] [--no-reshard-after-forward]
                               [--cpu-offload]]
-                             [--zero-grad-at after_forward] [--keep-output] [--fit 80GiB [--fit-axis seq]]
+                             [--zero-grad-at after_forward] [--keep-output] [--clip-grad-norm 1.0]
+                             [--fit 80GiB [--fit-axis seq]]
                              [--meta-init] [--input-shape 1,2048 --int-inputs] [--format json|html] [-o FILE]
 
     Without ``--train`` it measures the forward alone (``peak_activation_memory`` on meta). The
@@ -320,6 +321,8 @@ def add_memory_parser(commands: argparse._SubParsersAction) -> None:
                       help="where the loop calls optimizer.zero_grad() (default start: before the forward)")
     step.add_argument("--keep-output", action="store_true",
                       help="the loop keeps its output and loss alive until the next step rebinds them")
+    step.add_argument("--clip-grad-norm", type=positive_number, default=None, metavar="MAX_NORM",
+                      help="the loop clips the gradients (torch.nn.utils.clip_grad_norm_) before the optimizer step")
     step.add_argument("--sharding", choices=SHARDINGS, default=None, help="data-parallel strategy")
     step.add_argument("--fsdp-mixed-precision", action="store_true",
                       help="FSDP2's MixedPrecisionPolicy(param_dtype=bf16, reduce_dtype=fp32) (with --sharding fsdp)")
@@ -416,7 +419,8 @@ def _measure(args: argparse.Namespace, model: Any, inputs: tuple, kwargs: dict) 
     options = dict(optimizer=args.optimizer, autocast=args.autocast, attention=args.attention,
                    activation_checkpointing=True if args.checkpointing else None, sharding=args.sharding,
                    world_size=args.world_size, steady_state=not args.first_step, zero_grad_at=args.zero_grad_at,
-                   keep_output=args.keep_output, reshard_after_forward=not args.no_reshard_after_forward,
+                   keep_output=args.keep_output, clip_grad_norm=args.clip_grad_norm,
+                   reshard_after_forward=not args.no_reshard_after_forward,
                    cpu_offload=args.cpu_offload, **kwargs)
     if args.fsdp_mixed_precision:
         import torch

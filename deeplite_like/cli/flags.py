@@ -51,6 +51,11 @@ def positive_float(text: str) -> float:
     return _bounded(text, float, "a finite number of seconds > 0", lambda value: 0 < value < math.inf)
 
 
+def positive_number(text: str) -> float:
+    """An argparse type: a float > 0 (``inf`` allowed: a max norm that never clips)."""
+    return _bounded(text, float, "a number > 0", lambda value: value > 0)
+
+
 def thread_count(text: str) -> int | str:
     """An argparse type: ``'auto'`` or an int >= 1 (at most ``MAX_THREADS_PER_CPU`` per CPU)."""
     if text.strip().lower() == AUTO:

@@ -81,3 +81,14 @@ def test_loop_and_fsdp_policy_flags(cli):
     assert report["offloaded_bytes"] == 84 + 84 + 2 * 84  # parameters, gradients, AdamW's two states: on the host
     code, _, err = cli("memory", MLP, "--input-shape", "2,4", "--train", "--fsdp-mixed-precision")
     assert code == 2 and "--sharding fsdp" in err
+
+
+def test_clip_grad_norm_flag(cli):
+    # the loop clips before its step: the option reaches the estimate and its summary; a bad value names it
+    code, out, err = cli("memory", MLP, "--input-shape", "2,4", "--train", "--clip-grad-norm", "1.5", "--format",
+                         "json")
+    assert code == 0, err
+    report = json.loads(out)
+    assert report["clip_grad_norm"] == 1.5 and "gradients clipped to norm 1.5" in report["text"]
+    code, _, err = cli("memory", MLP, "--input-shape", "2,4", "--train", "--clip-grad-norm", "0")
+    assert code == 2 and "--clip-grad-norm" in err and "a number > 0" in err

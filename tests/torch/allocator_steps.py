@@ -61,7 +61,7 @@ def _storages_bytes(tensors: list[torch.Tensor]) -> int:
 def allocator_step(model: nn.Module, inputs: tuple, *, optimizer: Callable[[Any], torch.optim.Optimizer],
                    loss_fn: Callable[..., torch.Tensor] | None = None, target: Any = None,
                    steady_state: bool = True, set_to_none: bool = True, accumulation_steps: int = 1,
-                   zero_grad_at: str = "start", keep_output: bool = False,
+                   zero_grad_at: str = "start", keep_output: bool = False, clip_grad_norm: float | None = None,
                    wrap: Callable[[nn.Module], nn.Module] | None = None, **kwargs: Any) -> AllocatorStep:
     """Live bytes of the CPU allocator during one real training step of a copy of ``model``.
 
@@ -70,7 +70,8 @@ def allocator_step(model: nn.Module, inputs: tuple, *, optimizer: Callable[[Any]
     forward/backward passes of ``loss / k`` on ``inputs``, then one ``optimizer.step()``.
     ``zero_grad_at``: ``"start"`` (before the forward), ``"after_forward"`` (between the loss and
     ``backward``, first micro-batch) or ``"end"`` (after ``optimizer.step()``). ``keep_output``: the
-    loop's ``out`` and ``loss`` variables live until the next step rebinds them.
+    loop's ``out`` and ``loss`` variables live until the next step rebinds them. ``clip_grad_norm``:
+    ``torch.nn.utils.clip_grad_norm_(model.parameters(), clip_grad_norm)`` before ``optimizer.step()``.
     ``wrap``: applied to the copy before the optimizer is built (``DistributedDataParallel``).
 
     The profiler runs from before the optimizer (and ``wrap``) are made, so every byte made after
@@ -116,6 +117,8 @@ def allocator_step(model: nn.Module, inputs: tuple, *, optimizer: Callable[[Any]
                     opt.zero_grad(set_to_none=set_to_none)
                 loss.backward()
                 del loss
+            if clip_grad_norm is not None:
+                torch.nn.utils.clip_grad_norm_(model.parameters(), clip_grad_norm)
             opt.step()
             if zero_grad_at == "end":
                 opt.zero_grad(set_to_none=set_to_none)

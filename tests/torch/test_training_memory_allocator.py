@@ -545,3 +545,62 @@ def test_embedding_bag_steps_match_the_allocator(options, offsets):
     assert meta.phases == real.phases and meta.peak_op == "aten._embedding_bag_backward.default"
     allocator = allocator_step(Bags(**options), inputs, optimizer=torch_optimizer("sgd"))
     assert allocator.dispatcher_peak_bytes == meta.peak_bytes
+
+
+# Gradient clipping: torch.nn.utils.clip_grad_norm_(params, max_norm) between backward and step.
+CLIPS = [
+    # (optimizer, foreach, unseen bytes at the real step's peak)
+    # SGD's steps (plain, per-tensor; with momentum, foreach) update in place: clipping makes the step's peak;
+    # the real step also holds the float64 scalars torch wraps 1e-6 and max_norm in (module docstring) then,
+    # 4 B above ours (the norms' 16 B are freed before them)
+    (lambda p: torch.optim.SGD(p, lr=1e-3, foreach=False), 4),
+    (lambda p: torch.optim.SGD(p, lr=1e-3, momentum=0.9, foreach=True), 4),
+    (lambda p: torch.optim.AdamW(p, foreach=True), 0),
+    (lambda p: torch.optim.AdamW(p, foreach=False), WRAPPED),
+]
+
+
+@pytest.mark.parametrize("factory, unseen", CLIPS)
+def test_gradient_clipping_matches_the_allocator(factory, unseen):
+    x = torch.randn(8, 1000)
+    result = estimate_training_memory(linear(), x, optimizer=factory, clip_grad_norm=1.0)
+    real = allocator_step(linear(), (x,), optimizer=factory, clip_grad_norm=1.0)
+    assert result.clip_grad_norm == 1.0 and "gradients clipped to norm 1" in result.summary()
+    assert real.dispatcher_peak_bytes - result.peak_bytes - result.optimizer_host_bytes == unseen
+
+
+def test_gradient_clipping_peak_derived_by_hand():
+    # Linear(1000, 1000), batch 8, plain SGD (per-tensor loop: param.add_(grad) allocates nothing).
+    # After backward: params 4,004,000 + input 32,000 + gradients 4,004,000 = 8,040,000 B.
+    # clip_grad_norm_: a norm per gradient (2 x 4 B), their stack (8 B), the total norm (4 B): +20 B at
+    # its height (the norms and the stack are freed before the clip coefficient's 3 scalars are made).
+    # Without clipping the optimizer phase stays at 8,040,000 B.
+    x = torch.randn(8, 1000)
+    sgd = lambda p: torch.optim.SGD(p, lr=1e-3, foreach=False)  # noqa: E731
+    plain = estimate_training_memory(linear(), x, optimizer=sgd)
+    clipped = estimate_training_memory(linear(), x, optimizer=sgd, clip_grad_norm=0.5)
+    optimizer_phase = {p.name: p for p in clipped.phases}["optimizer"]
+    assert {p.name: p for p in plain.phases}["optimizer"].peak_bytes == 8_040_000
+    assert optimizer_phase.start_bytes == optimizer_phase.end_bytes == 8_040_000
+    assert optimizer_phase.peak_bytes == clipped.peak_bytes == 8_040_020
+    assert clipped.peak_phase == "optimizer" and plain.peak_phase == "backward"
+    # the gradients are scaled in place: nothing else changes
+    assert (clipped.grads_bytes, clipped.activations_bytes) == (plain.grads_bytes, plain.activations_bytes)
+    real = estimate_training_memory(linear(), x, optimizer=sgd, clip_grad_norm=0.5, meta=False)
+    assert real.phases == clipped.phases
+
+
+@pytest.mark.parametrize("name", ["sgd", "adamw"])
+def test_decoder_with_gradient_clipping_matches_the_allocator(name):
+    ids = torch.randint(0, 64, (2, 16))
+    result = estimate_training_memory(LlamaDecoder(), ids, loss_fn=lm_loss, target=ids, attention="cpu",
+                                      optimizer=name, clip_grad_norm=1.0)
+    real = allocator_step(LlamaDecoder(), (ids,), optimizer=torch_optimizer(name), loss_fn=lm_loss, target=ids,
+                          clip_grad_norm=1.0)
+    assert real.dispatcher_peak_bytes == result.peak_bytes + result.optimizer_host_bytes
+
+
+@pytest.mark.parametrize("value", [0, -1.0, True, "1.0"])
+def test_clip_grad_norm_must_be_a_positive_number(value):
+    with pytest.raises(ValueError, match=r"clip_grad_norm must be None or the max_norm .* > 0"):
+        estimate_training_memory(mlp(), torch.randn(2, 8), clip_grad_norm=value)

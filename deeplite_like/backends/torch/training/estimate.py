@@ -83,6 +83,7 @@ def estimate_training_memory(
     accumulation_steps: int = 1,
     zero_grad_at: str = "start",
     keep_output: bool = False,
+    clip_grad_norm: float | None = None,
     mixed_precision: Any = None,
     reshard_after_forward: bool = True,
     cpu_offload: bool = False,
@@ -125,6 +126,9 @@ def estimate_training_memory(
     ``loss`` variables until the next step rebinds them (``out = model(x); loss = f(out)``): the
     output is held through backward and the optimizer step, and the step before's output and loss
     through the forward (the figures are then those of a step after the first, ``steady_state``).
+    ``clip_grad_norm=max_norm``: the loop calls ``torch.nn.utils.clip_grad_norm_(params, max_norm)``
+    between the last backward and ``optimizer.step()`` (in the optimizer phase): a norm per gradient,
+    their stack, the total norm and the clip coefficient are made; the gradients are scaled in place.
 
     FSDP2 (``sharding='fsdp'``): ``mixed_precision``, its ``MixedPrecisionPolicy`` (or a dict of its
     fields): the step computes in ``param_dtype`` while the sharded parameters, gradients and
@@ -162,7 +166,7 @@ def estimate_training_memory(
         world_size=world_size, sharding=sharding, units=units, attention=attention, rnn=rnn, meta=meta,
         steady_state=steady_state, batch_size=batch_size, fused=fused, set_to_none=set_to_none,
         accumulation_steps=accumulation_steps, zero_grad_at=zero_grad_at, keep_output=keep_output,
-        mixed_precision=mixed_precision, reshard_after_forward=reshard_after_forward, cpu_offload=cpu_offload,
+        clip_grad_norm=clip_grad_norm, mixed_precision=mixed_precision, reshard_after_forward=reshard_after_forward, cpu_offload=cpu_offload,
         comm_backend=comm_backend)
     modes = functools.partial(_function_modes, settings)
     # (a training step: grad on, also under the caller's no_grad() or inference_mode())
@@ -196,7 +200,8 @@ class _Settings:
 def _checked_settings(model: nn.Module, inputs: tuple, kwargs: dict, *, autocast: Any, activation_checkpointing: Any,
                       world_size: int, sharding: str | None, units: Any, attention: str | None, rnn: str | None,
                       meta: bool, steady_state: bool, batch_size: int | None, fused: bool, set_to_none: bool,
-                      accumulation_steps: int, zero_grad_at: str, keep_output: bool, mixed_precision: Any,
+                      accumulation_steps: int, zero_grad_at: str, keep_output: bool, clip_grad_norm: Any,
+                      mixed_precision: Any,
                       reshard_after_forward: bool, cpu_offload: bool, comm_backend: str) -> _Settings:
     """Every argument checked (an error names the argument and what to pass), and ``"auto"`` resolved."""
     if not isinstance(model, nn.Module):
@@ -219,7 +224,12 @@ def _checked_settings(model: nn.Module, inputs: tuple, kwargs: dict, *, autocast
         raise ValueError(f"zero_grad_at={zero_grad_at!r}: where the loop calls optimizer.zero_grad(); use one of "
                          f"{', '.join(map(repr, ZERO_GRAD_PLACES))}")
     keep_output = check_flag(keep_output, "keep_output", "estimate_training_memory")
-    loop = _Loop(set_to_none, accumulation_steps, zero_grad_at, keep_output)
+    if clip_grad_norm is not None and (isinstance(clip_grad_norm, bool) or not isinstance(clip_grad_norm, (int, float))
+                                       or not clip_grad_norm > 0):
+        raise ValueError(f"clip_grad_norm must be None or the max_norm the loop passes to "
+                         f"torch.nn.utils.clip_grad_norm_ (a number > 0), got {clip_grad_norm!r}")
+    loop = _Loop(set_to_none, accumulation_steps, zero_grad_at, keep_output,
+                 None if clip_grad_norm is None else float(clip_grad_norm))
     meta = check_flag(meta, "meta", "estimate_training_memory")
     steady_state = check_flag(steady_state, "steady_state", "estimate_training_memory")
     checkpoint_names = ([] if activation_checkpointing in (None, False)
@@ -414,7 +424,7 @@ def _per_rank(model: nn.Module, step: _Step, ran: _Ran, settings: _Settings) -> 
         world_size=plan.world_size, sharding=plan.strategy, checkpointed=tuple(settings.checkpoint_names),
         steady_state=settings.steady_state, meta=settings.meta, implementation=step.implementation,
         set_to_none=loop.set_to_none, accumulation_steps=loop.accumulation_steps, zero_grad_at=loop.zero_grad_at,
-        keep_output=loop.keep_output,
+        keep_output=loop.keep_output, clip_grad_norm=loop.clip_grad_norm,
         mixed_precision=(None if plan.param_dtype is None else
                          f"param {_dtype_name(plan.param_dtype)}, reduce {_dtype_name(plan.reduce_dtype)}"),
         reshard_after_forward=plan.reshard_after_forward,
@@ -548,6 +558,7 @@ class _Loop:
     accumulation_steps: int
     zero_grad_at: str
     keep_output: bool
+    clip_grad_norm: float | None = None
 
 
 def _run_step(model: nn.Module, inputs: tuple, kwargs: dict, target: Any, loss_fn: Callable | None,
@@ -602,6 +613,9 @@ def _run_step(model: nn.Module, inputs: tuple, kwargs: dict, target: Any, loss_f
             torch.autograd.backward(loss)
             del loss
     with phase("optimizer"):
+        if loop.clip_grad_norm is not None:  # (torch picks its foreach or per-tensor norms: the same tensors)
+            torch.nn.utils.clip_grad_norm_([p for group in opt.param_groups for p in group["params"]],
+                                           loop.clip_grad_norm)
         opt.step()
         if loop.zero_grad_at == "end":
             opt.zero_grad(set_to_none=loop.set_to_none)
@@ -840,7 +854,8 @@ class TrainingMemory:
     ``implementation`` of the optimizer step (``"foreach"``, ``"for-loop"``, ``"fused"``, ...),
     ``set_to_none`` of its ``zero_grad``, ``accumulation_steps`` micro-batches per optimizer step,
     ``zero_grad_at`` where the loop zeroes the gradients, ``keep_output`` whether it keeps its output
-    and loss alive until the next step. FSDP2: ``mixed_precision`` (``"param bfloat16, reduce
+    and loss alive until the next step, ``clip_grad_norm`` the max norm it clips the gradients to (or
+    ``None``). FSDP2: ``mixed_precision`` (``"param bfloat16, reduce
     float32"``: the policy's dtypes), ``reshard_after_forward``, and ``offloaded_bytes``: under
     ``cpu_offload`` the rank's shards of parameters, gradients and states (``params_bytes`` +
     ``grads_bytes`` + ``optimizer_bytes``), held in host memory, in no device figure.
@@ -876,6 +891,7 @@ class TrainingMemory:
     accumulation_steps: int = 1
     zero_grad_at: str = "start"
     keep_output: bool = False
+    clip_grad_norm: float | None = None
     mixed_precision: str | None = None
     reshard_after_forward: bool = True
     offloaded_bytes: int = 0
@@ -902,6 +918,7 @@ class TrainingMemory:
                  + (f", {self.accumulation_steps} micro-batches" if self.accumulation_steps > 1 else "")
                  + (f", zero_grad at {self.zero_grad_at}" if self.zero_grad_at != "start" else "")
                  + (", output kept across steps" if self.keep_output else "")
+                 + (f", gradients clipped to norm {self.clip_grad_norm:g}" if self.clip_grad_norm is not None else "")
                  + (f", autocast {self.autocast}" if self.autocast else "")
                  + (f", {self.sharding} x{self.world_size} (per rank)" if self.sharding else "")
                  + (f", mixed precision {self.mixed_precision}" if self.mixed_precision else "")
