@@ -604,3 +604,88 @@ def test_decoder_with_gradient_clipping_matches_the_allocator(name):
 def test_clip_grad_norm_must_be_a_positive_number(value):
     with pytest.raises(ValueError, match=r"clip_grad_norm must be None or the max_norm .* > 0"):
         estimate_training_memory(mlp(), torch.randn(2, 8), clip_grad_norm=value)
+
+
+# Sparse gradients: nn.Embedding / EmbeddingBag(sparse=True). The gradient is a sparse COO tensor, held in
+# its indices (int64) and values; measured with meta=False (the meta device cannot: see the refusal test).
+class SparseLookup(nn.Module):
+    """Embedding(1000, 64, sparse=True) -> Linear(64, 4): 64,000 + 260 fp32 parameters = 257,040 B."""
+
+    def __init__(self, bag: str | None = None):
+        super().__init__()
+        torch.manual_seed(0)
+        self.bag = bag
+        self.e = nn.EmbeddingBag(1000, 64, mode=bag, sparse=True) if bag else nn.Embedding(1000, 64, sparse=True)
+        self.l = nn.Linear(64, 4)
+
+    def forward(self, ids, offsets=None):
+        return self.l(self.e(ids, offsets) if self.bag else self.e(ids))
+
+
+def _ids():
+    torch.manual_seed(1)
+    return torch.randint(0, 1000, (8, 16))
+
+
+SPARSE_STEPS = [
+    # (optimizer, bag mode, unseen at the real peak): SGD's momentum buffer scaled by a Python float (buf.mul_(0.9))
+    # and SparseAdam's bias-corrected step size are wrapped in float64 scalars the dispatcher never sees
+    (lambda p: torch.optim.SGD(p, lr=0.1), None, 0),
+    (lambda p: torch.optim.SGD(p, lr=0.1, momentum=0.9), None, WRAPPED),
+    (lambda p: torch.optim.SGD(p, lr=0.1, momentum=0.9, foreach=False), None, WRAPPED),
+    (lambda p: torch.optim.Adagrad(p), None, 0),
+    (lambda p: torch.optim.Adagrad(p, foreach=False), None, 0),
+    (lambda p: torch.optim.SGD(p, lr=0.1), "sum", 0),
+    (lambda p: torch.optim.Adagrad(p), "mean", 0),
+]
+
+
+@pytest.mark.parametrize("factory, bag, unseen", SPARSE_STEPS)
+def test_sparse_gradients_match_the_allocator(factory, bag, unseen):
+    ids = _ids()
+    inputs = (ids.flatten(), torch.tensor([0, 10, 40, 100])) if bag else (ids,)
+    result = estimate_training_memory(SparseLookup(bag), *inputs, optimizer=factory, meta=False)
+    real = allocator_step(SparseLookup(bag), inputs, optimizer=factory)
+    # the gradients: the Linear's 1,040 B + the embedding's sparse gradient, one entry per looked-up id
+    # (128, uncoalesced): indices 1 x 128 int64 = 1,024 B + values 128 x 64 fp32 = 32,768 B
+    assert result.grads_bytes == 1_040 + 1_024 + 32_768
+    assert real.dispatcher_peak_bytes - result.peak_bytes - result.optimizer_host_bytes == unseen
+
+
+def test_sparse_gradient_peak_derived_by_hand():
+    # SGD (no momentum). Base: parameters 257,040 + ids 8 x 16 int64 1,024 = 258,064 B. The peak is autograd
+    # storing the embedding's gradient: the sparse tensor built over the ids and the upstream gradient
+    # (views: nothing new) is cloned into .grad: indices 1,024 + values 32,768, while the upstream gradient
+    # (8 x 16 x 64 fp32, 32,768), the Linear's gradients (1,040), the loss and its gradient (4 + 4) are alive:
+    # 258,064 + 33,792 + 32,768 + 1,040 + 8 = 325,672 B.
+    result = estimate_training_memory(SparseLookup(), _ids(), optimizer=lambda p: torch.optim.SGD(p, lr=0.1),
+                                      meta=False)
+    assert result.peak_bytes == 325_672 and result.peak_at == "backward: aten.clone.default in ''"
+
+
+def test_sparse_adam_on_an_all_sparse_model_matches_the_allocator():
+    # SparseAdam needs every gradient sparse: an embedding alone. Its two states are dense (2 x 256,000 B).
+    class Lookup(nn.Module):
+        def __init__(self):
+            super().__init__()
+            torch.manual_seed(0)
+            self.e = nn.Embedding(1000, 64, sparse=True)
+
+        def forward(self, ids):
+            return self.e(ids)
+
+    ids = _ids()
+    result = estimate_training_memory(Lookup(), ids, optimizer=torch.optim.SparseAdam, meta=False)
+    real = allocator_step(Lookup(), (ids,), optimizer=torch.optim.SparseAdam)
+    assert result.optimizer_bytes == 2 * 256_000 and result.grads_bytes == 1_024 + 32_768
+    assert real.dispatcher_peak_bytes - result.peak_bytes - result.optimizer_host_bytes == WRAPPED
+
+
+def test_sparse_gradients_on_meta_are_refused_with_what_to_pass():
+    with pytest.raises(ValueError, match=r"Embedding\(sparse=True\) at 'e' makes sparse gradients.*pass meta=False"):
+        estimate_training_memory(SparseLookup(), _ids(), optimizer="sgd")
+    with pytest.raises(ValueError, match=r"EmbeddingBag\(sparse=True\) at 'e'"):
+        estimate_training_memory(SparseLookup("sum"), _ids().flatten(), torch.tensor([0, 10]), optimizer="sgd")
+    frozen = SparseLookup()
+    frozen.e.weight.requires_grad_(False)  # no gradient, nothing sparse: measured on meta as usual
+    assert estimate_training_memory(frozen, _ids(), optimizer="sgd").grads_bytes == 1_040

@@ -36,7 +36,7 @@ __all__ = ["LayerFacts", "MemoryStats", "StorageLedger", "any_nested", "batch_si
            "describe_args", "describe_nested", "describe_tensor", "first_tensor_batch", "input_shapes",
            "is_dtensor", "is_fully_sharded", "layer_facts", "local_numel", "local_tensor", "loss_of",
            "TrafficLog", "memory_stats", "meta_like", "price_per_component", "required_batch_size", "shape_text",
-           "spanned_bytes", "storage_key", "tensor_leaves", "tensor_span", "tensors_in"]
+           "spanned_bytes", "storage_key", "storage_parts", "tensor_leaves", "tensor_span", "tensors_in"]
 
 
 def tensors_in(tree: Any) -> Iterator[torch.Tensor]:
@@ -357,6 +357,22 @@ def storage_key(tensor: torch.Tensor) -> tuple[str, int] | None:
     return str(tensor.device), tensor.untyped_storage()._cdata
 
 
+def storage_parts(tensor: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    """The strided tensors that hold ``tensor``'s bytes: a sparse COO tensor's indices and values (a
+    sparse gradient, ``nn.Embedding(sparse=True)``), a compressed one's index arrays and values; any
+    other tensor itself. A sparse tensor has no storage of its own: its parts do."""
+    layout = tensor.layout
+    if layout is torch.strided:
+        return (tensor,)
+    if layout is torch.sparse_coo:
+        return tensor._indices(), tensor._values()
+    if layout in (torch.sparse_csr, torch.sparse_bsr):
+        return tensor.crow_indices(), tensor.col_indices(), tensor.values()
+    if layout in (torch.sparse_csc, torch.sparse_bsc):
+        return tensor.ccol_indices(), tensor.row_indices(), tensor.values()
+    return (tensor,)
+
+
 def spanned_bytes(tensors: list[torch.Tensor]) -> int:
     """Bytes the tensors cover: per storage, the length of the union of their byte spans.
 
@@ -421,7 +437,11 @@ class StorageLedger:
         values = out if isinstance(out, (tuple, list)) and len(returns) == len(out) and len(returns) > 1 else (out,)
         for ret, value in zip(returns, values):
             if ret.alias_info is not None:
-                continue  # a view, or the written-to argument of an in-place / out= op
+                # a view, or the written-to argument of an in-place / out= op: nothing new, unless it is
+                # sparse (``buf.add_(grad)`` on sparse tensors replaces buf's indices and values)
+                if isinstance(value, torch.Tensor) and value.layout is not torch.strided:
+                    self._allocated(value)
+                continue
             if type(value) is torch.Tensor:  # (most ops: one plain tensor, no tree to walk)
                 self._allocated(value)
                 continue
@@ -433,6 +453,13 @@ class StorageLedger:
             self.peak_module = self._where()
 
     def _allocated(self, tensor: torch.Tensor) -> None:
+        if tensor.layout is not torch.strided:  # (a sparse tensor: the storages of its indices and values)
+            for part in storage_parts(tensor):
+                self._allocated_storage(part)
+        else:
+            self._allocated_storage(tensor)
+
+    def _allocated_storage(self, tensor: torch.Tensor) -> None:
         key = storage_key(tensor)
         if key is None or key in self._bytes or key in self._external:
             return
@@ -452,7 +479,7 @@ class StorageLedger:
         holds all of its storage), the spanned bytes of any other storage (an input returned)."""
         own: dict[tuple[str, int], int] = {}
         other = []
-        for tensor in tensors:
+        for tensor in (part for t in tensors for part in storage_parts(t)):
             key = storage_key(tensor)
             if key in self._bytes:
                 own[key] = self._bytes[key]

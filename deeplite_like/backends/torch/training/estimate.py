@@ -195,6 +195,7 @@ class _Settings:
     rnn: str | None
     embedding_bag: bool  # the CPU's index buffers of embedding_bag, on meta (kernels.EmbeddingBagKernel)
     comm_backend: str = "nccl"
+    sparse_grads: bool = False  # an nn.Embedding / EmbeddingBag(sparse=True) makes sparse gradients
 
 
 def _checked_settings(model: nn.Module, inputs: tuple, kwargs: dict, *, autocast: Any, activation_checkpointing: Any,
@@ -243,8 +244,16 @@ def _checked_settings(model: nn.Module, inputs: tuple, kwargs: dict, *, autocast
     if rnn == "auto":  # (only where an nn.LSTM / GRU / RNN runs: a function mode costs a Python call per function)
         rnn = "cpu" if meta and any(isinstance(m, nn.RNNBase) for m in model.modules()) else None
     embedding_bag = meta and any(isinstance(m, nn.EmbeddingBag) for m in model.modules())
+    sparse = [name for name, m in model.named_modules()
+              if isinstance(m, (nn.Embedding, nn.EmbeddingBag)) and m.sparse and m.weight.requires_grad]
+    if sparse and meta:
+        raise ValueError(f"{type(model.get_submodule(sparse[0])).__name__}(sparse=True) at '{sparse[0] or '(root)'}' "
+                         "makes sparse gradients, which the meta device cannot measure (torch's meta kernel gives "
+                         "them no entries, and sparse optimizer updates have no meta kernels): pass meta=False to "
+                         "measure the step on real tensors (exact against the allocator), or use sparse=False")
+    sparse_grads = bool(sparse)
     return _Settings(plan, loop, autocast_dtype, batch_size, meta, steady_state, checkpoint_names, unit_names,
-                     attention, rnn, embedding_bag, comm_backend)
+                     attention, rnn, embedding_bag, comm_backend, sparse_grads)
 
 
 def _function_modes(settings: _Settings) -> list[Any]:
@@ -358,7 +367,9 @@ def _measured_step(model: nn.Module, step: _Step, settings: _Settings, loss_fn: 
             held: dict[str, Any] = {}  # the loop's output and loss variables (keep_output=True)
             if settings.steady_state:
                 with tracker.in_phase("warm-up"):
-                    if loop.keep_output:  # the step before, whole: its output and loss are still held
+                    # the step before, whole: its output and loss are still held; or sparse gradients (an
+                    # optimizer's state from one is sparse too, as large as that step's look-ups)
+                    if loop.keep_output or settings.sparse_grads:
                         run(held, label="warm-up")
                     else:  # its gradients and the optimizer's states, as that step leaves them
                         for t in step.trainable:

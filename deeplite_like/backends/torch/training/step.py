@@ -38,7 +38,7 @@ from torch.utils.checkpoint import checkpoint
 
 from deeplite_like.backends.torch.counting.recorder import CountingMode
 from deeplite_like.backends.torch.kernels import WRAPS_ATTENTION, run_inside
-from deeplite_like.backends.torch.tensors import StorageLedger, storage_key, tensor_leaves
+from deeplite_like.backends.torch.tensors import StorageLedger, storage_key, storage_parts, tensor_leaves
 
 
 __all__ = ["COMM_BACKENDS", "AutocastPolicy", "Fsdp2Timeline", "Fsdp2Unit", "KINDS", "ShardPlan", "StepRecord", "StepTracker", "build_optimizer", "checkpointed", "in_forward",
@@ -648,11 +648,11 @@ class StepTracker(StorageLedger):
         super().count(func, out)
         self.record.marks.append((len(self.record.events), self.phase, self._where(), str(func)))
 
-    def _allocated(self, tensor: torch.Tensor) -> None:
+    def _allocated_storage(self, tensor: torch.Tensor) -> None:
         key = storage_key(tensor)
         if key is None or key in self._bytes or key in self._external:
             return
-        super()._allocated(tensor)
+        super()._allocated_storage(tensor)
         serial = len(self.record.sizes)
         self._serial[key] = serial
         self.record.sizes.append(self._bytes[key])
@@ -687,10 +687,10 @@ class StepTracker(StorageLedger):
 
 
 def tensor_storages(tree: Any) -> list[torch.Tensor]:
-    """Tensor leaves of ``tree``, one per storage (first seen wins)."""
+    """Tensor leaves of ``tree``, one per storage (first seen wins; a sparse tensor's indices and values)."""
     seen: set[tuple[str, int]] = set()
     out = []
-    for tensor in tensor_leaves(tree):
+    for tensor in (part for leaf in tensor_leaves(tree) for part in storage_parts(leaf)):
         key = storage_key(tensor)
         if key is not None and key not in seen:
             seen.add(key)
