@@ -39,9 +39,6 @@ def onnx_rows(batch: int = 2) -> list[list]:
 
 
 def tflite_rows() -> list[list]:
-    import numpy as np
-    import tensorflow as tf
-
     from deeplite_like.backends.tflite.graph import interpreter_arena, load_model, tensor_lifetimes
     from deeplite_like.zoo import keras_models
 
@@ -49,21 +46,7 @@ def tflite_rows() -> list[list]:
     for name in KERAS_MODELS:
         model = getattr(keras_models, name)()
         for int8 in (False, True):
-            converter = tf.lite.TFLiteConverter.from_keras_model(model)
-            if int8:
-                shape = (1, *model.input_shape[1:])
-
-                def representative(shape=shape):
-                    rng = np.random.default_rng(0)
-                    for _ in range(8):
-                        yield [rng.standard_normal(shape).astype(np.float32)]
-
-                converter.optimizations = [tf.lite.Optimize.DEFAULT]
-                converter.representative_dataset = representative
-                converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS_INT8]
-                converter.inference_input_type = tf.int8
-                converter.inference_output_type = tf.int8
-            data = converter.convert()
+            data = keras_models.to_tflite(model, int8=int8)
             stats, arena = tensor_lifetimes(load_model(data)), interpreter_arena(data)
             rows.append([f"{name}{'_int8' if int8 else ''}.tflite", stats.peak_bytes, stats.arena_bytes, arena.span,
                          arena.scratch, stats.peak_at])

@@ -53,19 +53,10 @@ def make_model(keras):
     ], name="cifar_like")
 
 
-def convert(tf, model, train_x: np.ndarray, int8: bool) -> bytes:
-    converter = tf.lite.TFLiteConverter.from_keras_model(model)
-    if int8:
-        def representative():
-            for i in range(16):
-                yield [train_x[i:i + 1]]
+def convert(model, train_x: np.ndarray, int8: bool) -> bytes:
+    from deeplite_like.zoo.keras_models import to_tflite
 
-        converter.optimizations = [tf.lite.Optimize.DEFAULT]
-        converter.representative_dataset = representative
-        converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS_INT8]
-        converter.inference_input_type = tf.int8
-        converter.inference_output_type = tf.int8
-    return converter.convert()
+    return to_tflite(model, int8=int8, calibration=(train_x[i:i + 1] for i in range(16)))
 
 
 def get_accuracy(model, data_loader) -> float:
@@ -89,7 +80,6 @@ def main(argv: list[str] | None = None) -> dict:
     logging.basicConfig(level=logging.INFO, stream=sys.stdout, format="%(message)s")
 
     import keras
-    import tensorflow as tf
 
     # Step 1: the data splits and the model (deeplite read CIFAR-10 and a stored .tflite file)
     keras.utils.set_random_seed(0)
@@ -99,7 +89,7 @@ def main(argv: list[str] | None = None) -> dict:
     model.compile(optimizer=keras.optimizers.Adam(0.01),
                   loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
     model.fit(train_x, train_y, epochs=options.epochs, batch_size=32, verbose=0)
-    native_teacher = convert(tf, model, train_x, options.int8)
+    native_teacher = convert(model, train_x, options.int8)
 
     # Step 2: the profiler on the file's bytes, and the functions deeplite registered
     data_loader = TFLiteProfiler.enable_forward_pass_data_splits({"test": splits["test"]})

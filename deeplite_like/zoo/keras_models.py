@@ -18,6 +18,7 @@ Synthetic data:
 """
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -27,7 +28,7 @@ from deeplite_like.backends.keras._tf import import_keras
 
 keras = import_keras()
 
-__all__ = ["example_input", "lenet5", "small_cnn", "synthetic_split", "synthetic_splits"]
+__all__ = ["example_input", "lenet5", "small_cnn", "synthetic_split", "synthetic_splits", "to_tflite"]
 
 
 class _Seeds:
@@ -130,3 +131,31 @@ def synthetic_splits(entry: "ZooEntry", batch_size: int = 8, batches: int = 4,
                      seed: int = 0) -> dict[str, list[tuple[np.ndarray, np.ndarray]]]:
     """``{"train": [...], "test": [...]}``, split ``i`` drawn with seed ``2 * seed + i`` (as ``zoo.torch_data``)."""
     return {split: synthetic_split(entry, batch_size, batches, seed=2 * seed + i) for i, split in enumerate(_SPLITS)}
+
+
+def to_tflite(model: keras.Model, int8: bool = False, calibration: Iterable[np.ndarray] | None = None) -> bytes:
+    """``model`` (any built Keras model, a zoo one or not) as the bytes of a ``.tflite`` file, written by
+    ``tf.lite.TFLiteConverter``: float, or with ``int8`` full-integer (the int8 op set, int8 input and
+    output), calibrated on ``calibration`` (one-sample arrays: batch 1) or, by default, on 8 seeded
+    standard-normal samples of the model's input shape. Needs TensorFlow (imported here, not before).
+    """
+    import tensorflow as tf
+
+    converter = tf.lite.TFLiteConverter.from_keras_model(model)
+    if int8:
+        if calibration is None:
+            shape = (1, *model.input_shape[1:])
+            rng = np.random.default_rng(0)
+            calibration = [rng.standard_normal(shape).astype(np.float32) for _ in range(8)]
+        samples = list(calibration)
+
+        def representative() -> Iterable[list[np.ndarray]]:
+            for sample in samples:
+                yield [sample]
+
+        converter.optimizations = [tf.lite.Optimize.DEFAULT]
+        converter.representative_dataset = representative
+        converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS_INT8]
+        converter.inference_input_type = tf.int8
+        converter.inference_output_type = tf.int8
+    return converter.convert()

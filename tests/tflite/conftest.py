@@ -1,12 +1,11 @@
-"""Models converted once per session (each conversion takes seconds): Keras -> ``tf.lite.TFLiteConverter``.
+"""Models converted once per session (each conversion takes seconds): Keras -> ``tf.lite.TFLiteConverter``
+through ``deeplite_like.zoo.keras_models.to_tflite`` (float, or full-integer int8 calibrated on seeded samples).
 
 Keras 3.15 + TF 2.21: ``tf.lite.TFLiteConverter.from_keras_model`` converts a Keras 3 model directly
-(it traces the model's call); full-integer quantization sets a representative dataset, the int8 op set
-and int8 input / output types.
+(it traces the model's call).
 """
 from __future__ import annotations
 
-import numpy as np
 import pytest
 
 pytest.importorskip("ai_edge_litert")
@@ -15,21 +14,9 @@ keras = pytest.importorskip("keras")
 
 
 def convert(model, int8: bool = False) -> bytes:
-    converter = tf.lite.TFLiteConverter.from_keras_model(model)
-    if int8:
-        shape = (1, *model.input_shape[1:])
+    from deeplite_like.zoo.keras_models import to_tflite  # (imports Keras)
 
-        def representative():
-            rng = np.random.default_rng(0)
-            for _ in range(8):
-                yield [rng.standard_normal(shape).astype(np.float32)]
-
-        converter.optimizations = [tf.lite.Optimize.DEFAULT]
-        converter.representative_dataset = representative
-        converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS_INT8]
-        converter.inference_input_type = tf.int8
-        converter.inference_output_type = tf.int8
-    return converter.convert()
+    return to_tflite(model, int8=int8)
 
 
 @pytest.fixture(scope="session")
