@@ -845,14 +845,17 @@ _WEIGHT_SLOTS = {("QLinearConv", 3), ("QLinearConv", 8), ("ConvInteger", 1), ("M
 def initializer_stats(model: Any) -> Initializers:
     """Parameters and bytes of ``model``'s initializers (see ``Initializers``)."""
     weight_reads: set[str] = set()
-    packed: dict[str, int] = {}  # MatMulNBits' uint8 blob -> its N x K weights (sub-byte, packed)
+    packed: dict[str, int] = {}  # a 4-bit MatMul's uint8 blob -> its N x K weights (sub-byte, packed)
+    per_byte: dict[str, int] = {}  # a uint8 GatherBlockQuantized table -> weights per byte (8 / bits)
     for node in model.graph.node:
         for position, name in enumerate(node.input):
             if (node.op_type, position) in _WEIGHT_SLOTS:
                 weight_reads.add(name)
-        if node.op_type == "MatMulNBits" and len(node.input) > 1:
-            attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
+        attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
+        if node.op_type in ("MatMulNBits", "MatMulBnb4") and len(node.input) > 1:
             packed[node.input[1]] = int(attrs["N"]) * int(attrs["K"])
+        if node.op_type == "GatherBlockQuantized" and node.input:
+            per_byte[node.input[0]] = 8 // int(attrs.get("bits", 4))
     stats = Initializers()
     seen: set[str] = set()
     for tensor in model.graph.initializer:
@@ -866,6 +869,8 @@ def initializer_stats(model: Any) -> Initializers:
             continue
         size = (count * element_bits(tensor.data_type) + 7) // 8
         count = packed.get(tensor.name, count)  # a packed blob holds more (sub-byte) weights than bytes
+        if tensor.data_type == TensorProto.UINT8:  # (an int4 / uint4 table is counted per element already)
+            count *= per_byte.get(tensor.name, 1)
         stats.params += count
         stats.bytes += size
         stats.count += 1
