@@ -13,7 +13,8 @@ model it came from counts:
 * every other op has a per-element cost (the torch table's: sigmoid 4, GELU 5, softmax 5, layer
   norm 6N + 4R + affine ...), only on floating-point outputs, or is in ``FREE`` (moves, shapes,
   casts, comparisons, indexing);
-* an op in neither table is untracked (``counting.count_ops`` names it, never a silent zero).
+* an op in neither table is untracked (``counting.count_ops`` names it, never a silent zero), and so is a
+  node whose formula raises ``Unpriced`` (its cost depends on values the file does not fix), with the reason.
 
 ``FORMULAS`` maps an op key (``Conv``; ``com.microsoft.MatMulNBits`` outside the default domain)
 to its function; ``op_key`` makes the key of a node.
