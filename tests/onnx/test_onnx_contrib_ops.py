@@ -12,7 +12,8 @@ onnx = pytest.importorskip("onnx")
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 
 from deeplite_like.backends.onnx import count_ops  # noqa: E402
-from deeplite_like.backends.onnx.formulas import ROTARY_PER_PAIR, UntrackedOnnxOpWarning  # noqa: E402
+from deeplite_like.backends.onnx.formulas import UntrackedOnnxOpWarning  # noqa: E402
+from deeplite_like.backends.onnx.transformer import ROTARY_PER_PAIR  # noqa: E402
 from deeplite_like.backends.onnx.graph import initializer_stats  # noqa: E402
 
 F, I32, I64 = TensorProto.FLOAT, TensorProto.INT32, TensorProto.INT64

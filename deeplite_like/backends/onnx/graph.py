@@ -76,6 +76,7 @@ def import_onnx() -> Any:
 onnx = import_onnx()
 from google.protobuf.message import DecodeError  # noqa: E402  (onnx's own dependency)
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402  (after the clear error above)
+from onnx.external_data_helper import load_external_data_for_tensor, uses_external_data  # noqa: E402
 
 #: Floating-point element types: only these cost FLOPs in elementwise ops (integer and bool outputs cost 0).
 _LOW_PRECISION_FLOATS = ("FLOAT8E4M3FN", "FLOAT8E4M3FNUZ", "FLOAT8E5M2", "FLOAT8E5M2FNUZ", "FLOAT4E2M1")
@@ -120,8 +121,6 @@ def check_external_data(model: Any, base_dir: Path | None) -> None:
     A location must be a relative path with no ``..`` part that resolves inside ``base_dir``.
     Raises ``ValueError`` naming the initializer and the location.
     """
-    from onnx.external_data_helper import uses_external_data
-
     for tensor in _all_tensors(model.graph):
         if not uses_external_data(tensor):
             continue
@@ -178,8 +177,6 @@ def inline_small_tensors(model: Any, folder: Path | None) -> Any:
     """``model`` (a copy the caller owns: edited in place) with every external tensor of at most
     ``SMALL_TENSOR_BYTES`` read into the proto from ``folder``; larger ones stay external (onnx's shape
     inference reads no value of theirs: a weight's dims and dtype are in the proto)."""
-    from onnx.external_data_helper import load_external_data_for_tensor, uses_external_data
-
     if folder is None:
         return model
     for tensor in _all_tensors(model.graph):
@@ -220,8 +217,6 @@ def load_model(model: Any) -> Any:
             raise ValueError(f"{str(path)!r} is not a readable ONNX model ({type(exc).__name__}: {exc})") from exc
         _check_is_model(proto, repr(str(path)))
         check_external_data(proto, path.parent)
-        from onnx.external_data_helper import uses_external_data
-
         if any(uses_external_data(t) for t in _all_tensors(proto.graph)):
             _remember_folder(proto, path.parent.resolve())
         return proto
