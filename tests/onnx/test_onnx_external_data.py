@@ -4,6 +4,7 @@ and ONNX Runtime reads the rest itself from the model's folder when it runs the 
 from __future__ import annotations
 
 import ctypes
+import json
 import os
 import resource
 import struct
@@ -19,6 +20,7 @@ from onnx.external_data_helper import convert_model_to_external_data  # noqa: E4
 from deeplite_like.backends.onnx import OnnxProfiler, OnnxSession, count_ops, node_times  # noqa: E402
 from deeplite_like.backends.onnx.compute import ComputeComplexity, ComputeMemory, ComputeParams, ComputeSize  # noqa: E402
 from deeplite_like.backends.onnx.graph import external_folder, initializer_stats, load_model  # noqa: E402
+from tests.cli.conftest import cli  # noqa: E402,F401  (the fixture)
 
 F = TensorProto.FLOAT
 
@@ -167,3 +169,18 @@ def test_small_model_with_external_data_counts_and_runs_as_its_inline_twin(tmp_p
     times = node_times(path, inputs=x, repeats=1, optimization="disabled")
     assert [(n.name, n.macs, n.time_s is not None) for n in times.nodes] == [
         ("conv", 6_912, True), ("flat", 0, True), ("head", 2_560, True)]
+
+
+def test_the_command_line_profiles_the_model_over_2gb_without_reading_its_weights(cli, llm_sized):
+    pytest.importorskip("onnxruntime")
+    if not sys.platform.startswith("linux"):
+        pytest.skip("watches the data file with Linux's inotify")
+    with _opens(llm_sized.parent / "w.bin") as watch:  # the CLI's loaded proto remembers its folder
+        code, out, err = cli("profile", str(llm_sized), "--input-shape", "a=2x40000", "--metrics",
+                             "macs,params,size,memory", "--format", "json", "--no-progress")
+    assert code == 0, err
+    assert watch.opened == set()
+    values = {m["key"]: m["value"] for m in json.loads(out)["status"]["metrics"]}
+    # the hand-derived figures of the test above: 1,310,720,000 MACs, 655,360,000 params, 2,621,440,000 B
+    assert (values["macs"], values["total_params"], values["model_size"]) == (1_310_720_000, 655_360_000,
+                                                                            2_621_440_000)
