@@ -58,9 +58,10 @@ import numpy as np
 
 from deeplite_like.results import LifetimeStats, TensorLifetimes
 
-__all__ = ["ALIAS_OPS", "GraphInfo", "Initializers", "LifetimeStats", "NodeView", "OnnxSession", "batch_dims", "bind_inputs",
-           "check_external_data", "external_folder", "graph_and_bodies", "import_onnx", "infer", "inference_session",
-           "initializer_stats", "inline_small_tensors", "load_model", "prepare", "seed_subgraphs", "session_inputs", "shapes_by_running", "tensor_lifetimes"]
+__all__ = ["ALIAS_OPS", "GraphInfo", "Initializers", "LifetimeStats", "NodeView", "OnnxSession", "batch_dims",
+           "bind_inputs", "check_external_data", "external_folder", "graph_and_bodies", "import_onnx", "infer",
+           "inference_session", "initializer_stats", "inline_small_tensors", "load_model", "prepare", "seed_subgraphs",
+           "session_inputs", "shapes_by_running", "tensor_lifetimes"]
 
 
 def import_onnx() -> Any:
@@ -184,9 +185,7 @@ def inline_small_tensors(model: Any, folder: Path | None) -> Any:
             length = {e.key: e.value for e in tensor.external_data}.get("length")
             size = int(length) if length else (_numel(tensor.dims) * element_bits(tensor.data_type) + 7) // 8
             if size <= SMALL_TENSOR_BYTES:
-                load_external_data_for_tensor(tensor, str(folder))
-                tensor.data_location = TensorProto.DEFAULT
-                del tensor.external_data[:]
+                load_external_data_for_tensor(tensor, str(folder))  # (then an inline tensor: location cleared)
     return model
 
 

@@ -11,7 +11,7 @@ they replace in the torch table (docs/conventions.rst: the attention row, the el
   ``Unpriced``: the counting pass lists it as untracked with the reason, never a guessed count.
 
 ``TRANSFORMER_FORMULAS`` maps each op key to its function; ``formulas.py`` registers them into ``FORMULAS``
-(this module imports nothing of it: the table's one way down).
+(this module does not import ``formulas``: imports point one way).
 """
 from __future__ import annotations
 
@@ -26,9 +26,12 @@ TRANSFORMER_FORMULAS: dict[str, Callable[[NodeView], Cost]] = {}
 
 
 def _op(*keys: str) -> Callable:
-    """Collect ``function`` under the op keys (``formulas.formula`` refuses a key registered twice)."""
+    """Collect ``function`` under the op keys; a key collected twice is a bug (refused, as ``formulas.formula``
+    refuses one the table already has)."""
     def collect(function: Callable[[NodeView], Cost]) -> Callable[[NodeView], Cost]:
         for key in keys:
+            if key in TRANSFORMER_FORMULAS:
+                raise ValueError(f"ONNX op {key!r} already has a formula")
             TRANSFORMER_FORMULAS[key] = function
         return function
     return collect
