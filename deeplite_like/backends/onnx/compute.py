@@ -439,7 +439,7 @@ def node_times(model: Any, inputs: Any = None, dims: Mapping[str, int] | None = 
         options.graph_optimization_level = getattr(ort.GraphOptimizationLevel, OPTIMIZATION_LEVELS[optimization])
         options.enable_profiling = True
         options.profile_file_prefix = str(Path(folder) / "ort")
-        session = inference_session(named, options, device)
+        session = inference_session(named, options, device, info.folder)
         for _ in range(warmup + repeats):
             session.run(None, feeds)
         trace = Path(session.end_profiling())

@@ -13,7 +13,8 @@ model it came from counts:
 * every other op has a per-element cost (the torch table's: sigmoid 4, GELU 5, softmax 5, layer
   norm 6N + 4R + affine ...), only on floating-point outputs, or is in ``FREE`` (moves, shapes,
   casts, comparisons, indexing);
-* an op in neither table is untracked (``counting.count_ops`` names it, never a silent zero).
+* an op in neither table is untracked (``counting.count_ops`` names it, never a silent zero), and so is a
+  node whose formula raises ``Unpriced`` (its cost depends on values the file does not fix), with the reason.
 
 ``FORMULAS`` maps an op key (``Conv``; ``com.microsoft.MatMulNBits`` outside the default domain)
 to its function; ``op_key`` makes the key of a node.
@@ -53,6 +54,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 from deeplite_like.backends.onnx.graph import (ALIAS_OPS, FLOAT_TYPES, GraphInfo, NodeView, dtype_name, element_bits,
                                                prepare)
+from deeplite_like.backends.onnx.transformer import TRANSFORMER_FORMULAS, Unpriced
 from deeplite_like.results import Cost, GraphCount, OpCount
 
 
@@ -120,6 +122,8 @@ FREE = frozenset({
     "com.microsoft.QLinearConcat",
     # onnxruntime's layout moves (its saved ORT_ENABLE_ALL graphs)
     "com.microsoft.nchwc.ReorderInput", "com.microsoft.nchwc.ReorderOutput",
+    # a look-up in a block-quantized table (an LLM's int4 embedding): Gather, its dequantization a cast
+    "com.microsoft.GatherBlockQuantized",
 })
 
 
@@ -195,6 +199,15 @@ def matmul_nbits(node: NodeView) -> Cost:
     rows = node.numel_in(0) // k
     bias = node.numel_out() if node.has_input(5) else 0
     return Cost.contraction(rows * n * k, bias)
+
+
+@formula("com.microsoft.MatMulBnb4")
+def matmul_bnb4(node: NodeView) -> Cost:
+    """MatMulBnb4 (A, B (FP4 / NF4 packed two per byte), absmax; bitsandbytes' 4-bit weights): the float
+    MatMul of A by the N x K weight, rows x N x K, rows = numel(A) / A's last dimension (K, or N with
+    ``transB=0``); the dequantization is free, as ``DequantizeLinear`` is."""
+    k, n = int(node.attr("K")), int(node.attr("N"))
+    return Cost.contraction(node.numel_in(0) // node.input_shape(0)[-1] * n * k)
 
 
 def _einsum_terms(node: NodeView) -> tuple[list[str], str, dict[str, int]]:
@@ -409,59 +422,10 @@ def softmax(node: NodeView) -> Cost:
     return Cost.elementwise(5 * node.numel_in(0))
 
 
-def attention_cost(batch: int, q_len: int, k_len: int, heads: int, q_width: int, v_width: int, masked: bool) -> Cost:
-    """Attention after its projections, as the torch table's SDPA math reference: Q K^T and P V,
-    ``batch x q_len x k_len x (q_width + v_width)`` MACs (widths summed over the heads); FLOPs 2 x MACs
-    + q and k each scaled by sqrt(scale), ``batch x (q_len + k_len) x q_width``, + a mask add and the
-    softmax (5), ``(1 + 5) x batch x heads x q_len x k_len`` (the mask add only when ``masked``)."""
-    scores = batch * heads * q_len * k_len
-    macs = batch * q_len * k_len * (q_width + v_width)
-    return Cost.contraction(macs, batch * (q_len + k_len) * q_width + (int(masked) + 5) * scores)
-
-
-@formula("com.microsoft.Attention", "com.microsoft.QAttention")
-def fused_attention(node: NodeView) -> Cost:
-    """Attention (com.microsoft: input, weights, bias, mask_index?, past?, attention_bias?): the Q, K, V
-    projection ``B x S x D_in x (Dq + Dk + Dv)`` MACs with its bias add (1 per projected element), then
-    ``attention_cost`` (``qkv_hidden_sizes`` when given, else three equal thirds of the weights' width;
-    keys = S + the past sequence). Masked with a mask, an attention bias, or ``unidirectional``.
-    ``QAttention`` (input, int8 weights, bias, scales, mask_index at 5, zero points, past at 8) counts the same."""
-    batch, seq, width_in = node.input_shape(0)
-    widths = node.attr("qkv_hidden_sizes") or [node.input_shape(1)[1] // 3] * 3
-    q_width, k_width, v_width = (int(w) for w in widths)
-    quantized = node.op_type == "QAttention"
-    mask_at, past_at = (5, 8) if quantized else (3, 4)
-    past = node.input_shape(past_at)[3] if node.has_input(past_at) else 0
-    rows = batch * seq
-    projection = Cost.contraction(rows * width_in * (q_width + k_width + v_width),
-                                  rows * (q_width + k_width + v_width) if node.has_input(2) else 0)
-    masked = node.has_input(mask_at) or (not quantized and node.has_input(5)) or bool(node.attr("unidirectional", 0))
-    attention = attention_cost(batch, seq, seq + past, int(node.attr("num_heads")), q_width, v_width, masked)
-    return projection + attention
-
-
-@formula("com.microsoft.MultiHeadAttention")
-def multi_head_attention(node: NodeView) -> Cost:
-    """MultiHeadAttention (com.microsoft: query, key?, value?, bias?, key_padding_mask?, attention_bias?,
-    past_key?, ...), projections done before it: ``attention_cost`` with the key length read from
-    ``key`` (``B x L x D``, ``B x N x L x H``, or packed K/V ``B x L x N x 2 x H``; packed Q/K/V in a
-    5-D ``query`` ``B x S x N x 3 x H``: L = S); Dv from the output. + 1 per element of Q, K and V for
-    ``bias``. Masked with a padding mask or an attention bias."""
-    query = node.input_shape(0)
-    heads = int(node.attr("num_heads"))
-    batch, seq = query[0], query[1]
-    v_width = node.output_shape()[-1]
-    q_width = query[2] * query[4] if len(query) == 5 else query[-1]
-    if len(query) == 5 or not node.has_input(1):
-        k_len = seq
-    else:
-        key = node.input_shape(1)
-        k_len = key[2] if len(key) == 4 else key[1]
-    past = node.input_shape(6)[2] if node.has_input(6) else 0
-    k_len += past
-    bias = (batch * seq * q_width + batch * (k_len - past) * (q_width + v_width)) if node.has_input(3) else 0
-    attention = attention_cost(batch, seq, k_len, heads, q_width, v_width, node.has_input(4) or node.has_input(5))
-    return attention + Cost.elementwise(bias)
+#: onnxruntime's transformer and LLM contrib ops (attention family, rotary embeddings, bias fusions):
+#: ``transformer.py``, registered here into the one table.
+for _key, _function in TRANSFORMER_FORMULAS.items():
+    formula(_key)(_function)
 
 
 # ---------------------------------------------------------------------------------- pooling
@@ -702,6 +666,10 @@ def _price(node: Any, info: GraphInfo, untracked: dict[str, int], key: str) -> C
         view = NodeView(node, info)
         try:
             return function(view)
+        except Unpriced as why:  # the cost depends on values the file does not fix: untracked, with the reason
+            note = f"{key} ({why})"
+            untracked[note] = untracked.get(note, 0) + 1
+            return Cost()
         except (KeyError, IndexError, TypeError, ZeroDivisionError) as exc:
             raise ValueError(f"cannot price {view.label}: {type(exc).__name__}: {exc}") from exc
     if key not in FREE:

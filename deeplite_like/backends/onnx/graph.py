@@ -5,7 +5,12 @@ Everything the counting pass and the profiler need to know about the file is rea
 * ``load_model`` accepts a path, bytes or an ``onnx.ModelProto`` and never changes the caller's
   proto (binding dimensions works on a copy). External data is read only from beside the model
   file, and every location is checked first: no absolute path, no ``..``, nothing outside the
-  model's folder (``check_external_data``).
+  model's folder (``check_external_data``). The weights themselves stay on disk: counting,
+  parameters, size and memory need only each initializer's dims and dtype, so a model over 2 GB
+  (an LLM export) is read as its graph. Only small external tensors are read, when a value is
+  needed (a ``Reshape`` shape for shape inference, a ``Loop`` trip count: ``inline_small_tensors``);
+  ONNX Runtime reads the rest itself from the model's folder (``inference_session``), which the
+  loaded proto remembers (``external_folder``).
 * ``bind_inputs`` fixes every graph input's shape from arrays, shapes or named dimensions
   (``batch=8``), and refuses a dimension left symbolic, naming the input and the dimension.
 * ``infer`` runs onnx's own shape inference (strict, with data propagation, so ``Shape ->
@@ -53,9 +58,10 @@ import numpy as np
 
 from deeplite_like.results import LifetimeStats, TensorLifetimes
 
-__all__ = ["ALIAS_OPS", "GraphInfo", "Initializers", "LifetimeStats", "NodeView", "OnnxSession", "batch_dims", "bind_inputs",
-           "check_external_data", "graph_and_bodies", "import_onnx", "infer", "inference_session", "initializer_stats",
-           "load_model", "prepare", "seed_subgraphs", "session_inputs", "shapes_by_running", "tensor_lifetimes"]
+__all__ = ["ALIAS_OPS", "GraphInfo", "Initializers", "LifetimeStats", "NodeView", "OnnxSession", "batch_dims",
+           "bind_inputs", "check_external_data", "external_folder", "graph_and_bodies", "import_onnx", "infer",
+           "inference_session", "initializer_stats", "inline_small_tensors", "load_model", "prepare", "seed_subgraphs",
+           "session_inputs", "shapes_by_running", "tensor_lifetimes"]
 
 
 def import_onnx() -> Any:
@@ -71,6 +77,7 @@ def import_onnx() -> Any:
 onnx = import_onnx()
 from google.protobuf.message import DecodeError  # noqa: E402  (onnx's own dependency)
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402  (after the clear error above)
+from onnx.external_data_helper import load_external_data_for_tensor, uses_external_data  # noqa: E402
 
 #: Floating-point element types: only these cost FLOPs in elementwise ops (integer and bool outputs cost 0).
 _LOW_PRECISION_FLOATS = ("FLOAT8E4M3FN", "FLOAT8E4M3FNUZ", "FLOAT8E5M2", "FLOAT8E5M2FNUZ", "FLOAT4E2M1")
@@ -115,8 +122,6 @@ def check_external_data(model: Any, base_dir: Path | None) -> None:
     A location must be a relative path with no ``..`` part that resolves inside ``base_dir``.
     Raises ``ValueError`` naming the initializer and the location.
     """
-    from onnx.external_data_helper import uses_external_data
-
     for tensor in _all_tensors(model.graph):
         if not uses_external_data(tensor):
             continue
@@ -143,13 +148,55 @@ def _check_is_model(proto: Any, what: str) -> None:
         raise ValueError(f"not an ONNX model ({what}): it has no IR version or no graph nodes")
 
 
+#: Protos ``load_model`` read from a file whose external data stays on disk: ``id`` -> (the proto, its folder).
+#: An ``onnx.ModelProto`` takes no attribute and no weak reference, so the folder is kept here, beside a
+#: strong reference to the proto (its ``id`` cannot be reused while it is held), for the ``_FOLDERS_KEPT``
+#: most recent loads; a proto that fell out is refused as any proto with external data is (pass the path).
+_FOLDERS: dict[int, tuple[Any, Path]] = {}
+_FOLDERS_KEPT = 64
+
+
+def external_folder(model: Any) -> Path | None:
+    """The folder ``model``'s external data is read from: set for a proto ``load_model`` read from a file with
+    external data (that very object, not a copy), else ``None``."""
+    entry = _FOLDERS.get(id(model))
+    return entry[1] if entry is not None and entry[0] is model else None
+
+
+def _remember_folder(proto: Any, folder: Path) -> None:
+    _FOLDERS[id(proto)] = (proto, folder)
+    while len(_FOLDERS) > _FOLDERS_KEPT:
+        del _FOLDERS[next(iter(_FOLDERS))]  # the oldest load (dicts keep insertion order)
+
+
+#: External tensors of at most this many bytes are read when a value is needed (shape constants, zero
+#: points, trip counts: what shape inference and the formulas read); larger ones are never read here.
+SMALL_TENSOR_BYTES = 4096
+
+
+def inline_small_tensors(model: Any, folder: Path | None) -> Any:
+    """``model`` (a copy the caller owns: edited in place) with every external tensor of at most
+    ``SMALL_TENSOR_BYTES`` read into the proto from ``folder``; larger ones stay external (onnx's shape
+    inference reads no value of theirs: a weight's dims and dtype are in the proto)."""
+    if folder is None:
+        return model
+    for tensor in _all_tensors(model.graph):
+        if uses_external_data(tensor):
+            length = {e.key: e.value for e in tensor.external_data}.get("length")
+            size = int(length) if length else (_numel(tensor.dims) * element_bits(tensor.data_type) + 7) // 8
+            if size <= SMALL_TENSOR_BYTES:
+                load_external_data_for_tensor(tensor, str(folder))  # (then an inline tensor: location cleared)
+    return model
+
+
 def load_model(model: Any) -> Any:
     """An ``onnx.ModelProto`` for a path, bytes or ``ModelProto`` (the caller's proto is returned as is: never edited).
 
-    External data is loaded from beside the model file, after ``check_external_data``.
+    A file's external data is checked (``check_external_data``) but not read: the proto keeps its tensors'
+    dims and dtypes, and remembers its folder (``external_folder``) for the values read later.
     """
     if isinstance(model, onnx.ModelProto):
-        check_external_data(model, None)
+        check_external_data(model, external_folder(model))
         return model
     if isinstance(model, (bytes, bytearray, memoryview)):
         try:
@@ -169,9 +216,8 @@ def load_model(model: Any) -> Any:
             raise ValueError(f"{str(path)!r} is not a readable ONNX model ({type(exc).__name__}: {exc})") from exc
         _check_is_model(proto, repr(str(path)))
         check_external_data(proto, path.parent)
-        from onnx.external_data_helper import load_external_data_for_model
-
-        load_external_data_for_model(proto, str(path.parent))
+        if any(uses_external_data(t) for t in _all_tensors(proto.graph)):
+            _remember_folder(proto, path.parent.resolve())
         return proto
     raise TypeError(f"an ONNX model is a path, bytes or onnx.ModelProto; got {type(model).__module__}."
                     f"{type(model).__qualname__}")
@@ -472,6 +518,8 @@ class GraphInfo:
     input_shapes: Mapping[str, tuple[int, ...]]
     #: why some values' shapes stayed unknown (no onnxruntime, or the run failed); "" when none did
     unknown_reason: str = ""
+    #: the folder of the file's external data (``external_folder``), ``None`` when it has none
+    folder: Path | None = None
 
 
 def _value_shape(value_info: Any) -> tuple[int, ...] | None:
@@ -493,7 +541,8 @@ def prepare(model: Any, inputs_or_shapes: Any = None, dims: Mapping[str, int] | 
     an untracked op needs none.
     """
     proto = load_model(model)
-    inferred = seed_subgraphs(infer(bind_inputs(proto, inputs_or_shapes, dims)))
+    folder = external_folder(proto)
+    inferred = seed_subgraphs(infer(inline_small_tensors(bind_inputs(proto, inputs_or_shapes, dims), folder)))
     graph = inferred.graph
     shapes: dict[str, tuple[int, ...] | None] = {}
     dtypes: dict[str, int] = {}
@@ -508,7 +557,7 @@ def prepare(model: Any, inputs_or_shapes: Any = None, dims: Mapping[str, int] | 
             shapes[tensor.name] = tuple(int(d) for d in tensor.dims)
             dtypes[tensor.name] = tensor.data_type
             if _numel(tensor.dims) <= 16:  # small ones only: scalars and short vectors formulas may read
-                constants[tensor.name] = numpy_helper.to_array(tensor)
+                constants[tensor.name] = numpy_helper.to_array(tensor, str(folder or ""))
         for node in each.node:
             if node.op_type == "Constant" and node.domain in ("", "ai.onnx"):
                 for attribute in node.attribute:
@@ -523,14 +572,15 @@ def prepare(model: Any, inputs_or_shapes: Any = None, dims: Mapping[str, int] | 
     if unknown:
         try:
             ran_shapes, ran_dtypes = shapes_by_running(inferred, input_shapes, dtypes, unknown,
-                                                       inputs_or_shapes if _has_arrays(inputs_or_shapes) else None)
+                                                       inputs_or_shapes if _has_arrays(inputs_or_shapes) else None,
+                                                       folder)
         except ValueError as exc:  # raised only where a formula needs one of these shapes (NodeView)
             reason = str(exc)
         else:
             shapes.update(ran_shapes)
             for name, elem_type in ran_dtypes.items():
                 dtypes.setdefault(name, elem_type)
-    return GraphInfo(inferred, shapes, dtypes, constants, input_shapes, reason)
+    return GraphInfo(inferred, shapes, dtypes, constants, input_shapes, reason, folder)
 
 
 def _has_arrays(given: Any) -> bool:
@@ -573,7 +623,7 @@ def _feed(value: Any, dtype: Any) -> Any:
     return np.ascontiguousarray(value, dtype=dtype)
 
 
-def inference_session(model: Any, options: Any, device: str = "cpu") -> Any:
+def inference_session(model: Any, options: Any, device: str = "cpu", folder: Path | None = None) -> Any:
     """An ONNX Runtime ``InferenceSession`` of ``model`` on the CPU provider (``device="cuda"``: the CUDA
     provider, with the CPU provider for the nodes it does not implement, as ONNX Runtime places them), made
     quietly.
@@ -586,6 +636,12 @@ def inference_session(model: Any, options: Any, device: str = "cpu") -> Any:
     output and retries once before it raises; the banner would land inside a report (a JSON one too), so
     standard output is captured while the session is made (restored after, also when it raises); the error
     itself propagates to the caller, which names it.
+
+    External data: ONNX Runtime reads it itself from ``folder`` (default: the folder ``load_model`` remembered
+    for ``model``, ``external_folder``), given as its ``session.model_external_initializers_file_folder_path``:
+    the proto (a copy with named nodes or extra outputs too) is passed as bytes without the weights, which
+    stay in their file; its small tensors are read into it first (``inline_small_tensors``), as ONNX Runtime's
+    shape inference, like onnx's, reads no external value.
     """
     import onnxruntime as ort
 
@@ -599,6 +655,12 @@ def inference_session(model: Any, options: Any, device: str = "cpu") -> Any:
         providers = ["CUDAExecutionProvider", "CPUExecutionProvider"]
     elif device != "cpu":
         raise ValueError(f"device must be 'cpu' or 'cuda' for an ONNX model, got {device!r}")
+    folder = folder or external_folder(model)
+    if folder is not None:  # its small tensors inline: ORT's own shape inference reads no external value either
+        options.add_session_config_entry("session.model_external_initializers_file_folder_path", str(folder))
+        copy = onnx.ModelProto()
+        copy.CopyFrom(model)
+        model = inline_small_tensors(copy, folder)
     with contextlib.redirect_stdout(io.StringIO()):
         return ort.InferenceSession(model.SerializeToString(), options, providers=providers)
 
@@ -642,7 +704,7 @@ class OnnxSession:
 
 
 def shapes_by_running(model: Any, input_shapes: Mapping[str, tuple[int, ...]], dtypes: Mapping[str, int],
-                      unknown: Sequence[str], given: Any = None
+                      unknown: Sequence[str], given: Any = None, folder: Path | None = None
                       ) -> tuple[dict[str, tuple[int, ...]], dict[str, int]]:
     """Shapes and element types of the ``unknown`` values, from one ONNX Runtime run (CPU, 1 thread, no graph
     optimisation, so every node runs as stored) on the given arrays or seeded ones of the bound shapes."""
@@ -664,7 +726,7 @@ def shapes_by_running(model: Any, input_shapes: Mapping[str, tuple[int, ...]], d
     options.inter_op_num_threads = 1
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
     try:
-        session = inference_session(probe, options)
+        session = inference_session(probe, options, folder=folder)
         values = session.run(unknown, session_inputs(input_shapes, dtypes, given))
     except Exception as exc:  # onnxruntime raises its own exception types (Fail, InvalidGraph, ...)
         raise ValueError(f"onnx could not infer the shapes of {len(unknown)} value(s) (the first: {unknown[0]!r}) "
@@ -777,14 +839,17 @@ _WEIGHT_SLOTS = {("QLinearConv", 3), ("QLinearConv", 8), ("ConvInteger", 1), ("M
 def initializer_stats(model: Any) -> Initializers:
     """Parameters and bytes of ``model``'s initializers (see ``Initializers``)."""
     weight_reads: set[str] = set()
-    packed: dict[str, int] = {}  # MatMulNBits' uint8 blob -> its N x K weights (sub-byte, packed)
+    packed: dict[str, int] = {}  # a 4-bit MatMul's uint8 blob -> its N x K weights (sub-byte, packed)
+    per_byte: dict[str, int] = {}  # a uint8 GatherBlockQuantized table -> weights per byte (8 / bits)
     for node in model.graph.node:
         for position, name in enumerate(node.input):
             if (node.op_type, position) in _WEIGHT_SLOTS:
                 weight_reads.add(name)
-        if node.op_type == "MatMulNBits" and len(node.input) > 1:
-            attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
+        attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
+        if node.op_type in ("MatMulNBits", "MatMulBnb4") and len(node.input) > 1:
             packed[node.input[1]] = int(attrs["N"]) * int(attrs["K"])
+        if node.op_type == "GatherBlockQuantized" and node.input:
+            per_byte[node.input[0]] = 8 // int(attrs.get("bits", 4))
     stats = Initializers()
     seen: set[str] = set()
     for tensor in model.graph.initializer:
@@ -798,6 +863,8 @@ def initializer_stats(model: Any) -> Initializers:
             continue
         size = (count * element_bits(tensor.data_type) + 7) // 8
         count = packed.get(tensor.name, count)  # a packed blob holds more (sub-byte) weights than bytes
+        if tensor.data_type == TensorProto.UINT8:  # (an int4 / uint4 table is counted per element already)
+            count *= per_byte.get(tensor.name, 1)
         stats.params += count
         stats.bytes += size
         stats.count += 1
