@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import subprocess
+import warnings
 import sys
 
 import numpy as np
@@ -465,3 +466,40 @@ def test_onnxruntime_layout_ops_of_saved_optimised_graphs():
     proto = model([pool], [("x", TensorProto.INT8, [1, 4, 4, 8])], [("y", TensorProto.INT8, [1, 2, 2, 8])],
                   domains=["com.microsoft"])
     assert count_ops(proto).flops == 128
+
+
+def _positive_rows_model():
+    """x [batch, 16] -> rows whose sum is > 0 (ReduceSum, Greater, NonZero, Squeeze, Gather) -> MatMul by a
+    16 x 8 weight: the MatMul's rows, n, depend on the values of x."""
+    nodes = [helper.make_node("ReduceSum", ["x", "axis1"], ["s"], keepdims=0),
+             helper.make_node("Greater", ["s", "zero"], ["mask"]),
+             helper.make_node("NonZero", ["mask"], ["nz"], name="rows"),
+             helper.make_node("Squeeze", ["nz", "axis0"], ["idx"]),
+             helper.make_node("Gather", ["x", "idx"], ["sel"], axis=0),
+             helper.make_node("MatMul", ["sel", "w"], ["y"])]
+    weights = [numpy_helper.from_array(np.ones((16, 8), np.float32), "w"),
+               numpy_helper.from_array(np.array([1], np.int64), "axis1"),
+               numpy_helper.from_array(np.array([0], np.int64), "axis0"),
+               numpy_helper.from_array(np.array(0, np.float32), "zero")]
+    graph = helper.make_graph(nodes, "positive_rows", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 16])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["n", 8])], weights)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def test_shapes_that_depend_on_the_data_are_those_of_the_arrays_given():
+    pytest.importorskip("onnxruntime")
+    from deeplite_like.backends.onnx import SeededShapesWarning
+
+    model = _positive_rows_model()
+    x = np.zeros((4, 16), np.float32)
+    x[[0, 2, 3]] = 1.0  # three rows with a positive sum: the MatMul is 3 x 16 x 8 = 384 MACs
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # arrays given: no warning
+        assert count_ops(model, {"x": x}).macs == 3 * 16 * 8
+    x[:] = 1.0  # all four: 4 x 16 x 8 = 512
+    assert count_ops(model, {"x": x}).macs == 512
+    # shapes only: read from a run on seeded inputs (deterministic), and said
+    with pytest.warns(SeededShapesWarning, match=r"NonZero 'rows' depend on the input values.*pass the real inputs"):
+        first = count_ops(model, batch=4)
+    with pytest.warns(SeededShapesWarning):
+        assert count_ops(model, batch=4).macs == first.macs and first.macs % (16 * 8) == 0

@@ -16,6 +16,7 @@ _EXPORTS = {
     "OnnxSession": "deeplite_like.backends.onnx.graph",
     "count_ops": "deeplite_like.backends.onnx.formulas",
     "UntrackedOnnxOpWarning": "deeplite_like.backends.onnx.formulas",
+    "SeededShapesWarning": "deeplite_like.backends.onnx.formulas",
     "FORMULAS": "deeplite_like.backends.onnx.formulas",
     "FREE": "deeplite_like.backends.onnx.formulas",
     "formula": "deeplite_like.backends.onnx.formulas",

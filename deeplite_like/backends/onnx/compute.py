@@ -16,14 +16,12 @@ from __future__ import annotations
 import json
 import re
 import tempfile
-import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
 from deeplite_like.errors import caller, check_profiler_options
-from deeplite_like.backends.onnx.formulas import (UntrackedOnnxOpWarning, count_graph, node_costs, node_module,
-                                                  untracked_message)
+from deeplite_like.backends.onnx.formulas import count_graph, node_costs, node_module, warn_about
 from deeplite_like.backends.onnx.graph import (GraphInfo, OnnxSession, batch_dims, graph_and_bodies, import_onnx,
                                                inference_session, initializer_stats, load_model, prepare,
                                                session_inputs)
@@ -93,8 +91,7 @@ class ComputeComplexity(ProfilerFunction):
                  batch_size: int | None = None) -> dict:
         info, _ = _graph(onnx_model, inputs, dims, data_splits, split, batch_size)
         counted = count_graph(info)
-        if counted.untracked:
-            warnings.warn(untracked_message(counted.untracked), UntrackedOnnxOpWarning, stacklevel=2)
+        warn_about(info, counted)
         details = {"batch_size": counted.batch_size, "untracked": dict(counted.untracked),
                    "input_shapes": dict(info.input_shapes)}
         return complexity_values(counted, details)

@@ -58,8 +58,8 @@ from deeplite_like.backends.onnx.transformer import TRANSFORMER_FORMULAS, Unpric
 from deeplite_like.results import Cost, GraphCount, OpCount
 
 
-__all__ = ["FORMULAS", "FREE", "Formula", "GATE_MATH", "UntrackedOnnxOpWarning", "count_graph", "count_ops",
-           "formula", "module_of", "node_costs", "node_module", "op_key"]
+__all__ = ["FORMULAS", "FREE", "Formula", "GATE_MATH", "SeededShapesWarning", "UntrackedOnnxOpWarning", "count_graph",
+           "count_ops", "formula", "module_of", "node_costs", "node_module", "op_key", "warn_about"]
 
 Formula = Callable[[NodeView], Cost]
 FORMULAS: dict[str, Formula] = {}
@@ -491,6 +491,23 @@ class UntrackedOnnxOpWarning(UserWarning):
     """Nodes ran with no formula and are not known to be free: they were counted as 0."""
 
 
+class SeededShapesWarning(UserWarning):
+    """Shapes that depend on the input values (after ``NonZero``, ``NonMaxSuppression``, ...) were read
+    from a run on seeded inputs, since only shapes were given: the counts after them are that data's."""
+
+
+def warn_about(info: GraphInfo, counted: OpCount, warn_untracked: bool = True) -> None:
+    """The warnings a count of ``info`` owes its caller: untracked ops, shapes read from seeded data."""
+    if warn_untracked and counted.untracked:
+        warnings.warn(untracked_message(counted.untracked), UntrackedOnnxOpWarning, stacklevel=3)
+    if info.seeded_nodes:
+        more = f" (and {len(info.seeded_nodes) - 1} more)" if len(info.seeded_nodes) > 1 else ""
+        warnings.warn(f"the output shapes of {info.seeded_nodes[0]}{more} depend on the input values, and only "
+                      "shapes were given: they were read from a run on seeded random inputs, so the counts of the "
+                      "nodes after them are that data's; pass the real inputs as arrays for your data's count",
+                      SeededShapesWarning, stacklevel=3)
+
+
 def module_of(node_name: str) -> str:
     """The module a node belongs to, from its name's scopes (``/layer1/layer1.0/conv1/Conv`` -> ``layer1.0.conv1``)."""
     parts = [p for p in node_name.replace("\\", "/").split("/") if p]
@@ -744,7 +761,7 @@ def count_ops(model: Any, inputs_or_shapes: Any = None, warn_untracked: bool = T
 
     Returns an ``OpCount`` whose ``batch_size`` is the inputs' common first dimension (if any).
     """
-    result = count_graph(prepare(model, inputs_or_shapes, dims), bytes_moved=bytes_moved)
-    if warn_untracked and result.untracked:
-        warnings.warn(untracked_message(result.untracked), UntrackedOnnxOpWarning, stacklevel=2)
+    info = prepare(model, inputs_or_shapes, dims)
+    result = count_graph(info, bytes_moved=bytes_moved)
+    warn_about(info, result, warn_untracked)
     return result

@@ -520,6 +520,13 @@ class GraphInfo:
     unknown_reason: str = ""
     #: the folder of the file's external data (``external_folder``), ``None`` when it has none
     folder: Path | None = None
+    #: nodes whose output shapes depend on the input values (``VALUE_SHAPED_OPS``), read from a run on
+    #: seeded inputs because no arrays were given: the counts after them are that data's
+    seeded_nodes: tuple[str, ...] = ()
+
+
+#: Ops whose output shape depends on the values of their inputs, not on their shapes alone.
+VALUE_SHAPED_OPS = frozenset({"NonZero", "NonMaxSuppression", "Unique", "Compress"})
 
 
 def _value_shape(value_info: Any) -> tuple[int, ...] | None:
@@ -535,8 +542,9 @@ def prepare(model: Any, inputs_or_shapes: Any = None, dims: Mapping[str, int] | 
     """Load, bind and infer ``model``: the one place the backend reads a file's graph.
 
     Values whose shapes onnx cannot infer (ops outside its schemas: ``com.microsoft.QGemm`` and
-    other contrib ops, custom domains) are read from one ONNX Runtime run on the bound inputs
-    (``shapes_by_running``). Without onnxruntime, or when that run fails (a custom op whose library
+    other contrib ops, custom domains; outputs whose size depends on the data, as ``NonZero``'s) are
+    read from one ONNX Runtime run on the bound inputs (``shapes_by_running``): the arrays given, or
+    seeded ones (then ``seeded_nodes`` names the data-dependent nodes, and the counts warn). Without onnxruntime, or when that run fails (a custom op whose library
     is not loaded), they stay unknown: a formula that needs one names its node and the reason, and
     an untracked op needs none.
     """
@@ -569,7 +577,13 @@ def prepare(model: Any, inputs_or_shapes: Any = None, dims: Mapping[str, int] | 
     input_shapes = {i.name: shapes[i.name] for i in _graph_inputs(inferred)}
     unknown = [name for node in graph.node for name in node.output if name and shapes.get(name) is None]
     reason = ""
+    seeded: tuple[str, ...] = ()
     if unknown:
+        if not _has_arrays(inputs_or_shapes):
+            missing = set(unknown)
+            seeded = tuple(f"{node.op_type} {node.name or '(unnamed)'!r}" for node in graph.node
+                           if node.op_type in VALUE_SHAPED_OPS and node.domain in ("", "ai.onnx")
+                           and missing.intersection(node.output))
         try:
             ran_shapes, ran_dtypes = shapes_by_running(inferred, input_shapes, dtypes, unknown,
                                                        inputs_or_shapes if _has_arrays(inputs_or_shapes) else None,
@@ -580,7 +594,8 @@ def prepare(model: Any, inputs_or_shapes: Any = None, dims: Mapping[str, int] | 
             shapes.update(ran_shapes)
             for name, elem_type in ran_dtypes.items():
                 dtypes.setdefault(name, elem_type)
-    return GraphInfo(inferred, shapes, dtypes, constants, input_shapes, reason, folder)
+    return GraphInfo(inferred, shapes, dtypes, constants, input_shapes, reason, folder,
+                     seeded if not reason else ())
 
 
 def _has_arrays(given: Any) -> bool:
