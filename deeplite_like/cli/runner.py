@@ -445,12 +445,10 @@ def _check_onnx_cuda(spec: str) -> None:
     if importlib.util.find_spec("onnxruntime") is None:
         raise UsageError(f"--device cuda times {spec} with ONNX Runtime's CUDA provider, and onnxruntime is not "
                          "installed here", "pip install onnxruntime-gpu (or use --device cpu)")
-    import onnxruntime as ort
+    from deeplite_like.backends.onnx.graph import missing_cuda_provider
 
-    available = ort.get_available_providers()
-    if "CUDAExecutionProvider" not in available:
-        raise UsageError(f"--device cuda: this onnxruntime {ort.__version__} has no CUDAExecutionProvider to time "
-                         f"{spec} (it has {', '.join(available)})",
+    if (missing := missing_cuda_provider()) is not None:
+        raise UsageError(f"--device cuda cannot time {spec}: {missing}",
                          "use --device cpu, or install onnxruntime-gpu in place of onnxruntime on a machine with a GPU")
 
 

@@ -60,8 +60,8 @@ from deeplite_like.results import LifetimeStats, TensorLifetimes
 
 __all__ = ["ALIAS_OPS", "GraphInfo", "Initializers", "LifetimeStats", "NodeView", "OnnxSession", "batch_dims",
            "bind_inputs", "check_external_data", "external_folder", "graph_and_bodies", "import_onnx", "infer",
-           "inference_session", "initializer_stats", "inline_small_tensors", "load_model", "prepare", "seed_subgraphs",
-           "session_inputs", "shapes_by_running", "tensor_lifetimes"]
+           "inference_session", "initializer_stats", "inline_small_tensors", "load_model", "missing_cuda_provider",
+           "prepare", "seed_subgraphs", "session_inputs", "shapes_by_running", "tensor_lifetimes"]
 
 
 def import_onnx() -> Any:
@@ -638,6 +638,17 @@ def _feed(value: Any, dtype: Any) -> Any:
     return np.ascontiguousarray(value, dtype=dtype)
 
 
+def missing_cuda_provider() -> str | None:
+    """Why ONNX Runtime cannot run on CUDA here (``"this onnxruntime 1.x has no CUDAExecutionProvider (it
+    has ...)"``), or ``None`` when it can. ORT itself would fall back to the CPU without a word."""
+    import onnxruntime as ort
+
+    available = ort.get_available_providers()
+    if "CUDAExecutionProvider" in available:
+        return None
+    return f"this onnxruntime {ort.__version__} has no CUDAExecutionProvider (it has {', '.join(available)})"
+
+
 def inference_session(model: Any, options: Any, device: str = "cpu", folder: Path | None = None) -> Any:
     """An ONNX Runtime ``InferenceSession`` of ``model`` on the CPU provider (``device="cuda"``: the CUDA
     provider, with the CPU provider for the nodes it does not implement, as ONNX Runtime places them), made
@@ -662,10 +673,8 @@ def inference_session(model: Any, options: Any, device: str = "cpu", folder: Pat
 
     providers = ["CPUExecutionProvider"]
     if device == "cuda":
-        available = ort.get_available_providers()
-        if "CUDAExecutionProvider" not in available:
-            raise ValueError(f"device='cuda': this onnxruntime {ort.__version__} has no CUDAExecutionProvider (it has "
-                             f"{', '.join(available)}); install onnxruntime-gpu in place of onnxruntime, or time on "
+        if (missing := missing_cuda_provider()) is not None:
+            raise ValueError(f"device='cuda': {missing}; install onnxruntime-gpu in place of onnxruntime, or time on "
                              "device='cpu'")
         providers = ["CUDAExecutionProvider", "CPUExecutionProvider"]
     elif device != "cpu":
