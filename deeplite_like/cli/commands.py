@@ -284,7 +284,7 @@ def add_memory_parser(commands: argparse._SubParsersAction) -> None:
                              [--sharding fsdp --world-size 8 [--fsdp-mixed-precision] [--no-reshard-after-forward]
                               [--cpu-offload]]
                              [--zero-grad-at after_forward] [--keep-output] [--clip-grad-norm 1.0]
-                             [--fit 80GiB [--fit-axis seq]]
+                             [--no-meta] [--fit 80GiB [--fit-axis seq]]
                              [--meta-init] [--input-shape 1,2048 --int-inputs] [--format json|html] [-o FILE]
 
     Without ``--train`` it measures the forward alone (``peak_activation_memory`` on meta). The
@@ -321,6 +321,9 @@ def add_memory_parser(commands: argparse._SubParsersAction) -> None:
                       help="where the loop calls optimizer.zero_grad() (default start: before the forward)")
     step.add_argument("--keep-output", action="store_true",
                       help="the loop keeps its output and loss alive until the next step rebinds them")
+    step.add_argument("--no-meta", action="store_true",
+                      help="run the step on real tensors on the model's device instead of meta (what meta cannot run: "
+                           "sparse gradients; or to check the meta figures); needs the memory it measures")
     step.add_argument("--clip-grad-norm", type=positive_number, default=None, metavar="MAX_NORM",
                       help="the loop clips the gradients (torch.nn.utils.clip_grad_norm_) before the optimizer step")
     step.add_argument("--sharding", choices=SHARDINGS, default=None, help="data-parallel strategy")
@@ -367,6 +370,9 @@ def run_memory(args: argparse.Namespace, stdout: IO[str] | None = None, stderr: 
             and args.sharding not in ("fsdp", "zero3")):
         raise UsageError("--fsdp-mixed-precision / --no-reshard-after-forward / --cpu-offload are options of FSDP2",
                          "add --sharding fsdp --world-size N")
+    if args.no_meta and (args.meta_init or not args.train):
+        raise UsageError("--no-meta runs a training step on the model's real weights",
+                         "add --train, and build the model for real (without --meta-init)")
     if args.fit is not None and not args.train:
         raise UsageError("--fit searches the batch of a training step", "add --train")
     fmt = args.format or ("html" if (args.output or "").endswith((".html", ".htm")) else
@@ -392,8 +398,9 @@ def run_memory(args: argparse.Namespace, stdout: IO[str] | None = None, stderr: 
     try:
         report = _measure(args, loaded.model, inputs, kwargs)
     except (RuntimeError, NotImplementedError, ValueError, TypeError) as error:
-        raise ProfilingFailed(f"measuring the memory of {loaded.name} failed: {error}",
-                              "run again with --verbose for the traceback") from error
+        hint = ("add --no-meta to measure on real tensors" if "pass meta=False" in str(error) and not args.no_meta
+                else "run again with --verbose for the traceback")
+        raise ProfilingFailed(f"measuring the memory of {loaded.name} failed: {error}", hint) from error
     if fmt == "json":
         text = strict_json(report)
     elif fmt == "html":
@@ -421,7 +428,7 @@ def _measure(args: argparse.Namespace, model: Any, inputs: tuple, kwargs: dict) 
                    world_size=args.world_size, steady_state=not args.first_step, zero_grad_at=args.zero_grad_at,
                    keep_output=args.keep_output, clip_grad_norm=args.clip_grad_norm,
                    reshard_after_forward=not args.no_reshard_after_forward,
-                   cpu_offload=args.cpu_offload, **kwargs)
+                   cpu_offload=args.cpu_offload, meta=not args.no_meta, **kwargs)
     if args.fsdp_mixed_precision:
         import torch
 

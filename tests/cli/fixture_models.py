@@ -38,6 +38,12 @@ class TwoInputs(nn.Module):
         return self.fc(x) + y
 
 
+def sparse_lookup() -> nn.Module:
+    """Embedding(10, 4, sparse=True) -> Linear(4, 2): 40 + 10 fp32 parameters; sparse gradients."""
+    torch.manual_seed(0)
+    return nn.Sequential(nn.Embedding(10, 4, sparse=True), nn.Linear(4, 2))
+
+
 def broken() -> nn.Module:
     raise RuntimeError("the factory itself is broken")
 

@@ -92,3 +92,19 @@ def test_clip_grad_norm_flag(cli):
     assert report["clip_grad_norm"] == 1.5 and "gradients clipped to norm 1.5" in report["text"]
     code, _, err = cli("memory", MLP, "--input-shape", "2,4", "--train", "--clip-grad-norm", "0")
     assert code == 2 and "--clip-grad-norm" in err and "a number > 0" in err
+
+
+def test_sparse_gradients_are_measured_with_no_meta(cli):
+    # meta cannot run sparse gradients: the error says which flag measures them; --no-meta does.
+    args = ("memory", "tests.cli.fixture_models:sparse_lookup", "--input-shape", "2,3", "--int-inputs", "--train",
+            "--optimizer", "sgd")
+    code, _, err = cli(*args)
+    assert code != 0 and "Embedding(sparse=True) at '0'" in err and "--no-meta" in err
+    code, out, err = cli(*args, "--no-meta", "--format", "json")
+    assert code == 0, err
+    report = json.loads(out)
+    # gradients: the Linear's (8 + 2) * 4 = 40 B + the embedding's sparse one, 6 looked-up ids: indices
+    # 1 x 6 int64 = 48 B, values 6 x 4 fp32 = 96 B
+    assert report["meta"] is False and report["grads_bytes"] == 40 + 48 + 96
+    code, _, err = cli("memory", MLP, "--input-shape", "2,4", "--no-meta")
+    assert code == 2 and "add --train" in err
