@@ -284,7 +284,7 @@ def add_memory_parser(commands: argparse._SubParsersAction) -> None:
                              [--sharding fsdp --world-size 8 [--fsdp-mixed-precision] [--no-reshard-after-forward]
                               [--cpu-offload]]
                              [--zero-grad-at after_forward] [--keep-output] [--clip-grad-norm 1.0]
-                             [--no-meta] [--fit 80GiB [--fit-axis seq]]
+                             [--offload-activations] [--no-meta] [--fit 80GiB [--fit-axis seq]]
                              [--meta-init] [--input-shape 1,2048 --int-inputs] [--format json|html] [-o FILE]
 
     Without ``--train`` it measures the forward alone (``peak_activation_memory`` on meta). The
@@ -321,6 +321,8 @@ def add_memory_parser(commands: argparse._SubParsersAction) -> None:
                       help="where the loop calls optimizer.zero_grad() (default start: before the forward)")
     step.add_argument("--keep-output", action="store_true",
                       help="the loop keeps its output and loss alive until the next step rebinds them")
+    step.add_argument("--offload-activations", action="store_true",
+                      help="the forward under torch.autograd.graph.save_on_cpu: saved tensors held on the host")
     step.add_argument("--no-meta", action="store_true",
                       help="run the step on real tensors on the model's device instead of meta (what meta cannot run: "
                            "sparse gradients; or to check the meta figures); needs the memory it measures")
@@ -427,7 +429,7 @@ def _measure(args: argparse.Namespace, model: Any, inputs: tuple, kwargs: dict) 
                    activation_checkpointing=True if args.checkpointing else None, sharding=args.sharding,
                    world_size=args.world_size, steady_state=not args.first_step, zero_grad_at=args.zero_grad_at,
                    keep_output=args.keep_output, clip_grad_norm=args.clip_grad_norm,
-                   reshard_after_forward=not args.no_reshard_after_forward,
+                   offload_activations=args.offload_activations, reshard_after_forward=not args.no_reshard_after_forward,
                    cpu_offload=args.cpu_offload, meta=not args.no_meta, **kwargs)
     if args.fsdp_mixed_precision:
         import torch

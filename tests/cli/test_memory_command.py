@@ -108,3 +108,13 @@ def test_sparse_gradients_are_measured_with_no_meta(cli):
     assert report["meta"] is False and report["grads_bytes"] == 40 + 48 + 96
     code, _, err = cli("memory", MLP, "--input-shape", "2,4", "--no-meta")
     assert code == 2 and "add --train" in err
+
+
+def test_offload_activations_flag(cli):
+    code, out, err = cli("memory", MLP, "--input-shape", "2,4", "--train", "--offload-activations", "--format", "json")
+    assert code == 0, err
+    report = json.loads(out)
+    # saved for backward, fp32, each save its own host copy (save_on_cpu does not share them): the input
+    # (2 x 4: 32 B) by the first Linear; the ReLU's output (2 x 5: 40 B) by the ReLU and again by the second
+    # Linear, with that Linear's weight (5 x 2: 40 B, as its input needs a gradient): 32 + 3 * 40 = 152 B
+    assert report["offloaded_activations_bytes"] == 152 and "activations offloaded" in report["text"]

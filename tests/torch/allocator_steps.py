@@ -17,6 +17,7 @@ lives inside one operator never shows there.
 """
 from __future__ import annotations
 
+import contextlib
 import copy
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -62,7 +63,7 @@ def allocator_step(model: nn.Module, inputs: tuple, *, optimizer: Callable[[Any]
                    loss_fn: Callable[..., torch.Tensor] | None = None, target: Any = None,
                    steady_state: bool = True, set_to_none: bool = True, accumulation_steps: int = 1,
                    zero_grad_at: str = "start", keep_output: bool = False, clip_grad_norm: float | None = None,
-                   wrap: Callable[[nn.Module], nn.Module] | None = None, **kwargs: Any) -> AllocatorStep:
+                   offload_activations: bool = False, wrap: Callable[[nn.Module], nn.Module] | None = None, **kwargs: Any) -> AllocatorStep:
     """Live bytes of the CPU allocator during one real training step of a copy of ``model``.
 
     ``steady_state``: a first step runs before the one measured (the optimizer's states exist and
@@ -72,6 +73,10 @@ def allocator_step(model: nn.Module, inputs: tuple, *, optimizer: Callable[[Any]
     ``backward``, first micro-batch) or ``"end"`` (after ``optimizer.step()``). ``keep_output``: the
     loop's ``out`` and ``loss`` variables live until the next step rebinds them. ``clip_grad_norm``:
     ``torch.nn.utils.clip_grad_norm_(model.parameters(), clip_grad_norm)`` before ``optimizer.step()``.
+    ``offload_activations``: forward and loss under saved-tensor hooks that do what
+    ``torch.autograd.graph.save_on_cpu`` does on a GPU, emulated on this CPU: each saved tensor is copied
+    to host memory the allocator does not see (a NumPy array), and copied back into a fresh torch tensor
+    (the device's allocation) when its backward unpacks it.
     ``wrap``: applied to the copy before the optimizer is built (``DistributedDataParallel``).
 
     The profiler runs from before the optimizer (and ``wrap``) are made, so every byte made after
@@ -92,6 +97,12 @@ def allocator_step(model: nn.Module, inputs: tuple, *, optimizer: Callable[[Any]
             return output.loss if hasattr(output, "loss") else output.sum()
         return loss_fn(output) if target is None else loss_fn(output, target)
 
+    def hooks() -> Any:  # save_on_cpu as a GPU runs it (docstring); host copies invisible to the allocator
+        if not offload_activations:
+            return contextlib.nullcontext()
+        return torch.autograd.graph.saved_tensors_hooks(lambda t: t.detach().numpy().copy(),
+                                                        lambda host: torch.from_numpy(host).clone())
+
     with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
         if wrap is not None:
             model = copy.deepcopy(model).train()
@@ -104,10 +115,12 @@ def allocator_step(model: nn.Module, inputs: tuple, *, optimizer: Callable[[Any]
             if zero_grad_at == "start":
                 opt.zero_grad(set_to_none=set_to_none)
             for micro in range(accumulation_steps):
-                out = trained(*inputs, **kwargs)
+                with hooks():
+                    out = trained(*inputs, **kwargs)
                 if keep_output:
                     kept["out"] = out
-                loss = loss_of(out)
+                with hooks():
+                    loss = loss_of(out)
                 del out
                 if accumulation_steps > 1:
                     loss = loss / accumulation_steps

@@ -689,3 +689,64 @@ def test_sparse_gradients_on_meta_are_refused_with_what_to_pass():
     frozen = SparseLookup()
     frozen.e.weight.requires_grad_(False)  # no gradient, nothing sparse: measured on meta as usual
     assert estimate_training_memory(frozen, _ids(), optimizer="sgd").grads_bytes == 1_040
+
+
+# Activation offloading: forward and loss under torch.autograd.graph.save_on_cpu (what a GPU run does: saved
+# tensors copied to the host as they are saved, copied back for their backward node), against the real CPU
+# step under hooks that do the same with host copies the allocator does not see (allocator_steps.py).
+def small_mlp():
+    torch.manual_seed(0)
+    return nn.Sequential(nn.Linear(256, 512), nn.ReLU(), nn.Linear(512, 256))
+
+
+OFFLOADS = [
+    (small_mlp, (torch.randn(16, 256),), {}, lambda p: torch.optim.SGD(p, lr=0.1, momentum=0.9)),
+    (small_mlp, (torch.randn(16, 256),), {}, lambda p: torch.optim.AdamW(p, foreach=True)),
+    (LlamaDecoder, (torch.randint(0, 64, (2, 16)),), {"loss_fn": lm_loss, "attention": "cpu"},
+     lambda p: torch.optim.SGD(p, lr=1e-3, momentum=0.9)),
+]
+
+
+@pytest.mark.parametrize("factory, inputs, extra, optimizer", OFFLOADS)
+def test_offloaded_activations_match_the_allocator(factory, inputs, extra, optimizer):
+    target = {"target": inputs[0]} if "loss_fn" in extra else {}
+    result = estimate_training_memory(factory(), *inputs, optimizer=optimizer, offload_activations=True, **extra,
+                                      **target)
+    on_device = estimate_training_memory(factory(), *inputs, optimizer=optimizer, offload_activations=True,
+                                         meta=False, **extra, **target)
+    real = allocator_step(factory(), inputs, optimizer=optimizer, offload_activations=True,
+                          loss_fn=extra.get("loss_fn"), **target)
+    assert real.dispatcher_peak_bytes == result.peak_bytes + result.optimizer_host_bytes
+    assert on_device.timeline == result.timeline
+    assert result.offloaded_activations_bytes == on_device.offloaded_activations_bytes > 0
+
+
+def test_offloaded_activations_derived_by_hand():
+    # Linear(1000, 1000), batch 8, plain SGD. addmm saves its input for the weight gradient (the input
+    # needs no gradient, so the weight is not saved): 8 x 1000 fp32 = 32,000 B go to the host. Without
+    # offloading the peak is at the bias gradient: parameters 4,004,000 + input 32,000 + weight gradient
+    # 4,000,000 + bias gradient 4,000 + loss and its gradient 8 = 8,040,008 B. With it, the node copies the
+    # input back (32,000 B on the device, freed before the bias gradient is made): the peak is at the weight
+    # gradient's mm, 4,004,000 + 32,000 + 32,000 + 4,000,000 + 8 = 8,068,008 B. The output is not saved.
+    x = torch.randn(8, 1000)
+    sgd = lambda p: torch.optim.SGD(p, lr=0.1, foreach=False)  # noqa: E731
+    plain = estimate_training_memory(linear(), x, optimizer=sgd)
+    offloaded = estimate_training_memory(linear(), x, optimizer=sgd, offload_activations=True)
+    assert plain.peak_bytes == 8_040_008 and offloaded.peak_bytes == 8_068_008
+    assert offloaded.peak_op == "aten.mm.default" and offloaded.offloaded_activations_bytes == 32_000
+    assert offloaded.activations_bytes == plain.activations_bytes == 32_000
+    assert "activations offloaded (31.25 KiB on the host)" in offloaded.summary()
+
+
+def test_offloading_the_decoders_activations_lowers_its_peak():
+    # The decoder's saved activations leave the device during the forward: at its end only the logits
+    # (2 x 16 x 64 fp32 = 8,192 B, not saved) are held instead of 153,216 B, and the peak, now at the
+    # attention's backward, is 66,176 B lower; the host holds 298,372 B of copies at most (the weights the
+    # backward reads included). Each figure equals the real step's (test above).
+    ids = torch.randint(0, 64, (2, 16))
+    run = {"loss_fn": lm_loss, "target": ids, "attention": "cpu", "optimizer": "sgd"}
+    plain = estimate_training_memory(LlamaDecoder(), ids, **run)
+    offloaded = estimate_training_memory(LlamaDecoder(), ids, offload_activations=True, **run)
+    assert (plain.activations_bytes, offloaded.activations_bytes) == (153_216, 2 * 16 * 64 * 4)
+    assert plain.peak_bytes - offloaded.peak_bytes == 66_176
+    assert offloaded.offloaded_activations_bytes == 298_372

@@ -30,8 +30,8 @@ from deeplite_like.backends.torch.state import model_device, preserved_model_sta
 from deeplite_like.backends.torch.tensors import (input_shapes, required_batch_size, spanned_bytes, storage_key,
                                                   tensor_leaves)
 from deeplite_like.backends.torch.training.step import (COMM_BACKENDS, KINDS, AutocastPolicy, Fsdp2Timeline,
-                                                        ShardPlan, StepRecord, StepTracker, build_optimizer,
-                                                        checkpointed, fsdp2_units, repeated_blocks,
+                                                        OffloadedActivations, ShardPlan, StepRecord, StepTracker,
+                                                        build_optimizer, checkpointed, fsdp2_units, repeated_blocks,
                                                         resolve_autocast_dtype, resolve_sharding, select_modules,
                                                         shard_bytes, tensor_storages, unit_index)
 from deeplite_like.errors import check_batch_agrees, check_batch_size, check_flag
@@ -84,6 +84,7 @@ def estimate_training_memory(
     zero_grad_at: str = "start",
     keep_output: bool = False,
     clip_grad_norm: float | None = None,
+    offload_activations: bool = False,
     mixed_precision: Any = None,
     reshard_after_forward: bool = True,
     cpu_offload: bool = False,
@@ -129,6 +130,11 @@ def estimate_training_memory(
     ``clip_grad_norm=max_norm``: the loop calls ``torch.nn.utils.clip_grad_norm_(params, max_norm)``
     between the last backward and ``optimizer.step()`` (in the optimizer phase): a norm per gradient,
     their stack, the total norm and the clip coefficient are made; the gradients are scaled in place.
+    ``offload_activations=True``: the forward and the loss run under ``torch.autograd.graph.save_on_cpu()``
+    (``step.OffloadedActivations``): every tensor saved for backward is copied to host memory as it is
+    saved (activations, and the weights a backward reads), held on the device only while the forward
+    still uses it, and copied back for the time its backward node runs; ``offloaded_activations_bytes``
+    is the most host memory the copies hold (outside every device figure).
 
     FSDP2 (``sharding='fsdp'``): ``mixed_precision``, its ``MixedPrecisionPolicy`` (or a dict of its
     fields): the step computes in ``param_dtype`` while the sharded parameters, gradients and
@@ -166,7 +172,7 @@ def estimate_training_memory(
         world_size=world_size, sharding=sharding, units=units, attention=attention, rnn=rnn, meta=meta,
         steady_state=steady_state, batch_size=batch_size, fused=fused, set_to_none=set_to_none,
         accumulation_steps=accumulation_steps, zero_grad_at=zero_grad_at, keep_output=keep_output,
-        clip_grad_norm=clip_grad_norm, mixed_precision=mixed_precision, reshard_after_forward=reshard_after_forward, cpu_offload=cpu_offload,
+        clip_grad_norm=clip_grad_norm, offload_activations=offload_activations, mixed_precision=mixed_precision, reshard_after_forward=reshard_after_forward, cpu_offload=cpu_offload,
         comm_backend=comm_backend)
     modes = functools.partial(_function_modes, settings)
     # (a training step: grad on, also under the caller's no_grad() or inference_mode())
@@ -202,7 +208,7 @@ def _checked_settings(model: nn.Module, inputs: tuple, kwargs: dict, *, autocast
                       world_size: int, sharding: str | None, units: Any, attention: str | None, rnn: str | None,
                       meta: bool, steady_state: bool, batch_size: int | None, fused: bool, set_to_none: bool,
                       accumulation_steps: int, zero_grad_at: str, keep_output: bool, clip_grad_norm: Any,
-                      mixed_precision: Any,
+                      offload_activations: bool, mixed_precision: Any,
                       reshard_after_forward: bool, cpu_offload: bool, comm_backend: str) -> _Settings:
     """Every argument checked (an error names the argument and what to pass), and ``"auto"`` resolved."""
     if not isinstance(model, nn.Module):
@@ -229,8 +235,9 @@ def _checked_settings(model: nn.Module, inputs: tuple, kwargs: dict, *, autocast
                                        or not clip_grad_norm > 0):
         raise ValueError(f"clip_grad_norm must be None or the max_norm the loop passes to "
                          f"torch.nn.utils.clip_grad_norm_ (a number > 0), got {clip_grad_norm!r}")
+    offload_activations = check_flag(offload_activations, "offload_activations", "estimate_training_memory")
     loop = _Loop(set_to_none, accumulation_steps, zero_grad_at, keep_output,
-                 None if clip_grad_norm is None else float(clip_grad_norm))
+                 None if clip_grad_norm is None else float(clip_grad_norm), offload_activations)
     meta = check_flag(meta, "meta", "estimate_training_memory")
     steady_state = check_flag(steady_state, "steady_state", "estimate_training_memory")
     checkpoint_names = ([] if activation_checkpointing in (None, False)
@@ -336,6 +343,7 @@ class _Ran:
     state_serials: dict[int | None, torch.Tensor]
     host: list[torch.Tensor]  # the optimizer's host scalars (``step`` counters)
     host_serials: set[int]
+    offloaded_activations_bytes: int = 0  # the most host memory saved-tensor copies held (offload_activations)
 
 
 def _measured_step(model: nn.Module, step: _Step, settings: _Settings, loss_fn: Callable | None,
@@ -356,8 +364,9 @@ def _measured_step(model: nn.Module, step: _Step, settings: _Settings, loss_fn: 
             mode.values.seed(step.state[name], buffer)
     kernels = [m for m in made if isinstance(m, (AttentionKernel, RecurrentKernel, EmbeddingBagKernel))]
     policy = next((m for m in made if isinstance(m, AutocastPolicy)), None)
+    offload = OffloadedActivations() if loop.offload_activations else None
     run = functools.partial(_run_step, model, step.inputs, step.kwargs, step.target, loss_fn, opt, tracker, policy,
-                            loop)
+                            loop, offload=offload)
     try:
         mode.attach(list(model.named_modules()), unfuse=False)  # (the step runs unfused already)
         with contextlib.ExitStack() as stack:
@@ -391,7 +400,7 @@ def _measured_step(model: nn.Module, step: _Step, settings: _Settings, loss_fn: 
                     step.master_sizes.setdefault(storage_key(t), size)
         return _Ran(tracker.record, grads, {tracker.serial_of(t): t for t in grads}, device_states,
                     {tracker.serial_of(t): t for t in device_states}, host,
-                    {tracker.serial_of(t) for t in host} - {None})
+                    {tracker.serial_of(t) for t in host} - {None}, offload.peak_host_bytes if offload else 0)
     except (RuntimeError, NotImplementedError) as error:
         if meta:
             _add_note(error, f"while running a training step of {type(model).__name__} on the meta device: an "
@@ -436,6 +445,7 @@ def _per_rank(model: nn.Module, step: _Step, ran: _Ran, settings: _Settings) -> 
         steady_state=settings.steady_state, meta=settings.meta, implementation=step.implementation,
         set_to_none=loop.set_to_none, accumulation_steps=loop.accumulation_steps, zero_grad_at=loop.zero_grad_at,
         keep_output=loop.keep_output, clip_grad_norm=loop.clip_grad_norm,
+        offloaded_activations_bytes=ran.offloaded_activations_bytes,
         mixed_precision=(None if plan.param_dtype is None else
                          f"param {_dtype_name(plan.param_dtype)}, reduce {_dtype_name(plan.reduce_dtype)}"),
         reshard_after_forward=plan.reshard_after_forward,
@@ -570,11 +580,12 @@ class _Loop:
     zero_grad_at: str
     keep_output: bool
     clip_grad_norm: float | None = None
+    offload_activations: bool = False
 
 
 def _run_step(model: nn.Module, inputs: tuple, kwargs: dict, target: Any, loss_fn: Callable | None,
               opt: torch.optim.Optimizer, tracker: StepTracker, policy: Any, loop: _Loop, held: dict[str, Any],
-              label: str | None = None) -> None:
+              label: str | None = None, offload: OffloadedActivations | None = None) -> None:
     """One step of the loop: ``zero_grad`` where ``loop`` places it; forward, loss, backward
     (``accumulation_steps`` times, the loss divided by it); optimizer step; each in its phase (a
     warm-up step, ``label``: its optimizer step in phase ``label``, the rest in ``"{label} forward"``
@@ -594,7 +605,7 @@ def _run_step(model: nn.Module, inputs: tuple, kwargs: dict, target: Any, loss_f
         opt.zero_grad(set_to_none=loop.set_to_none)
     k = loop.accumulation_steps
     for micro in range(k):
-        with policy or contextlib.nullcontext():
+        with policy or contextlib.nullcontext(), offload or contextlib.nullcontext():
             with phase("forward"):
                 output = model(*inputs, **kwargs)
             if micro == 0 and label is None:
@@ -866,7 +877,7 @@ class TrainingMemory:
     ``set_to_none`` of its ``zero_grad``, ``accumulation_steps`` micro-batches per optimizer step,
     ``zero_grad_at`` where the loop zeroes the gradients, ``keep_output`` whether it keeps its output
     and loss alive until the next step, ``clip_grad_norm`` the max norm it clips the gradients to (or
-    ``None``). FSDP2: ``mixed_precision`` (``"param bfloat16, reduce
+    ``None``), ``offloaded_activations_bytes`` the most host memory ``offload_activations`` held. FSDP2: ``mixed_precision`` (``"param bfloat16, reduce
     float32"``: the policy's dtypes), ``reshard_after_forward``, and ``offloaded_bytes``: under
     ``cpu_offload`` the rank's shards of parameters, gradients and states (``params_bytes`` +
     ``grads_bytes`` + ``optimizer_bytes``), held in host memory, in no device figure.
@@ -903,6 +914,7 @@ class TrainingMemory:
     zero_grad_at: str = "start"
     keep_output: bool = False
     clip_grad_norm: float | None = None
+    offloaded_activations_bytes: int = 0
     mixed_precision: str | None = None
     reshard_after_forward: bool = True
     offloaded_bytes: int = 0
@@ -930,6 +942,8 @@ class TrainingMemory:
                  + (f", zero_grad at {self.zero_grad_at}" if self.zero_grad_at != "start" else "")
                  + (", output kept across steps" if self.keep_output else "")
                  + (f", gradients clipped to norm {self.clip_grad_norm:g}" if self.clip_grad_norm is not None else "")
+                 + (f", activations offloaded ({format_bytes(self.offloaded_activations_bytes)} on the host)"
+                    if self.offloaded_activations_bytes else "")
                  + (f", autocast {self.autocast}" if self.autocast else "")
                  + (f", {self.sharding} x{self.world_size} (per rank)" if self.sharding else "")
                  + (f", mixed precision {self.mixed_precision}" if self.mixed_precision else "")

@@ -34,6 +34,7 @@ import torch
 from torch import nn
 from torch.overrides import TorchFunctionMode
 from torch.utils import _pytree as pytree
+from torch.utils._python_dispatch import _disable_current_modes
 from torch.utils.checkpoint import checkpoint
 
 from deeplite_like.backends.torch.counting.recorder import CountingMode
@@ -41,8 +42,8 @@ from deeplite_like.backends.torch.kernels import WRAPS_ATTENTION, run_inside
 from deeplite_like.backends.torch.tensors import StorageLedger, storage_key, storage_parts, tensor_leaves
 
 
-__all__ = ["COMM_BACKENDS", "AutocastPolicy", "Fsdp2Timeline", "Fsdp2Unit", "KINDS", "ShardPlan", "StepRecord", "StepTracker", "build_optimizer", "checkpointed", "in_forward",
-           "repeated_blocks", "resolve_autocast_dtype", "resolve_sharding", "select_modules", "shard_bytes",
+__all__ = ["COMM_BACKENDS", "AutocastPolicy", "Fsdp2Timeline", "Fsdp2Unit", "KINDS", "OffloadedActivations",
+           "ShardPlan", "StepRecord", "StepTracker", "build_optimizer", "checkpointed", "in_forward", "repeated_blocks", "resolve_autocast_dtype", "resolve_sharding", "select_modules", "shard_bytes",
            "fsdp2_units", "tensor_storages", "unit_index"]
 
 
@@ -766,6 +767,47 @@ _PROMOTE = frozenset({
 
 _NAMES = {"bf16": torch.bfloat16, "bfloat16": torch.bfloat16, "fp16": torch.float16, "float16": torch.float16,
           "half": torch.float16}
+
+
+# -- activation offloading --------------------------------------------------------------------------
+class _Packed:
+    """One saved tensor moved to host memory: its host copy (``None`` on meta: no values to keep), what to
+    make again on the device, and its bytes, counted in ``OffloadedActivations.host_bytes`` while it lives."""
+
+    def __init__(self, owner: "OffloadedActivations", tensor: torch.Tensor) -> None:
+        self.owner, self.shape, self.dtype, self.device = owner, tensor.shape, tensor.dtype, tensor.device
+        self.nbytes = tensor.numel() * tensor.element_size()
+        self.host = None
+        if not tensor.is_meta:
+            with _disable_current_modes():  # (host memory: not the device's, not an operator of the step)
+                self.host = torch.empty(tensor.shape, dtype=tensor.dtype, device="cpu")
+                self.host.copy_(tensor)
+        owner.host_bytes += self.nbytes
+        owner.peak_host_bytes = max(owner.peak_host_bytes, owner.host_bytes)
+
+    def __del__(self) -> None:
+        self.owner.host_bytes -= self.nbytes
+
+
+class OffloadedActivations(torch.autograd.graph.saved_tensors_hooks):
+    """``torch.autograd.graph.save_on_cpu`` as a GPU runs it, on meta too: each tensor autograd saves in the
+    forward (activations, and the weights and inputs a backward reads) is copied to host memory when it is
+    saved, so the device holds it only while the forward still does; its backward copies it back to the
+    device (a fresh tensor the size of the saved one, contiguous) for the time that node runs.
+    ``peak_host_bytes``: the most host memory the copies held at once."""
+
+    def __init__(self) -> None:
+        self.host_bytes = self.peak_host_bytes = 0
+        super().__init__(self._pack, self._unpack)
+
+    def _pack(self, tensor: torch.Tensor) -> _Packed:
+        return _Packed(self, tensor)
+
+    @staticmethod
+    def _unpack(packed: _Packed) -> torch.Tensor:
+        if packed.host is None:  # meta: a fresh device tensor of the saved one's size (the copy's allocation)
+            return torch.empty(packed.shape, dtype=packed.dtype, device=packed.device)
+        return packed.host.to(packed.device, copy=True)
 
 
 def resolve_autocast_dtype(value: Any) -> torch.dtype | None:
