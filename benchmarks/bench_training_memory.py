@@ -160,18 +160,24 @@ def _fsdp_probe_rank(rank: int, world: int) -> dict:
     adamw = ("adamw", lambda p: torch.optim.AdamW(p, foreach=True))
     sgd = ("sgd", lambda p: torch.optim.SGD(p, lr=1e-3, momentum=0.9, foreach=True))
     out = {}
-    for label, mixed, reshard, (name, make) in (("plain", None, True, adamw), ("policy", policy, True, adamw),
-                                                 ("no reshard", None, False, adamw), ("sgd", None, True, sgd)):
+    runs = (("plain", None, True, adamw, 1, None), ("policy", policy, True, adamw, 1, None),
+            ("no reshard", None, False, adamw, 1, None), ("sgd", None, True, sgd, 1, None),
+            # gradient accumulation over 2 micro-batches, synced each time / only the last (FSDP2's
+            # set_requires_gradient_sync(False) before the first): not modelled (docs/memory.rst)
+            ("2 micro-batches", None, True, adamw, 2, None),
+            ("2 micro-batches, sync last", None, True, adamw, 2, lambda m, i: m.set_requires_gradient_sync(i == 1)))
+    for label, mixed, reshard, (name, make), k, before in runs:
         model, x = _Stack.build(), torch.randn(8, 64)
         estimate = estimate_training_memory(model, x, optimizer=name, sharding="fsdp", world_size=world,
-                                            reshard_after_forward=reshard, mixed_precision=mixed, comm_backend="gloo")
+                                            reshard_after_forward=reshard, mixed_precision=mixed, comm_backend="gloo",
+                                            accumulation_steps=k)
 
         def wrap(m, mixed=mixed, reshard=reshard):  # (FSDP2's defaults for the root, as users wrap)
             extra = {} if mixed is None else {"mp_policy": mixed}
             for block in m.blocks:
                 fully_shard(block, reshard_after_forward=reshard, **extra)
             return fully_shard(m, **extra)
-        real = allocator_step(model, (x,), optimizer=make, wrap=wrap)
+        real = allocator_step(model, (x,), optimizer=make, wrap=wrap, accumulation_steps=k, before_micro_batch=before)
         figure = estimate.peak_bytes + estimate.optimizer_host_bytes
         out[label] = {"estimate": figure, "real": real.dispatcher_peak_bytes,
                       "above": real.dispatcher_peak_bytes - 16 * world - figure}

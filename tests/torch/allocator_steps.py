@@ -63,7 +63,8 @@ def allocator_step(model: nn.Module, inputs: tuple, *, optimizer: Callable[[Any]
                    loss_fn: Callable[..., torch.Tensor] | None = None, target: Any = None,
                    steady_state: bool = True, set_to_none: bool = True, accumulation_steps: int = 1,
                    zero_grad_at: str = "start", keep_output: bool = False, clip_grad_norm: float | None = None,
-                   offload_activations: bool = False, wrap: Callable[[nn.Module], nn.Module] | None = None, **kwargs: Any) -> AllocatorStep:
+                   offload_activations: bool = False, before_micro_batch: Callable[[nn.Module, int], None] | None = None,
+                   wrap: Callable[[nn.Module], nn.Module] | None = None, **kwargs: Any) -> AllocatorStep:
     """Live bytes of the CPU allocator during one real training step of a copy of ``model``.
 
     ``steady_state``: a first step runs before the one measured (the optimizer's states exist and
@@ -78,6 +79,8 @@ def allocator_step(model: nn.Module, inputs: tuple, *, optimizer: Callable[[Any]
     to host memory the allocator does not see (a NumPy array), and copied back into a fresh torch tensor
     (the device's allocation) when its backward unpacks it.
     ``wrap``: applied to the copy before the optimizer is built (``DistributedDataParallel``).
+    ``before_micro_batch(trained, i)``: called before micro-batch ``i``'s forward (FSDP2's
+    ``set_requires_gradient_sync(i == k - 1)``).
 
     The profiler runs from before the optimizer (and ``wrap``) are made, so every byte made after
     the copy is an event; the base is the copy's parameters and buffers and the inputs. With ``wrap``
@@ -115,6 +118,8 @@ def allocator_step(model: nn.Module, inputs: tuple, *, optimizer: Callable[[Any]
             if zero_grad_at == "start":
                 opt.zero_grad(set_to_none=set_to_none)
             for micro in range(accumulation_steps):
+                if before_micro_batch is not None:
+                    before_micro_batch(trained, micro)
                 with hooks():
                     out = trained(*inputs, **kwargs)
                 if keep_output:
