@@ -3,7 +3,8 @@
 On meta, tensors have shapes and dtypes but no values and no memory, so models too large for the
 machine can be counted. Three gaps are closed here.
 
-Output shapes (``meta_output``) for ops whose meta kernel refuses what their real kernels accept.
+Output shapes (``meta_output``) for ops whose meta kernel refuses what their real kernels accept,
+and output storages (``device_storage``) for ops whose real kernels leave the output in a larger one.
 
 Values (``MetaValues``) of the small integer and boolean tensors of a meta run, so value-dependent
 control flow works.
@@ -70,6 +71,39 @@ def meta_output(func: Any, args: tuple, kwargs: dict) -> torch.Tensor | None:
     if rule is None or not all(not isinstance(a, torch.Tensor) or a.is_meta for a in args):
         return None
     return rule(*args, **kwargs)
+
+
+# -- output storages ------------------------------------------------------------------------------
+def _reduction(func: Any, args: tuple, kwargs: dict) -> int:
+    """The ``reduction`` argument of a loss op (0 none, 1 mean, 2 sum), by its schema's position."""
+    names = [a.name for a in func._schema.arguments]
+    index = names.index("reduction")
+    return kwargs.get("reduction", args[index] if index < len(args) else 1)
+
+
+#: Losses whose device kernels (ATen's, CPU and CUDA alike) compute the elementwise loss into a fresh
+#: tensor of the broadcast input's shape and reduce it into that same tensor (``resize_`` to a scalar
+#: keeps the storage: ``binary_cross_entropy_out_cpu``'s ``loss.resize_as_(loss_reduced)``): the scalar
+#: loss holds the elementwise storage for as long as it lives, through the backward (a U-Net's
+#: ``mse_loss`` of 2 x 2 x 16 x 16 fp32: 4,096 B where the meta kernel's scalar held 4 B).
+_REDUCED_IN_PLACE = frozenset((aten.mse_loss.default, aten.smooth_l1_loss.default,
+                               aten.binary_cross_entropy.default, aten.soft_margin_loss.default))
+
+
+def device_storage(func: Any, run: Callable) -> Callable:
+    """``run``, whose meta output sits in a storage of the size the device kernel leaves it in
+    (``_REDUCED_IN_PLACE``); ``run`` itself for every other op."""
+    if func not in _REDUCED_IN_PLACE:
+        return run
+
+    def run_in_device_storage(*args: Any, **kwargs: Any) -> Any:
+        out = run(*args, **kwargs)
+        if not (isinstance(out, torch.Tensor) and out.is_meta and _reduction(func, args, kwargs)):
+            return out
+        elements = torch.broadcast_shapes(args[0].shape, args[1].shape).numel()
+        return out.new_empty(elements).resize_(())  # (resize_ keeps the storage, as the kernel's does)
+
+    return run_in_device_storage
 
 
 # -- values of small integer tensors --------------------------------------------------------------
@@ -160,7 +194,7 @@ class MetaValues:
         """
         if func in _LIFTS and self.made_on_meta:
             return self._lift_to_meta
-        tracked = self._tracked(func, name, written, run)
+        tracked = device_storage(func, self._tracked(func, name, written, run))
         if not (self.made_on_meta and _is_factory(func)):
             return tracked
 
