@@ -528,3 +528,15 @@ def test_mish_backward_runs_as_one_operator_on_meta_and_the_kernel_is_removed_af
     assert meta.phases == real.phases
     # the meta kernel lives only while a measurement runs
     assert not torch._C._dispatch_has_kernel_for_dispatch_key("aten::mish_backward", "Meta")
+
+
+def test_a_cpu_tensor_beside_meta_ones_is_named_with_what_to_do():
+    # torch.arange(n) without device= in the loss stays on the CPU while the step runs on meta (a GPU
+    # run fails there too): the error says so, not that values are missing
+    def loss(similarity: torch.Tensor) -> torch.Tensor:
+        return F.cross_entropy(similarity, torch.arange(similarity.shape[0]))
+    with pytest.raises(Exception, match=r"aten.nll_loss_forward in the root module got a cpu tensor of shape \(6,\) "
+                                        r"beside meta tensors.*device=x.device"):
+        estimate_training_memory(Siamese(), gen(1, 6, 24), gen(2, 6, 24), loss_fn=loss)
+    # with meta=False both are on the CPU: nothing to say
+    assert estimate_training_memory(Siamese(), gen(1, 6, 24), gen(2, 6, 24), loss_fn=loss, meta=False).peak_bytes > 0

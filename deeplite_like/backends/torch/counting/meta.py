@@ -308,6 +308,15 @@ class MetaValues:
             dtype = args[0].dtype
             return True if dtype == torch.bool else 1.0 if dtype.is_floating_point or dtype.is_complex else 1
         if values is _MISSING:
+            tensors = [t for t in pytree.tree_leaves((args, kwargs)) if isinstance(t, torch.Tensor)]
+            host = [t for t in tensors if not t.is_meta and t.dim() > 0]
+            if host and len(host) < len(tensors):  # (the meta kernel refused mixed devices, as a GPU's would)
+                raise MetaValueError(
+                    f"counting on the meta device: {name} in {self._where()} got a {host[0].device.type} tensor of "
+                    f"shape {tuple(host[0].shape)} beside meta tensors: one made without a device (such as "
+                    "torch.arange(n) in the loss or the forward) stays on the CPU while the model runs on meta. "
+                    "Make it on its operands' device (device=x.device), as a GPU run needs too. "
+                    f"(torch: {str(exc).splitlines()[0] if str(exc) else exc!r})") from exc
             raise MetaValueError(
                 f"counting on the meta device: {name} in {self._where()} needs tensor values (such as .item(), "
                 "bool(tensor), nonzero or a data-dependent shape), and they depend on the weights or on "
