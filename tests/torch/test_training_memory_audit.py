@@ -540,3 +540,51 @@ def test_a_cpu_tensor_beside_meta_ones_is_named_with_what_to_do():
         estimate_training_memory(Siamese(), gen(1, 6, 24), gen(2, 6, 24), loss_fn=loss)
     # with meta=False both are on the CPU: nothing to say
     assert estimate_training_memory(Siamese(), gen(1, 6, 24), gen(2, 6, 24), loss_fn=loss, meta=False).peak_bytes > 0
+
+
+class FractionalPool3d(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = nn.Conv3d(2, 3, 1)
+        self.pool = nn.FractionalMaxPool3d(2, output_size=2)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.pool(self.conv(x)).flatten(1)
+
+
+class LogCumSumExp(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.linear = nn.Linear(6, 5)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.linear(x).logcumsumexp(-1)
+
+
+def multi_margin(out: torch.Tensor) -> torch.Tensor:
+    return F.multi_margin_loss(out, torch.arange(4, device=out.device) % 5)
+
+
+def multilabel_margin(out: torch.Tensor) -> torch.Tensor:
+    target = torch.zeros(4, 5, dtype=torch.long, device=out.device)
+    return F.multilabel_margin_loss(out, target.index_fill(1, torch.tensor([2], device=out.device), -1))
+
+
+@pytest.mark.parametrize("factory, shape, loss", [
+    (lambda: nn.Linear(6, 5), (4, 6), multi_margin), (lambda: nn.Linear(6, 5), (4, 6), multilabel_margin),
+    (FractionalPool3d, (2, 2, 4, 4, 4), None), (LogCumSumExp, (4, 6), None),
+])
+def test_operators_without_a_meta_kernel_train_on_meta(factory, shape, loss):
+    # multi_margin_loss_backward, multilabel_margin_loss_backward, fractional_max_pool3d_backward and
+    # _logcumsumexp have a CPU kernel and none for meta (refused before): their outputs are shaped as an input
+    torch.manual_seed(0)
+    x = torch.randn(*shape)
+    torch.manual_seed(0)
+    meta = estimate_training_memory(factory(), x, optimizer="sgd", loss_fn=loss)
+    torch.manual_seed(0)
+    real = estimate_training_memory(factory(), x, optimizer="sgd", loss_fn=loss, meta=False)
+    assert meta.phases == real.phases and meta.activations_bytes == real.activations_bytes
+    torch.manual_seed(0)
+    allocator = allocator_step(factory(), (x,), optimizer=lambda p: torch.optim.SGD(p, lr=1e-3, momentum=0.9),
+                               loss_fn=loss)
+    assert allocator.dispatcher_peak_bytes == meta.peak_bytes

@@ -52,9 +52,27 @@ def _scaled_grouped_mm(self: torch.Tensor, mat2: torch.Tensor, scale_a: Any, sca
     return _grouped_mm(self, mat2, offs, out_dtype=out_dtype or torch.bfloat16)
 
 
+def _like_second(grad_output: torch.Tensor, like: torch.Tensor, *_: Any, **__: Any) -> torch.Tensor:
+    """A gradient shaped as the forward's input (its second argument), contiguous, as the CPU kernel makes it."""
+    return torch.empty(like.shape, dtype=like.dtype, device="meta")
+
+
+def _like_first(self: torch.Tensor, *_: Any, **__: Any) -> torch.Tensor:
+    return torch.empty(self.shape, dtype=self.dtype, device="meta")
+
+
+#: Rules by operator. ``_grouped_mm``: see ``meta_output``. The others have a CPU kernel and no meta
+#: kernel at all in torch 2.13 (``_dispatch_has_kernel_for_dispatch_key``: CPU, not Meta, no composite),
+#: so a model using them could not train on meta: the backward of ``F.multi_margin_loss`` and
+#: ``F.multilabel_margin_loss``, of ``nn.FractionalMaxPool3d``, and ``torch.logcumsumexp``. Each output
+#: is shaped as an input, in one fresh contiguous storage, as the CPU kernels make it.
 _SHAPES: dict[Any, Callable[..., torch.Tensor]] = {
     packet: fn for packet, fn in ((getattr(aten, "_grouped_mm", None), _grouped_mm),
-                                  (getattr(aten, "_scaled_grouped_mm", None), _scaled_grouped_mm))
+                                  (getattr(aten, "_scaled_grouped_mm", None), _scaled_grouped_mm),
+                                  (aten.multi_margin_loss_backward, _like_second),
+                                  (aten.multilabel_margin_loss_backward, _like_second),
+                                  (aten.fractional_max_pool3d_backward, _like_second),
+                                  (aten._logcumsumexp, _like_first))
     if packet is not None
 }
 
