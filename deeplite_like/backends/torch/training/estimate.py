@@ -25,8 +25,7 @@ from torch import nn
 
 from deeplite_like.backends.torch.counting.recorder import counting_mode
 from deeplite_like.backends.torch.counting.registry import CountOptions
-from deeplite_like.backends.torch.kernels import (AttentionKernel, EmbeddingBagKernel, RecurrentKernel,
-                                                  device_meta_kernels, unfused)
+from deeplite_like.backends.torch.kernels import AttentionKernel, EmbeddingBagKernel, RecurrentKernel, unfused
 from deeplite_like.backends.torch.state import model_device, preserved_model_state
 from deeplite_like.backends.torch.tensors import (input_shapes, required_batch_size, spanned_bytes, storage_key,
                                                   tensor_leaves)
@@ -172,7 +171,7 @@ def estimate_training_memory(
     modes = functools.partial(_function_modes, settings)
     # (a training step: grad on, also under the caller's no_grad() or inference_mode())
     with preserved_model_state(model), checkpointed(model, settings.checkpoint_names, modes), unfused(), \
-            device_meta_kernels(), torch.inference_mode(False), torch.enable_grad():
+            torch.inference_mode(False), torch.enable_grad():
         _train_mode(model)
         step = _prepared_step(model, inputs, kwargs, target, settings, optimizer, dtype, foreach, fused)
         ran = _measured_step(model, step, settings, loss_fn, modes())
