@@ -561,13 +561,31 @@ def multilabel_margin(out: torch.Tensor) -> torch.Tensor:
     return F.multilabel_margin_loss(out, target.index_fill(1, torch.tensor([2], device=out.device), -1))
 
 
+class CTCHead(nn.Module):
+    """Per-frame log-probabilities over 5 classes (blank 0) for 10 frames of batch 2."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.linear = nn.Linear(8, 5)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.linear(x).log_softmax(-1)
+
+
+def ctc(log_probs: torch.Tensor) -> torch.Tensor:
+    frames, batch = log_probs.shape[:2]
+    targets = torch.ones(batch, 3, dtype=torch.long, device=log_probs.device)
+    return F.ctc_loss(log_probs, targets, [frames] * batch, [3] * batch)
+
+
 @pytest.mark.parametrize("factory, shape, loss", [
     (lambda: nn.Linear(6, 5), (4, 6), multi_margin), (lambda: nn.Linear(6, 5), (4, 6), multilabel_margin),
-    (FractionalPool3d, (2, 2, 4, 4, 4), None),
+    (FractionalPool3d, (2, 2, 4, 4, 4), None), (CTCHead, (10, 2, 8), ctc),
 ])
 def test_operators_without_a_meta_kernel_train_on_meta(factory, shape, loss):
-    # multi_margin_loss_backward, multilabel_margin_loss_backward and fractional_max_pool3d_backward have a
-    # CPU kernel and none for meta (refused before): each gradient is shaped as the forward's input
+    # multi_margin_loss_backward, multilabel_margin_loss_backward, fractional_max_pool3d_backward and
+    # _ctc_loss_backward have a CPU kernel and none for meta (refused before): each gradient is shaped as
+    # the forward's input
     torch.manual_seed(0)
     x = torch.randn(*shape)
     torch.manual_seed(0)

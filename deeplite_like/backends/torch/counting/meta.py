@@ -60,14 +60,16 @@ def _like_second(grad_output: torch.Tensor, like: torch.Tensor, *_: Any, **__: A
 #: Rules by operator. ``_grouped_mm``: see ``meta_output``. The others have a CPU kernel and no meta
 #: kernel at all in torch 2.13 (``_dispatch_has_kernel_for_dispatch_key``: CPU, not Meta, no composite),
 #: so a model using them could not train on meta: the backward of ``F.multi_margin_loss``, of
-#: ``F.multilabel_margin_loss`` and of ``nn.FractionalMaxPool3d``. Each gradient is shaped as the forward's
-#: input, in one fresh contiguous storage, as the CPU kernels make it.
+#: ``F.multilabel_margin_loss``, of ``F.ctc_loss`` and of ``nn.FractionalMaxPool3d``. Each gradient is shaped
+#: as the forward's input (CTC: the log-probabilities), in one fresh contiguous storage, as the CPU kernels
+#: make it.
 _SHAPES: dict[Any, Callable[..., torch.Tensor]] = {
     packet: fn for packet, fn in ((getattr(aten, "_grouped_mm", None), _grouped_mm),
                                   (getattr(aten, "_scaled_grouped_mm", None), _scaled_grouped_mm),
                                   (aten.multi_margin_loss_backward, _like_second),
                                   (aten.multilabel_margin_loss_backward, _like_second),
-                                  (aten.fractional_max_pool3d_backward, _like_second))
+                                  (aten.fractional_max_pool3d_backward, _like_second),
+                                  (aten._ctc_loss_backward, _like_second))
     if packet is not None
 }
 
