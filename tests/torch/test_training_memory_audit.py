@@ -452,6 +452,12 @@ def test_top_k_routing_is_refused_on_meta_and_measured_for_real(opt):
     assert difference == 0
 
 
+@pytest.mark.parametrize("opt, foreach, loop", LOOPS)
+def test_top_k_routing_loops_match_the_allocator_for_real(opt, foreach, loop):
+    difference, result = compare("moe", opt, foreach, meta=False, **loop)
+    assert difference == unseen(opt, foreach, result, loop.get("steady_state", True))
+
+
 # ---------------------------------------------------------------------------------------------- the fixes
 
 def test_reduced_losses_hold_the_elementwise_storage():
