@@ -603,3 +603,26 @@ def test_operators_without_a_meta_kernel_train_on_meta(factory, shape, loss):
     allocator = allocator_step(factory(), (x,), optimizer=lambda p: torch.optim.SGD(p, lr=1e-3, momentum=0.9),
                                loss_fn=loss)
     assert allocator.dispatcher_peak_bytes == meta.peak_bytes
+
+
+def multilabel_from_data(out: torch.Tensor) -> torch.Tensor:
+    return F.multilabel_margin_loss(out, torch.tensor([[0, 1, -1, 0, 0]] * 4, device=out.device))
+
+
+def test_a_target_made_from_python_data_is_counted_for_real_and_unseen_on_meta():
+    # torch.tensor(data, device=...) is allocated before dispatch (the dispatcher shows its lift_fresh, an
+    # alias by schema): with meta=False it is counted on the step's device, 4 x 5 int64 = 160 B, alive at
+    # the multilabel_margin_loss_backward peak; on meta no dispatch mode sees it at all: 160 B unseen.
+    torch.manual_seed(0)
+    x = torch.randn(4, 6)
+    results = {}
+    for meta in (True, False):
+        torch.manual_seed(0)
+        results[meta] = estimate_training_memory(nn.Linear(6, 5), x, optimizer="sgd", loss_fn=multilabel_from_data,
+                                                 meta=meta)
+    torch.manual_seed(0)
+    allocator = allocator_step(nn.Linear(6, 5), (x,), optimizer=lambda p: torch.optim.SGD(p, lr=1e-3, momentum=0.9),
+                               loss_fn=multilabel_from_data)
+    assert results[False].peak_op == "aten.multilabel_margin_loss_backward.default"
+    assert allocator.dispatcher_peak_bytes == results[False].peak_bytes
+    assert allocator.dispatcher_peak_bytes == results[True].peak_bytes + 4 * 5 * 8 == results[True].peak_bytes + 160
