@@ -1,9 +1,9 @@
 """Which kernels a measured run takes, where torch's choice would hide or misstate the work.
 
 Two kinds of switch, each entered for one measurement and put back in ``finally``: ``unfused``
-(with ``eager_flex_attention`` and ``device_meta_kernels``), and the function modes ``AttentionKernel`` / ``RecurrentKernel`` /
-``EmbeddingBagKernel``, which make a meta run take a real device's kernel path (``run_inside`` lets
-them see the calls inside torch's Python functions). Their docstrings say what each switches and why.
+(with ``eager_flex_attention`` and ``device_meta_kernels``), and the function modes ``AttentionKernel`` /
+``RecurrentKernel`` / ``EmbeddingBagKernel``, which make a meta run take a real device's kernel path
+(``run_inside`` lets them see the calls inside torch's Python functions). Their docstrings say what each switches and why.
 """
 from __future__ import annotations
 
