@@ -351,8 +351,8 @@ CASES = {
     "superres": (SuperResolution, lambda: (gen(1, 2, 3, 8, 8),), F.smooth_l1_loss, gen(2, 2, 3, 16, 16), {}),
     "gnn": (lambda: GraphLayer(edges()), lambda: (gen(1, 12, 16),), F.cross_entropy,
             torch.tensor([0, 1, 2] * 4), {}),
-    "moe": (MixtureOfExperts, lambda: (gen(1, 10, 16),), F.binary_cross_entropy_with_logits, gen(2, 10, 4).gt(0).float(),
-            {}),
+    "moe": (MixtureOfExperts, lambda: (gen(1, 10, 16),), F.binary_cross_entropy_with_logits,
+            gen(2, 10, 4).gt(0).float(), {}),
     "siamese": (Siamese, lambda: (gen(1, 6, 24), gen(2, 6, 24)), contrastive_loss, None, {}),
     "tied_lm": (TiedLM, lambda: (torch.randint(0, 50, (2, 12), generator=torch.Generator().manual_seed(3)),),
                 lm_loss, "ids", {}),
@@ -425,7 +425,8 @@ def test_models_match_the_allocator(name, opt, meta):
 
 LOOPS = [("adam", False, {}), ("rmsprop", True, {}), ("adagrad", False, {}), ("adamw", True, {"clip_grad_norm": 1.0}),
          ("sgd", True, {"accumulation_steps": 2}), ("adamw", True, {"accumulation_steps": 2, "set_to_none": False}),
-         ("sgd", False, {"zero_grad_at": "after_forward", "keep_output": True}), ("adamw", True, {"steady_state": False})]
+         ("sgd", False, {"zero_grad_at": "after_forward", "keep_output": True}),
+         ("adamw", True, {"steady_state": False})]
 
 
 @pytest.mark.parametrize("opt, foreach, loop", LOOPS)

@@ -3,7 +3,8 @@
 Two kinds of switch, each entered for one measurement and put back in ``finally``: ``unfused``
 (with ``eager_flex_attention`` and ``device_meta_kernels``), and the function modes ``AttentionKernel`` /
 ``RecurrentKernel`` / ``EmbeddingBagKernel``, which make a meta run take a real device's kernel path
-(``run_inside`` lets them see the calls inside torch's Python functions). Their docstrings say what each switches and why.
+(``run_inside`` lets them see the calls inside torch's Python functions). Their docstrings say what
+each switches and why.
 """
 from __future__ import annotations
 
