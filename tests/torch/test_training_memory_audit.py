@@ -13,8 +13,10 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 from torch.nn.attention import SDPBackend, sdpa_kernel
+from torch.utils._python_dispatch import TorchDispatchMode
 
 from deeplite_like.backends.torch import estimate_training_memory
+from deeplite_like.backends.torch.counting.meta import device_storage
 from tests.torch.allocator_steps import allocator_step
 
 pytestmark = pytest.mark.slow  # (about 60 steps of the estimate and of the allocator: tens of seconds)
@@ -482,9 +484,6 @@ def test_reduced_losses_hold_the_elementwise_storage():
 @pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
 @pytest.mark.filterwarnings("ignore:Using a target size")
 def test_meta_loss_storage_is_the_cpu_kernels(loss, shape, reduction):
-    from deeplite_like.backends.torch.counting.meta import device_storage
-    from torch.utils._python_dispatch import TorchDispatchMode
-
     class Storages(TorchDispatchMode):
         def __init__(self) -> None:
             super().__init__()
