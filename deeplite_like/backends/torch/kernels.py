@@ -1,9 +1,10 @@
 """Which kernels a measured run takes, where torch's choice would hide or misstate the work.
 
 Two kinds of switch, each entered for one measurement and put back in ``finally``: ``unfused``
-(with ``eager_flex_attention``), and the function modes ``AttentionKernel`` / ``RecurrentKernel`` /
-``EmbeddingBagKernel``, which make a meta run take a real device's kernel path (``run_inside`` lets
-them see the calls inside torch's Python functions). Their docstrings say what each switches and why.
+(with ``eager_flex_attention`` and ``device_meta_kernels``), and the function modes ``AttentionKernel`` /
+``RecurrentKernel`` / ``EmbeddingBagKernel``, which make a meta run take a real device's kernel path
+(``run_inside`` lets them see the calls inside torch's Python functions). Their docstrings say what
+each switches and why.
 """
 from __future__ import annotations
 
@@ -21,7 +22,7 @@ from deeplite_like.safety import checkpoint, protected, uninterruptible
 
 __all__ = ["ATTENTION_KERNELS", "AttentionKernel", "EmbeddingBagKernel", "RNN_KERNELS", "RecurrentKernel",
            "WRAPS_ATTENTION",
-           "eager_flex_attention", "lstm_mkldnn", "rnn_cpu", "run_inside", "unfused"]
+           "device_meta_kernels", "eager_flex_attention", "lstm_mkldnn", "rnn_cpu", "run_inside", "unfused"]
 
 
 ATTENTION_KERNELS = ("cuda", "cpu", "math", None)
@@ -465,7 +466,7 @@ def _workspace_bytes(x: torch.Tensor, w0: torch.Tensor, w1: torch.Tensor, hx: to
     return _WORKSPACE_BYTES[key]
 
 
-# -- global switches: the fused fast path, FlexAttention's compile --------------------------------
+# -- global switches: the fused fast path, FlexAttention's compile, meta kernels ----------------
 class _SharedSwitch:
     """A process-wide setting several measurements (threads) change at once: the first to enter sets
     it, the last to leave puts back what the first found."""
@@ -493,7 +494,45 @@ class _SharedSwitch:
                     set_(self._before)
 
 
-_fast_path, _flex_compile = _SharedSwitch(), _SharedSwitch()
+_fast_path, _flex_compile, _meta_kernels = _SharedSwitch(), _SharedSwitch(), _SharedSwitch()
+
+
+def _mish_backward(grad_output: torch.Tensor, self: torch.Tensor) -> torch.Tensor:
+    """The CPU / CUDA ``mish_backward``: one output, the shape of the broadcast inputs (TensorIterator)."""
+    return torch.empty(torch.broadcast_shapes(grad_output.shape, self.shape), dtype=grad_output.dtype,
+                       device=grad_output.device)
+
+
+#: ATen operators with a CPU / CUDA kernel and no meta kernel, whose ``CompositeImplicitAutograd``
+#: fallback therefore runs on meta, decomposed above the dispatch modes into operators with their own
+#: temporaries: ``mish_backward`` (``nn.Mish``'s backward) became 11 operators holding up to 4 tensors
+#: of the input's size at once (a 2 x 12 x 48 fp32 Mish: 29,952 B above the CPU's peak). Found with
+#: ``torch._C._dispatch_has_kernel_for_dispatch_key`` (CPU and CompositeImplicitAutograd, not Meta), over
+#: every ATen operator of torch 2.13: this one and ``native_channel_shuffle``, which ``nn.ChannelShuffle``
+#: does not call (it calls ``channel_shuffle``, which has a meta kernel).
+_META_KERNELS: dict[str, Callable[..., torch.Tensor]] = {"mish_backward": _mish_backward}
+_library: list[Any] = []  # the torch.library.Library holding them while a measurement runs
+
+
+def _set_meta_kernels(on: bool) -> None:
+    if on and not _library:
+        library = torch.library.Library("aten", "IMPL")
+        for name, kernel in _META_KERNELS.items():
+            # (``Library.impl`` refuses a Meta kernel for an operator with a CompositeImplicitAutograd one,
+            # to keep torch's meta kernels at the base operators; the point here is the CPU's single kernel)
+            library.m.impl(name, "Meta", kernel, False)
+        _library.append(library)
+    elif not on and _library:
+        _library.pop()._destroy()
+
+
+@contextlib.contextmanager
+@protected
+def device_meta_kernels() -> Iterator[None]:
+    """Give the operators of ``_META_KERNELS`` a meta kernel inside the block (removed by the last user), so a
+    meta run calls them as one operator, as the CPU and CUDA do, instead of their decomposition."""
+    with _meta_kernels.held(lambda: bool(_library), _set_meta_kernels, True):
+        yield
 
 
 @contextlib.contextmanager

@@ -3,7 +3,8 @@
 On meta, tensors have shapes and dtypes but no values and no memory, so models too large for the
 machine can be counted. Three gaps are closed here.
 
-Output shapes (``meta_output``) for ops whose meta kernel refuses what their real kernels accept.
+Output shapes (``meta_output``) for ops whose meta kernel refuses what their real kernels accept,
+and output storages (``device_storage``) for ops whose real kernels leave the output in a larger one.
 
 Values (``MetaValues``) of the small integer and boolean tensors of a meta run, so value-dependent
 control flow works.
@@ -51,9 +52,24 @@ def _scaled_grouped_mm(self: torch.Tensor, mat2: torch.Tensor, scale_a: Any, sca
     return _grouped_mm(self, mat2, offs, out_dtype=out_dtype or torch.bfloat16)
 
 
+def _like_second(grad_output: torch.Tensor, like: torch.Tensor, *_: Any, **__: Any) -> torch.Tensor:
+    """A gradient shaped as the forward's input (its second argument), contiguous, as the CPU kernel makes it."""
+    return torch.empty(like.shape, dtype=like.dtype, device="meta")
+
+
+#: Rules by operator. ``_grouped_mm``: see ``meta_output``. The others have a CPU kernel and no meta
+#: kernel at all in torch 2.13 (``_dispatch_has_kernel_for_dispatch_key``: CPU, not Meta, no composite),
+#: so a model using them could not train on meta: the backward of ``F.multi_margin_loss``, of
+#: ``F.multilabel_margin_loss``, of ``F.ctc_loss`` and of ``nn.FractionalMaxPool3d``. Each gradient is shaped
+#: as the forward's input (CTC: the log-probabilities), in one fresh contiguous storage, as the CPU kernels
+#: make it.
 _SHAPES: dict[Any, Callable[..., torch.Tensor]] = {
     packet: fn for packet, fn in ((getattr(aten, "_grouped_mm", None), _grouped_mm),
-                                  (getattr(aten, "_scaled_grouped_mm", None), _scaled_grouped_mm))
+                                  (getattr(aten, "_scaled_grouped_mm", None), _scaled_grouped_mm),
+                                  (aten.multi_margin_loss_backward, _like_second),
+                                  (aten.multilabel_margin_loss_backward, _like_second),
+                                  (aten.fractional_max_pool3d_backward, _like_second),
+                                  (aten._ctc_loss_backward, _like_second))
     if packet is not None
 }
 
@@ -70,6 +86,58 @@ def meta_output(func: Any, args: tuple, kwargs: dict) -> torch.Tensor | None:
     if rule is None or not all(not isinstance(a, torch.Tensor) or a.is_meta for a in args):
         return None
     return rule(*args, **kwargs)
+
+
+# -- output storages ------------------------------------------------------------------------------
+def _reduced_loss(func: Any, args: tuple, kwargs: dict) -> int:
+    """Elements of the storage of a reduced loss: the broadcast input's (none: the output's own, 0)."""
+    names = [a.name for a in func._schema.arguments]
+    index = names.index("reduction")
+    reduction = kwargs.get("reduction", args[index] if index < len(args) else 1)
+    return torch.broadcast_shapes(args[0].shape, args[1].shape).numel() if reduction else 0
+
+
+def _columns(func: Any, args: tuple, kwargs: dict) -> int:
+    """Elements of ``col2im``'s output storage: its input's (the columns)."""
+    return args[0].numel()
+
+
+#: Operators whose device kernels (ATen's, CPU and CUDA alike) leave their output in a storage larger
+#: than the output, by making it ``empty_like`` a larger tensor and then ``resize_``-ing it smaller (which
+#: keeps the storage), so the output holds the larger block as long as it lives; the meta kernels make
+#: an output of its own size. Elements of that storage, by operator (0: the output's own):
+#:
+#: * the losses that compute the elementwise loss and reduce it into the same tensor
+#:   (``binary_cross_entropy_out_cpu``'s ``loss.resize_as_(loss_reduced)``): the scalar loss holds the
+#:   elementwise storage through the backward (a U-Net's ``mse_loss`` of 2 x 2 x 16 x 16 fp32: 4,096 B
+#:   where the meta kernel's scalar held 4 B);
+#: * ``col2im`` (``F.fold``): ``col2im_cpu`` makes its output ``empty_like`` the columns (a fold of
+#:   2 x 36 x 64 fp32 columns into 2 x 4 x 8 x 8: 18,432 B, not 2,048 B).
+#:
+#: Found by running forward and backward of 48 layers and 17 losses on the CPU and on meta under a
+#: dispatch mode and comparing each operator's output storages.
+_DEVICE_STORAGE: dict[Any, Callable[[Any, tuple, dict], int]] = {
+    aten.mse_loss.default: _reduced_loss, aten.smooth_l1_loss.default: _reduced_loss,
+    aten.binary_cross_entropy.default: _reduced_loss, aten.soft_margin_loss.default: _reduced_loss,
+    aten.col2im.default: _columns,
+}
+
+
+def device_storage(func: Any, run: Callable) -> Callable:
+    """``run``, whose meta output sits in a storage of the size the device kernel leaves it in
+    (``_DEVICE_STORAGE``); ``run`` itself for every other op."""
+    elements_of = _DEVICE_STORAGE.get(func)
+    if elements_of is None:
+        return run
+
+    def run_in_device_storage(*args: Any, **kwargs: Any) -> Any:
+        out = run(*args, **kwargs)
+        elements = elements_of(func, args, kwargs) if isinstance(out, torch.Tensor) and out.is_meta else 0
+        if elements <= out.numel():
+            return out
+        return out.new_empty(elements).resize_(out.shape)  # (resize_ keeps the storage, as the kernel's does)
+
+    return run_in_device_storage
 
 
 # -- values of small integer tensors --------------------------------------------------------------
@@ -160,7 +228,7 @@ class MetaValues:
         """
         if func in _LIFTS and self.made_on_meta:
             return self._lift_to_meta
-        tracked = self._tracked(func, name, written, run)
+        tracked = device_storage(func, self._tracked(func, name, written, run))
         if not (self.made_on_meta and _is_factory(func)):
             return tracked
 
@@ -255,6 +323,15 @@ class MetaValues:
             dtype = args[0].dtype
             return True if dtype == torch.bool else 1.0 if dtype.is_floating_point or dtype.is_complex else 1
         if values is _MISSING:
+            tensors = [t for t in pytree.tree_leaves((args, kwargs)) if isinstance(t, torch.Tensor)]
+            host = [t for t in tensors if not t.is_meta and t.dim() > 0]
+            if host and len(host) < len(tensors):  # (the meta kernel refused mixed devices, as a GPU's would)
+                raise MetaValueError(
+                    f"counting on the meta device: {name} in {self._where()} got a {host[0].device.type} tensor of "
+                    f"shape {tuple(host[0].shape)} beside meta tensors: one made without a device (such as "
+                    "torch.arange(n) in the loss or the forward) stays on the CPU while the model runs on meta. "
+                    "Make it on its operands' device (device=x.device), as a GPU run needs too. "
+                    f"(torch: {str(exc).splitlines()[0] if str(exc) else exc!r})") from exc
             raise MetaValueError(
                 f"counting on the meta device: {name} in {self._where()} needs tensor values (such as .item(), "
                 "bool(tensor), nonzero or a data-dependent shape), and they depend on the weights or on "

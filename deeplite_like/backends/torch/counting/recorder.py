@@ -25,7 +25,7 @@ from deeplite_like.backends.torch.counting.formulas.attention import HIGHER_ORDE
 from deeplite_like.backends.torch.counting.meta import MetaOutputs, MetaValues
 from deeplite_like.backends.torch.counting.registry import (CountOptions, OpCall, is_free, lookup,
                                                             lookup_module_formula, module_op_name, op_info)
-from deeplite_like.backends.torch.kernels import eager_flex_attention, unfused
+from deeplite_like.backends.torch.kernels import device_meta_kernels, eager_flex_attention, unfused
 from deeplite_like.backends.torch.state import add_global_module_hooks, remove_global_module_hooks
 from deeplite_like.backends.torch.tensors import (LayerFacts, any_nested, describe_args, layer_facts, local_tensor,
                                                   price_per_component)
@@ -309,6 +309,7 @@ class CountingMode(LightDispatchMode):
             if fused and unfuse:
                 self._unfused.enter_context(unfused())
             self._unfused.enter_context(eager_flex_attention())
+            self._unfused.enter_context(device_meta_kernels())
             self._previous_mode = getattr(_local, "mode", None)
             self._attached = True
             _local.mode = self

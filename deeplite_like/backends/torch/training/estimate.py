@@ -352,7 +352,8 @@ def _measured_step(model: nn.Module, step: _Step, settings: _Settings, loss_fn: 
     meta, loop, opt = settings.meta, settings.loop, step.opt
     external = {key for t in (*step.leaves, *step.state.values()) if (key := storage_key(t)) is not None}
     mode = counting_mode(CountOptions(), track_backward=True, meta=meta)
-    tracker = StepTracker(step.params_bytes + step.buffers_bytes + step.input_bytes, external, mode)
+    tracker = StepTracker(step.params_bytes + step.buffers_bytes + step.input_bytes, external, mode,
+                          step.trainable[0].device)
     # An optimizer that makes its state in __init__ (Adagrad's sums, bitsandbytes' quantisation maps) holds it
     # from the start.
     tracker.adopt(_made_in_init(opt, step.trainable[0].device))

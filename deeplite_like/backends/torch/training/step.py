@@ -626,6 +626,9 @@ class StepRecord:
 _SCALAR_READ_PHASES = ("warm-up", "optimizer")
 
 
+_LIFT_FRESH = torch.ops.aten.lift_fresh.default
+
+
 class StepTracker(StorageLedger):
     """The counting pass's storage ledger, recording each allocation and free and a mark per operator.
 
@@ -635,18 +638,31 @@ class StepTracker(StorageLedger):
     On meta, the small integer and boolean tensors derived from the inputs keep their values (the
     counting pass's ``MetaValues``), so value-dependent control flow on index tensors (transformers'
     packed-sequence check on position ids) takes the branch a real run takes.
+
+    ``device``: the step's device. A tensor made from Python data (``torch.tensor([[0, 1, -1]])`` as a
+    loss's target, made in the loop) is allocated before dispatch, and the dispatcher shows only its
+    ``lift_fresh``, which the schema calls an alias: on the step's device it is a fresh allocation, counted
+    there. Not counted: one made on the CPU for a meta step (host memory on a GPU), and a 0-d one (a
+    scalar such as the optimizer's ``torch.tensor(1.0)`` step increment: host memory on a GPU, like the
+    float64 scalars torch wraps Python numbers in; counting it on a CPU would part ``meta=False`` from meta).
+    On meta, ``torch.tensor(data, device="meta")`` reaches no dispatch mode at all: unseen.
     """
 
-    def __init__(self, base_bytes: int, external: set[tuple[str, int]], mode: CountingMode) -> None:
+    def __init__(self, base_bytes: int, external: set[tuple[str, int]], mode: CountingMode,
+                 device: torch.device | None = None) -> None:
         super().__init__(base_bytes, external, mode.module_running)
         self.mode = mode
         mode.ledger = self
         self.record = StepRecord(base_bytes)
         self.phase = "setup"
         self._serial: dict[tuple[str, int], int] = {}
+        self._device_type = device.type if device is not None else None
 
     def count(self, func: Any, out: Any) -> None:
         super().count(func, out)
+        if func is _LIFT_FRESH and isinstance(out, torch.Tensor) and out.dim() and \
+                out.device.type == self._device_type:
+            self._allocated(out)
         self.record.marks.append((len(self.record.events), self.phase, self._where(), str(func)))
 
     def _allocated_storage(self, tensor: torch.Tensor) -> None:
