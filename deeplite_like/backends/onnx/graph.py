@@ -833,6 +833,16 @@ class NodeView:
             return None
         return self.info.constants.get(self.node.input[index])
 
+    def filled_with(self, index: int, value: float) -> bool:
+        """Whether input ``index`` is stored data (a Constant, or an initializer of any size) whose every
+        element is ``value``: the ones and zeros an exporter writes where the source had no parameter."""
+        array = self.constant(index)
+        if array is None and self.has_input(index):
+            name = self.node.input[index]
+            tensor = next((t for t in self.info.model.graph.initializer if t.name == name), None)
+            array = None if tensor is None else numpy_helper.to_array(tensor, str(self.info.folder or ""))
+        return array is not None and array.size > 0 and bool(np.all(array == value))
+
 
 # ------------------------------------------------------------------------------- initializers
 @dataclass
