@@ -128,6 +128,12 @@ def test_instance_norm_scale_of_ones_and_bias_of_zeros_are_free():
     assert counted([1.0, 1.0, 1.0], [0.0, 0.0, 0.0]) == 600
     assert counted([1.0, 1.0, 1.0], [0.0, 0.0, 0.0], as_constants=True) == 600
     assert counted([1.0, 1.0, 1.0], [0.1, 0.0, -0.2]) == 696
+    # the same ones passed through QuantizeLinear -> DequantizeLinear (onnxruntime's static QDQ form): 600
+    s, b = numpy_helper.from_array(np.ones(3, np.float32), "s"), numpy_helper.from_array(np.zeros(3, np.float32), "b")
+    scale, zero = numpy_helper.from_array(np.array(1 / 127, np.float32), "qs"), numpy_helper.from_array(np.array(0, np.int8), "qz")
+    nodes = [helper.make_node("QuantizeLinear", ["s", "qs", "qz"], ["sq"]), helper.make_node("DequantizeLinear", ["sq", "qs", "qz"], ["sd"]),
+             helper.make_node("InstanceNormalization", ["x", "sd", "b"], ["y"])]
+    assert count_ops(model(nodes, [("x", F, [2, 3, 4, 4])], [("y", F, None)], [s, b, scale, zero])).flops == 600
 
 
 def test_gate_math_is_the_torch_tables():

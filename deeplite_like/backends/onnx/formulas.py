@@ -116,6 +116,9 @@ FREE = frozenset({
     "SequenceConstruct", "SequenceEmpty", "SequenceInsert", "SequenceLength", "Optional", "OptionalGetElement",
     "OptionalHasElement", "RandomNormal", "RandomNormalLike", "RandomUniform", "RandomUniformLike", "Bernoulli",
     "Multinomial", "Unique",
+    # opset-1 experimental creation op the TorchScript exporter still writes at opsets 7-8 (an RNN's initial
+    # state): a fill, as ConstantOfShape
+    "ConstantFill",
     # quantization edges, free as casts are (torch's quantize_per_tensor / dequantize, and the dynamic
     # quantization of an input inside torch's linear_dynamic kernel)
     "DynamicQuantizeLinear", "com.microsoft.QuantizeLinear", "com.microsoft.DequantizeLinear",
