@@ -43,7 +43,7 @@ import itertools
 import warnings
 from typing import Any, Callable, Mapping
 
-from deeplite_like.backends.tflite.graph import ALIAS_OPS, DTYPE_BITS, OpView, TFLiteModel, load_model
+from deeplite_like.backends.tflite.graph import ALIAS_OPS, DTYPE_BITS, OpView, TFLiteModel, load_model, settled
 from deeplite_like.results import Cost, GraphCount, OpCount
 
 
@@ -483,6 +483,7 @@ def count_model(model: TFLiteModel, bytes_moved: bool = False) -> OpCount:
     distinct input tensor, weights included, and every output, at its stored type; ``RESHAPE``,
     ``SQUEEZE`` and ``EXPAND_DIMS`` are views and ``SHAPE`` reads no data: no record).
     """
+    model = settled(model)  # stored placeholder shapes (a run-time RESHAPE's) replaced by the run's
     counting = GraphCount(bytes_moved)
     for runs, (op, cost, graph) in enumerate(_run(model, model.ops, counting.result.untracked, 0), 1):
         if runs > _MAX_RUNS:

@@ -36,7 +36,7 @@ from deeplite_like.results import LifetimeStats, TensorLifetimes
 
 __all__ = ["ALIAS_OPS", "ArenaStats", "DTYPE_BITS", "LifetimeStats", "OpView", "TFLiteModel", "TensorInfo", "feed_arrays",
            "import_litert", "interpreter", "interpreter_arena", "load_model", "predict", "resize_inputs",
-           "tensor_lifetimes"]
+           "settled", "stale_shapes", "tensor_lifetimes"]
 
 EXTRA_HINT = "pip install 'deeplite-like[tflite]'"
 
@@ -349,6 +349,22 @@ def resize_inputs(model: Any, shapes: Any) -> TFLiteModel:
     main = graphs[0]
     return TFLiteModel(model.content, model.name, main.tensors, main.ops, main.inputs, main.outputs, model.subgraphs,
                        model.version, graphs)
+
+
+def stale_shapes(model: TFLiteModel) -> bool:
+    """Whether the stored shapes cannot all be the run's: a ``RESHAPE`` whose output holds another number of
+    elements than its input. The converter stores such placeholders where a shape is computed at run time
+    (a Keras ``Dense`` on a 4-D input becomes ``SHAPE`` ... ``PACK``, ``RESHAPE`` to 2-D, ``FULLY_CONNECTED``:
+    ConvNeXt's pointwise layers, stored as [1, 1] rows)."""
+    return any(op.op == "RESHAPE" and op.inputs and op.inputs[0] is not None and op.outputs
+               and op.inputs[0].numel != op.outputs[0].numel
+               for graph in model.graphs for op in graph.ops)
+
+
+def settled(model: TFLiteModel) -> TFLiteModel:
+    """``model`` itself, or, when its stored shapes are stale (``stale_shapes``), read again at its stored input
+    shapes with every tensor's shape from one interpreter run (``resize_inputs``)."""
+    return resize_inputs(model, [t.shape for t in model.inputs]) if stale_shapes(model) else model
 
 
 @dataclass(frozen=True)
