@@ -16,8 +16,9 @@ model's layers and the live count (docs/tflite.rst, "Real exported files"):
 * a SeparableConv2D's depthwise half gets an all-zero placeholder bias, free.
 
 Also run by hand while auditing, and not kept here for time (each conversion 40-110 s): MobileNetV3Large,
-ResNet50, InceptionV3, Xception (the rules above, exact), DenseNet121 and NASNetMobile (MACs exact; FLOPs not
-yet fully explained: docs/tflite.rst).
+ResNet50, InceptionV3, Xception (the rules above, exact), DenseNet121 (+ N for the zero bias the converter
+gives each bias-less conv without a BN after it) and NASNetMobile (MACs exact; FLOPs not yet fully explained:
+docs/tflite.rst).
 """
 from __future__ import annotations
 
