@@ -99,6 +99,43 @@ def test_recurrent_layers():
     assert (counted.macs, counted.flops) == (280, 640)
 
 
+def test_dynamic_quantize_lstm_counts_as_the_float_lstm():
+    """com.microsoft.DynamicQuantizeLSTM (``quantize_dynamic`` of an LSTM): int8 W [D, I, 4H] and R [D, H, 4H]
+    stored transposed, with per-direction scales and zero points: the bidirectional LSTM above, 2,240 MACs
+    and 6,880 FLOPs (seq 5, batch 2, I 3, H 4, with B)."""
+    inputs = ["x", "w", "r", "b", "", "", "", "", "ws", "wz", "rs", "rz"]
+    node = helper.make_node("DynamicQuantizeLSTM", inputs, ["y"], domain="com.microsoft", hidden_size=4,
+                            direction="bidirectional")
+    counted = count_ops(model([node], [("x", F, [5, 2, 3])], [("y", F, [5, 2, 2, 4])],
+                              [weight("w", (2, 3, 16), np.int8), weight("r", (2, 4, 16), np.int8), weight("b", (2, 32)),
+                               weight("ws", (2,)), weight("wz", (2,), np.int8), weight("rs", (2,)), weight("rz", (2,), np.int8)],
+                              domains=("com.microsoft",)))
+    assert (counted.macs, counted.flops, counted.untracked) == (2240, 6880, {})
+
+
+def test_instance_norm_scale_of_ones_and_bias_of_zeros_are_free():
+    """X (2, 3, 4, 4): N = 96, R = 2 x 3 = 6. A real scale and bias: 6N + 4R + N + N = 576 + 24 + 192 = 792.
+    The ones and zeros torch's exporters write for ``InstanceNorm2d(affine=False)`` (and inside ``GroupNorm``'s
+    decomposition), as initializers or Constant nodes: 6N + 4R = 600; ones with a real bias: 696."""
+    def counted(scale, bias, as_constants=False):
+        stored = [numpy_helper.from_array(np.array(scale, np.float32), "s"), numpy_helper.from_array(np.array(bias, np.float32), "b")]
+        nodes = [helper.make_node("InstanceNormalization", ["x", "s", "b"], ["y"])]
+        if as_constants:
+            nodes = [helper.make_node("Constant", [], [t.name], value=t) for t in stored] + nodes
+        return count_ops(model(nodes, [("x", F, [2, 3, 4, 4])], [("y", F, None)], [] if as_constants else stored)).flops
+
+    assert counted([0.5, 2.0, 1.5], [0.1, 0.0, -0.2]) == 792
+    assert counted([1.0, 1.0, 1.0], [0.0, 0.0, 0.0]) == 600
+    assert counted([1.0, 1.0, 1.0], [0.0, 0.0, 0.0], as_constants=True) == 600
+    assert counted([1.0, 1.0, 1.0], [0.1, 0.0, -0.2]) == 696
+    # the same ones passed through QuantizeLinear -> DequantizeLinear (onnxruntime's static QDQ form): 600
+    s, b = numpy_helper.from_array(np.ones(3, np.float32), "s"), numpy_helper.from_array(np.zeros(3, np.float32), "b")
+    scale, zero = numpy_helper.from_array(np.array(1 / 127, np.float32), "qs"), numpy_helper.from_array(np.array(0, np.int8), "qz")
+    nodes = [helper.make_node("QuantizeLinear", ["s", "qs", "qz"], ["sq"]), helper.make_node("DequantizeLinear", ["sq", "qs", "qz"], ["sd"]),
+             helper.make_node("InstanceNormalization", ["x", "sd", "b"], ["y"])]
+    assert count_ops(model(nodes, [("x", F, [2, 3, 4, 4])], [("y", F, None)], [s, b, scale, zero])).flops == 600
+
+
 def test_gate_math_is_the_torch_tables():
     torch_rnn = pytest.importorskip("deeplite_like.backends.torch.counting.formulas.rnn")
     from deeplite_like.backends.onnx.formulas import GATE_MATH

@@ -116,6 +116,9 @@ FREE = frozenset({
     "SequenceConstruct", "SequenceEmpty", "SequenceInsert", "SequenceLength", "Optional", "OptionalGetElement",
     "OptionalHasElement", "RandomNormal", "RandomNormalLike", "RandomUniform", "RandomUniformLike", "Bernoulli",
     "Multinomial", "Unique",
+    # opset-1 experimental creation op the TorchScript exporter still writes at opsets 7-8 (an RNN's initial
+    # state): a fill, as ConstantOfShape
+    "ConstantFill",
     # quantization edges, free as casts are (torch's quantize_per_tensor / dequantize, and the dynamic
     # quantization of an input inside torch's linear_dynamic kernel)
     "DynamicQuantizeLinear", "com.microsoft.QuantizeLinear", "com.microsoft.DequantizeLinear",
@@ -263,21 +266,25 @@ def einsum(node: NodeView) -> Cost:
 GATE_MATH = {"LSTM": 22, "GRU": 16, "RNN": 2}
 
 
-@formula("LSTM", "GRU", "RNN")
+@formula("LSTM", "GRU", "RNN", "com.microsoft.DynamicQuantizeLSTM")
 def recurrent(node: NodeView) -> Cost:
     """LSTM / GRU / RNN: per direction rows x G*H x (I + H) MACs, rows = steps x batch.
 
     FLOPs: 2 x MACs + 2 x rows x G*H per direction for the two biases (input ``B``, when given) +
     rows x H x the gate math (``GATE_MATH``). The same formula as the torch backend's fused layer.
+    com.microsoft's ``DynamicQuantizeLSTM`` (what ``quantize_dynamic`` makes of an LSTM) is the LSTM with
+    int8 weights stored transposed, ``W`` [D, I, 4H] and ``R`` [D, H, 4H]: counted as its float twin.
     """
     x, w, r = node.input_shape(0), node.input_shape(1), node.input_shape(2)
     steps, batch = (x[1], x[0]) if node.attr("layout", 0) else (x[0], x[1])
     rows = steps * batch
-    directions, gates_h, input_size = w
-    hidden = r[2]
+    if node.node.domain == "com.microsoft":
+        (directions, input_size, gates_h), hidden, cell = w, r[1], "LSTM"
+    else:
+        (directions, gates_h, input_size), hidden, cell = w, r[2], node.op_type
     macs = directions * rows * gates_h * (input_size + hidden)
     biases = 2 * rows * gates_h * directions if node.has_input(3) else 0
-    return Cost.contraction(macs, biases + directions * rows * hidden * GATE_MATH[node.op_type])
+    return Cost.contraction(macs, biases + directions * rows * hidden * GATE_MATH[cell])
 
 
 # ------------------------------------------------------------------------------ per element
@@ -390,9 +397,11 @@ def embed_layer_norm(node: NodeView) -> Cost:
 
 @formula("InstanceNormalization")
 def instance_norm(node: NodeView) -> Cost:
-    """InstanceNormalization: 6N + 4R + N + N, R = batch x channels."""
+    """InstanceNormalization: 6N + 4R + N (scale) + N (bias), R = batch x channels. A scale stored as all
+    ones or a bias as all zeros costs nothing: the exporters write them where the source has none (torch's
+    ``InstanceNorm2d(affine=False)``; ``GroupNorm``, exported as Reshape, this node, Reshape, Mul, Add)."""
     shape = node.input_shape(0)
-    return _normalisation(_prod(shape), shape[0] * shape[1], True, True)
+    return _normalisation(_prod(shape), shape[0] * shape[1], not node.filled_with(1, 1.0), not node.filled_with(2, 0.0))
 
 
 @formula("GroupNormalization")

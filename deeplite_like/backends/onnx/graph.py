@@ -833,6 +833,26 @@ class NodeView:
             return None
         return self.info.constants.get(self.node.input[index])
 
+    def filled_with(self, index: int, value: float) -> bool:
+        """Whether input ``index`` is stored data (a Constant, or an initializer of any size) whose every
+        element is ``value``: the ones and zeros an exporter writes where the source had no parameter. A
+        QuantizeLinear -> DequantizeLinear round trip of stored data (onnxruntime's static QDQ quantizer wraps
+        constants fed to a float op so) is read as the data it quantizes."""
+        if not self.has_input(index):
+            return False
+        name = self.node.input[index]
+        graph = self.info.model.graph
+        for _ in range(2):  # DequantizeLinear, then the QuantizeLinear feeding it
+            producer = next((n for n in graph.node if name in n.output), None)
+            if producer is None or producer.op_type not in ("DequantizeLinear", "QuantizeLinear"):
+                break
+            name = producer.input[0]
+        array = self.info.constants.get(name)
+        if array is None:
+            tensor = next((t for t in graph.initializer if t.name == name), None)
+            array = None if tensor is None else numpy_helper.to_array(tensor, str(self.info.folder or ""))
+        return array is not None and array.size > 0 and array.dtype.kind == "f" and bool(np.all(array == value))
+
 
 # ------------------------------------------------------------------------------- initializers
 @dataclass

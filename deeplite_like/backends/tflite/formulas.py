@@ -43,7 +43,7 @@ import itertools
 import warnings
 from typing import Any, Callable, Mapping
 
-from deeplite_like.backends.tflite.graph import ALIAS_OPS, DTYPE_BITS, OpView, TFLiteModel, load_model
+from deeplite_like.backends.tflite.graph import ALIAS_OPS, DTYPE_BITS, OpView, TFLiteModel, load_model, settled
 from deeplite_like.results import Cost, GraphCount, OpCount
 
 
@@ -103,9 +103,12 @@ def conv(op: OpView) -> Cost:
 
 @formula("DEPTHWISE_CONV_2D")
 def depthwise_conv(op: OpView) -> Cost:
-    """Depthwise conv: out x kh x kw (one input channel per output); filter ``[1, kh, kw, C_out]``."""
+    """Depthwise conv: out x kh x kw (one input channel per output); filter ``[1, kh, kw, C_out]``; + out for a
+    bias, except an all-zero bias when a ``CONV_2D`` alone reads the output: a Keras ``SeparableConv2D``
+    lowered to depthwise + pointwise, whose depthwise half has no bias in Keras (the converter writes zeros)."""
     weight = op.input(1).shape
-    return Cost.contraction(op.numel_out() * weight[1] * weight[2], _bias(op, 2) + _fused(op))
+    placeholder = op.has_input(2) and op.input(2).zeros_only and op.consumers == ("CONV_2D",)
+    return Cost.contraction(op.numel_out() * weight[1] * weight[2], (0 if placeholder else _bias(op, 2)) + _fused(op))
 
 
 @formula("TRANSPOSE_CONV")
@@ -484,6 +487,10 @@ def count_model(model: TFLiteModel, bytes_moved: bool = False) -> OpCount:
     ``SQUEEZE`` and ``EXPAND_DIMS`` are views and ``SHAPE`` reads no data: no record).
     """
     counting = GraphCount(bytes_moved)
+    try:
+        model = settled(model)  # stored placeholder shapes (a run-time RESHAPE's) replaced by the run's
+    except ValueError:  # the interpreter cannot run the file (a custom op): the stored shapes, and said
+        _note(counting.result.untracked, "RESHAPE (placeholder shapes stored; the file could not run to settle them)")
     for runs, (op, cost, graph) in enumerate(_run(model, model.ops, counting.result.untracked, 0), 1):
         if runs > _MAX_RUNS:
             raise ValueError(f"more than {_MAX_RUNS:,} operator runs (a WHILE's trip count?): the file is damaged or "

@@ -36,7 +36,7 @@ from deeplite_like.results import LifetimeStats, TensorLifetimes
 
 __all__ = ["ALIAS_OPS", "ArenaStats", "DTYPE_BITS", "LifetimeStats", "OpView", "TFLiteModel", "TensorInfo", "feed_arrays",
            "import_litert", "interpreter", "interpreter_arena", "load_model", "predict", "resize_inputs",
-           "tensor_lifetimes"]
+           "settled", "stale_shapes", "tensor_lifetimes"]
 
 EXTRA_HINT = "pip install 'deeplite-like[tflite]'"
 
@@ -76,6 +76,8 @@ class TensorInfo:
         scales / zero_points: quantization parameters (per-tensor: one each; per-channel: one per channel).
         value: the values of a constant integer or boolean tensor of at most 16 elements (loop bounds
             and steps, which a ``WHILE``'s trip count is read from; an ``IF``'s fixed condition), else ``None``.
+        zeros_only: a constant vector (rank 1) stored in the file whose bytes are all zero: a converter's
+            placeholder bias (``SeparableConv2D``'s depthwise half) or a bias still at its initial zeros.
     """
 
     index: int
@@ -86,6 +88,7 @@ class TensorInfo:
     scales: int = 0
     zero_points: int = 0
     value: tuple | None = None  # a small integer constant's values (a loop's bounds), else None
+    zeros_only: bool = False  # a constant vector whose stored bytes are all zero (a placeholder bias)
 
     @property
     def numel(self) -> int:
@@ -123,6 +126,7 @@ class OpView:
     inputs: tuple[TensorInfo | None, ...]  # None for an omitted optional input (index -1)
     outputs: tuple[TensorInfo, ...]
     options: Any  # the builtin options object (``Conv2DOptionsT``), or None
+    consumers: tuple[str, ...] = ()  # the op names that read its first output, in the subgraph's order
 
     @property
     def label(self) -> str:
@@ -250,7 +254,9 @@ def _subgraph(proto: Any, graph: Any, schema: Any) -> Subgraph:
         shape = tuple(int(d) for d in t.shape) if t.shape is not None else ()
         dtype = dtypes.get(t.type, f"TYPE{t.type}")
         value = _small_value(dtype, shape, buffer) if constant else None
-        tensors.append(TensorInfo(index, tname, shape, dtype, constant, scales, zeros, value))
+        zeros_only = (constant and len(shape) == 1 and buffer.data is not None and len(buffer.data) > 0
+                      and not any(bytes(bytearray(buffer.data))))
+        tensors.append(TensorInfo(index, tname, shape, dtype, constant, scales, zeros, value, zeros_only))
     ops = []
     codes = proto.operatorCodes or []
     for index, op in enumerate(graph.operators or []):
@@ -266,6 +272,11 @@ def _subgraph(proto: Any, graph: Any, schema: Any) -> Subgraph:
         ins = tuple(tensors[i] if i >= 0 else None for i in (op.inputs if op.inputs is not None else []))
         outs = tuple(tensors[i] for i in (op.outputs if op.outputs is not None else []))
         ops.append(OpView(index, op_name, ins, outs, op.builtinOptions))
+    readers: dict[int, list[str]] = {}
+    for op in ops:
+        for t in {t.index for t in op.inputs if t is not None}:
+            readers.setdefault(t, []).append(op.op)
+    ops = [replace(op, consumers=tuple(readers.get(op.outputs[0].index, ()))) if op.outputs else op for op in ops]
     return Subgraph(tensors, ops, [tensors[i] for i in (graph.inputs if graph.inputs is not None else [])],
                     [tensors[i] for i in (graph.outputs if graph.outputs is not None else [])])
 
@@ -349,6 +360,22 @@ def resize_inputs(model: Any, shapes: Any) -> TFLiteModel:
     main = graphs[0]
     return TFLiteModel(model.content, model.name, main.tensors, main.ops, main.inputs, main.outputs, model.subgraphs,
                        model.version, graphs)
+
+
+def stale_shapes(model: TFLiteModel) -> bool:
+    """Whether the stored shapes cannot all be the run's: a ``RESHAPE`` whose output holds another number of
+    elements than its input. The converter stores such placeholders where a shape is computed at run time
+    (a Keras ``Dense`` on a 4-D input becomes ``SHAPE`` ... ``PACK``, ``RESHAPE`` to 2-D, ``FULLY_CONNECTED``:
+    ConvNeXt's pointwise layers, stored as [1, 1] rows)."""
+    return any(op.op == "RESHAPE" and op.inputs and op.inputs[0] is not None and op.outputs
+               and op.inputs[0].numel != op.outputs[0].numel
+               for graph in model.graphs for op in graph.ops)
+
+
+def settled(model: TFLiteModel) -> TFLiteModel:
+    """``model`` itself, or, when its stored shapes are stale (``stale_shapes``), read again at its stored input
+    shapes with every tensor's shape from one interpreter run (``resize_inputs``)."""
+    return resize_inputs(model, [t.shape for t in model.inputs]) if stale_shapes(model) else model
 
 
 @dataclass(frozen=True)
