@@ -31,7 +31,7 @@ keras = pytest.importorskip("keras")
 
 from deeplite_like.backends.keras import count_ops as count_keras  # noqa: E402
 from deeplite_like.backends.tflite import count_ops  # noqa: E402
-from deeplite_like.backends.tflite.graph import load_model, stale_shapes  # noqa: E402
+from deeplite_like.backends.tflite.graph import load_model, stale_shapes, tensor_lifetimes  # noqa: E402
 
 L = keras.layers
 A = keras.applications
@@ -135,6 +135,11 @@ def test_dense_on_a_4d_input_counts_every_position():
     counted = count_ops(data)
     assert (counted.macs, counted.flops, counted.untracked) == (2_048, 4_352, {})
     assert (counted.macs, counted.flops) == (count_keras(model, np.zeros((1, 4, 4, 8), np.float32)).macs, 4_352)
+    # the peak too, at the run's shapes: the input (1 x 4 x 4 x 8 fp32, 512 B, held for the run) + the
+    # FULLY_CONNECTED's 16 x 16 output (1,024 B; the RESHAPE back is a view of it, read by the bias ADD)
+    # + the ADD's output (1,024 B) = 2,560 B, at the ADD
+    memory = tensor_lifetimes(load_model(data))
+    assert memory.peak_bytes == 2_560 and memory.peak_at.startswith("ADD")
 
 
 def test_separable_conv_depthwise_half_has_no_bias():

@@ -487,7 +487,12 @@ ALIAS_OPS = frozenset({"RESHAPE", "SQUEEZE", "EXPAND_DIMS"})
 
 
 def tensor_lifetimes(model: TFLiteModel) -> LifetimeStats:
-    """The live-tensor peak of ``model``'s main subgraph (see the module docstring for the rules)."""
+    """The live-tensor peak of ``model``'s main subgraph (see the module docstring for the rules), at the run's
+    shapes where the stored ones are placeholders (``settled``; the stored ones if the file cannot run)."""
+    try:
+        model = settled(model)
+    except ValueError:  # (the interpreter cannot run the file: the stored shapes, as the count says)
+        pass
     lifetimes = TensorLifetimes(len(model.ops))
     for t in model.inputs:
         lifetimes.born(t.index, 0, t.nbytes)
