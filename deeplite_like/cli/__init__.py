@@ -24,7 +24,8 @@ from __future__ import annotations
 import argparse
 import sys
 import traceback
-from typing import IO, Sequence
+import warnings
+from typing import IO, Any, Sequence
 
 from deeplite_like._version import __version__
 from deeplite_like.cli import check
@@ -70,9 +71,22 @@ def report_error(error: BaseException, verbose: bool, stderr: IO[str], quiet: bo
     return EXIT_FAILURE
 
 
+def _show_warning(message: Warning | str, category: type[Warning], filename: str, lineno: int, file: Any = None,
+                  line: str | None = None) -> None:
+    """A warning on the command line: one line naming its kind (``deeplite-like: SeededShapesWarning: ...``), not
+    the source line of the library that raised it."""
+    print(f"{PROG}: {category.__name__}: {message}", file=file or sys.stderr)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line with ``argv`` (default: ``sys.argv[1:]``); return the exit code."""
     args = build_parser().parse_args(argv)  # usage errors exit here with code 2
+    with warnings.catch_warnings():  # (showwarning put back on return)
+        warnings.showwarning = _show_warning
+        return _run(args)
+
+
+def _run(args: Any) -> int:
     try:
         with watching_interrupts():
             try:

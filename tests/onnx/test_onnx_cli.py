@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -159,7 +160,10 @@ def test_fuzzed_onnx_files_get_a_clear_error_never_a_traceback(cli, tmp_path):
         assert code in (0, 1, 2), (i, code, err)
         assert "Traceback" not in err, (i, err)
         if code:
-            assert err.startswith("deeplite-like: error: ") and out == "", (i, err)
+            # (a warning of what was counted before the failure may come first, one line each)
+            lines = [line for line in err.splitlines() if line.startswith("deeplite-like: ")]
+            assert lines[-1].startswith("deeplite-like: error: ") and out == "", (i, err)
+            assert all(re.match(r"deeplite-like: \w+Warning: ", line) for line in lines[:-1]), (i, err)
     assert 2 in codes  # some corruptions are refused at loading
 
 
@@ -222,3 +226,20 @@ def test_the_api_refuses_a_device_onnx_runtime_cannot_time():
             profiler.compute_network_status(device="cuda")
     status = profiler.compute_network_status(min_run_time=0.01, device="cpu")
     assert status["execution_time"] > 0
+
+
+def test_a_warning_is_one_line_naming_its_kind(cli, tmp_path):
+    """Warnings on the command line are one line each (``deeplite-like: <Kind>Warning: ...``), not Python's
+    ``file.py:line:`` form with the library's source line; the count goes on (shapes only: seeded inputs)."""
+    import onnx
+
+    from tests.onnx.test_onnx_formulas import _positive_rows_model
+
+    path = tmp_path / "rows.onnx"
+    onnx.save(_positive_rows_model(), path)
+    code, out, err = cli("profile", str(path), "--input-shape", "x=4x16", "--metrics", "macs", "--no-progress")
+    assert code == 0 and "Computational complexity" in out
+    warned = [line for line in err.splitlines() if "Warning" in line]
+    assert warned == [line for line in warned if line.startswith("deeplite-like: SeededShapesWarning: the output "
+                                                                  "shapes of NonZero 'rows' depend on the input")]
+    assert len(warned) == 1 and ".py:" not in err
