@@ -17,8 +17,8 @@ model's layers and the live count (docs/tflite.rst, "Real exported files"):
 
 Also run by hand while auditing, and not kept here for time (each conversion 40-110 s): MobileNetV3Large,
 ResNet50, InceptionV3, Xception (the rules above, exact), DenseNet121 (+ N for the zero bias the converter
-gives each bias-less conv without a BN after it) and NASNetMobile (MACs exact; FLOPs not yet fully explained:
-docs/tflite.rst).
+gives each bias-less conv without a BN after it). NASNetMobile has its own test: the converter computes
+identical operations on one tensor once (its cells ReLU and pool a tensor in several branches).
 """
 from __future__ import annotations
 
@@ -174,3 +174,39 @@ def test_placeholder_shapes_that_cannot_be_settled_are_said(monkeypatch):
         counted = count_ops(data)
     assert counted.macs == 128
     assert counted.untracked == {"RESHAPE (placeholder shapes stored; the file could not run to settle them)": 1}
+
+
+def merged_duplicates(model, live) -> dict[str, int]:
+    """FLOPs of the layers that repeat another one on the same input with the same configuration, by layer
+    class: the converter computes such a duplicate once (TensorFlow's common-subexpression elimination)."""
+    per_layer = {name.split(".")[-1]: stats.flops for name, stats in live.by_module.items()}
+    groups: dict[tuple, list[str]] = {}
+    for layer in model._flatten_layers(include_self=False, recursive=True):
+        config = {k: v for k, v in layer.get_config().items() if k != "name"}
+        for node in layer._inbound_nodes:
+            inputs = tuple(id(t) for t in keras.tree.flatten(node.input_tensors))
+            groups.setdefault((type(layer).__name__, repr(sorted(config.items())), inputs), []).append(layer.name)
+    merged: dict[str, int] = {}
+    for (kind, _, _), names in groups.items():
+        for name in names[1:]:
+            merged[kind] = merged.get(kind, 0) + per_layer.get(name, 0)
+    return merged
+
+
+@pytest.mark.slow  # one conversion, about a minute
+def test_nasnet_mobile_counts_the_live_macs_and_its_flops_are_traced():
+    """NASNetMobile (64 x 64, 10 classes): MACs exact. FLOPs: the folds above (1,134,339), and the converter's
+    merging of identical operations on one tensor: NASNet's cells ReLU and pool the same tensor in several
+    branches (ReLU 345,472, max pool 57,024, average pool 197,120 computed once in the file) - but for the
+    ReLU after each of the 4 adjust blocks' BatchNorms (after a concatenation: MUL + ADD), which the converter
+    first fuses into that ADD and so keeps beside its twin: 8 x 8 x 44 + 16 x 16 x 22 + 4 x 4 x 88 + 2 x 2 x 176
+    = 10,560 FLOPs not merged."""
+    model = trained_looking(A.NASNetMobile(weights=None, input_shape=(64, 64, 3), classes=10))
+    live = count_keras(model, np.zeros((1, 64, 64, 3), np.float32))
+    counted = count_ops(convert(model))
+    assert (counted.macs, counted.untracked) == (live.macs, {})
+    merged = merged_duplicates(model, live)
+    assert merged == {"Activation": 345_472, "MaxPooling2D": 57_024, "AveragePooling2D": 197_120}
+    fused_twice = 8 * 8 * 44 + 16 * 16 * 22 + 4 * 4 * 88 + 2 * 2 * 176
+    assert live.flops - counted.flops == folded_flops(model, live) + sum(merged.values()) - fused_twice
+    assert counted.by_operator["MUL"].flops == fused_twice  # (the 4 adjust BatchNorms' MULs: the same elements)
