@@ -40,9 +40,11 @@ At the first backward: 4 x 512 = 2,048, 3 x 256 = 768, 2 x 512 = 1,024 and 132 B
 """
 from __future__ import annotations
 
+import functools
+
 import pytest
 
-from .launch import run_ranks
+from .launch import run_ranks, run_ranks_checked
 from .models import pipeline_stage
 
 pytestmark = [pytest.mark.filterwarnings("ignore::UserWarning"), pytest.mark.slow]
@@ -65,6 +67,8 @@ def _live_at_backwards(events) -> tuple[int, int]:
 def _stage_job(rank: int, world: int, schedule: type) -> tuple:
     """``profile_job`` on ``schedule`` over this rank's stage, whether it left the stage's module as found, and the
     allocator's live bytes of a real step at its first backward and at its peak (``_live_at_backwards``)."""
+    import gc
+
     import torch
     from torch.distributed.pipelining import PipelineStage
     from torch.profiler import ProfilerActivity, profile
@@ -84,6 +88,7 @@ def _stage_job(rank: int, world: int, schedule: type) -> tuple:
     after = snapshot(module)
     untouched = before.keys() == after.keys() and all(torch.equal(before[k], after[k]) for k in before)
     pipe.step(*inputs, target=target)  # a first real step: receive buffers and gradients exist
+    gc.collect()  # (what the first step left in reference cycles is freed now, not at some point in the window)
     with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
         pipe.step(*inputs, target=target)
     return (job, untouched, *_live_at_backwards(list(prof.profiler.kineto_results.events())))
@@ -149,8 +154,7 @@ def test_microbatches_in_flight_per_stage(ranks, schedule, in_flight, activation
     assert f"in flight (activation bytes) by rank: 0: {in_flight[0]} ({activations[0]:,} B)" in ranks[0][schedule]["text"]
 
 
-@pytest.mark.parametrize("schedule", ["ScheduleGPipe", "Schedule1F1B"])
-def test_in_flight_activations_match_the_allocator(ranks, schedule):
+def _check_in_flight(ranks: list[dict], schedule: str) -> None:
     for i, rank in enumerate(ranks):
         p = rank[schedule]["job"]["ranks"][i]["pipeline"]
         # The last stage's backward allocates its seed, ones_like(loss), 4 B, before its first node runs.
@@ -168,14 +172,28 @@ def test_in_flight_activations_match_the_allocator(ranks, schedule):
         assert rank[schedule]["peak"] - seed - p["activation_bytes"] in sent, (i, rank[schedule])
 
 
+@pytest.mark.parametrize("schedule", ["ScheduleGPipe", "Schedule1F1B"])
+def test_in_flight_activations_match_the_allocator(ranks, schedule):
+    """The allocator's reading is live bytes since the window opened: a block the step before left (its output,
+    its loss) freed inside the window before the first backward reads as less. Seen once on CI-like load (stage
+    1, 1F1B: 64 B under, the step before's output); the window now opens after a garbage collection, and a run
+    whose reading is off is run again (``launch.run_ranks_checked``): a real regression fails every run."""
+    check = functools.partial(_check_in_flight, schedule=schedule)
+    try:
+        check(ranks)
+    except AssertionError:
+        run_ranks_checked(_worker, 2, check, attempts=2)
+
+
 def test_four_stages_1f1b_in_flight_falls_by_stage():
-    ranks = run_ranks(_four_stages, 4)
-    job = ranks[0]["job"]
-    assert [r["params"] for r in job["ranks"]] == [1_088, 2_080, 2_112, 520]
-    assert job["job"]["unsharded_params"] == 5_800
-    rows = [r["pipeline"] for r in job["ranks"]]
-    assert [r["in_flight"] for r in rows] == [4, 3, 2, 1]
-    assert [(r["microbatch_bytes"], r["kept_bytes"]) for r in rows] == [(512, 0), (256, 0), (512, 0), (132, 68)]
-    for i, rank in enumerate(ranks):
-        seed = 4 if i == 3 else 0  # the last stage's ones_like(loss)
-        assert rank["first"] - seed == rows[i]["in_flight"] * rows[i]["microbatch_bytes"], (i, rank["first"])
+    def check(ranks: list[dict]) -> None:  # (a reading off by timing is run again, as above)
+        job = ranks[0]["job"]
+        assert [r["params"] for r in job["ranks"]] == [1_088, 2_080, 2_112, 520]
+        assert job["job"]["unsharded_params"] == 5_800
+        rows = [r["pipeline"] for r in job["ranks"]]
+        assert [r["in_flight"] for r in rows] == [4, 3, 2, 1]
+        assert [(r["microbatch_bytes"], r["kept_bytes"]) for r in rows] == [(512, 0), (256, 0), (512, 0), (132, 68)]
+        for i, rank in enumerate(ranks):
+            seed = 4 if i == 3 else 0  # the last stage's ones_like(loss)
+            assert rank["first"] - seed == rows[i]["in_flight"] * rows[i]["microbatch_bytes"], (i, rank["first"])
+    run_ranks_checked(_four_stages, 4, check)
