@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import importlib
+import inspect
 import re
 from pathlib import Path
 
@@ -76,3 +77,35 @@ def test_user_guide_python_blocks_run(tmp_path, monkeypatch):
     assert (tmp_path / "resnet_small.md").exists() and (tmp_path / "resnet_small.html").exists()
     # docs/zoo.rst: 12,501,632 / 3,236,160 MACs = 3.863 -> "3.86x fewer"
     assert namespace["row"]["changes"]["resnet_small_student"]["text"] == "3.86x fewer"
+
+
+def test_every_documented_signature_names_the_real_parameters():
+    """docs/api.rst's signatures list each function's parameters as ``inspect.signature`` has them (a ``...``
+    stands for the rest of a long peer-compatible list), so an option added to the code is added there too."""
+    text = (DOCS / "api.rst").read_text(encoding="utf-8")
+    checked = 0
+    for dotted, listed in re.findall(r"^\.\. py:function:: ([\w.]+)\((.*)\)\s*$", text, re.M):
+        module, _, attribute = dotted.rpartition(".")
+        while True:
+            try:
+                owner = importlib.import_module(module)
+                break
+            except ModuleNotFoundError:
+                module, _, parent = module.rpartition(".")
+                attribute = f"{parent}.{attribute}"
+        value = owner
+        for part in attribute.split("."):
+            value = getattr(value, part)
+        try:
+            real = [name for name in inspect.signature(value).parameters if name != "self"]
+        except (TypeError, ValueError):  # (a builtin without a signature)
+            continue
+        documented = [re.split(r"[=:]", item.strip())[0].lstrip("*") for item in re.split(r",\s*(?![^()]*\))", listed)
+                      if item.strip() not in ("", "*", "/")]
+        if "..." in documented:
+            documented.remove("...")
+            assert set(documented) <= set(real), (dotted, sorted(set(documented) - set(real)))
+        else:
+            assert documented == real, (dotted, documented, real)
+        checked += 1
+    assert checked >= 30
