@@ -123,30 +123,6 @@ def one(model_name: str, sharding: str, world_size: int, checkpointing: bool, pr
     }
 
 
-class _Stack:
-    """The FSDP2 probe's model: 3 blocks Linear(64, 256), ReLU, Linear(256, 64) in an nn.ModuleList (the units)
-    and a Linear(64, 64) head (the root). Built inside each rank (a plain function: picklable by name)."""
-
-    @staticmethod
-    def build():
-        import torch
-        from torch import nn
-
-        class Stack(nn.Module):
-            def __init__(self) -> None:
-                super().__init__()
-                torch.manual_seed(0)
-                self.blocks = nn.ModuleList(nn.Sequential(nn.Linear(64, 256), nn.ReLU(), nn.Linear(256, 64))
-                                            for _ in range(3))
-                self.head = nn.Linear(64, 64)
-
-            def forward(self, x):
-                for block in self.blocks:
-                    x = block(x)
-                return self.head(x)
-        return Stack()
-
-
 def _fsdp_probe_rank(rank: int, world: int) -> dict:
     """One gloo rank: the estimate (``comm_backend="gloo"``) beside a real fully_shard step read from the
     allocator, per option; ``above``: real less estimate less the DeviceMesh's 2 * 8 * world B (docs/memory.rst)."""
@@ -154,6 +130,7 @@ def _fsdp_probe_rank(rank: int, world: int) -> dict:
     from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
 
     from deeplite_like.backends.torch import estimate_training_memory
+    from tests.distributed.test_training_memory_fsdp import stack  # (the FSDP2 tests' model: 3 units and a root)
     from tests.torch.allocator_steps import allocator_step
 
     policy = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
@@ -167,7 +144,7 @@ def _fsdp_probe_rank(rank: int, world: int) -> dict:
             ("2 micro-batches", None, True, adamw, 2, None),
             ("2 micro-batches, sync last", None, True, adamw, 2, lambda m, i: m.set_requires_gradient_sync(i == 1)))
     for label, mixed, reshard, (name, make), k, before in runs:
-        model, x = _Stack.build(), torch.randn(8, 64)
+        model, x = stack(), torch.randn(8, 64)
         estimate = estimate_training_memory(model, x, optimizer=name, sharding="fsdp", world_size=world,
                                             reshard_after_forward=reshard, mixed_precision=mixed, comm_backend="gloo",
                                             accumulation_steps=k)

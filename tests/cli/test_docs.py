@@ -26,19 +26,23 @@ def test_every_test_the_conventions_table_names_exists():
         assert name in defined, f"docs/conventions.rst names {path}::{name}, which does not exist"
 
 
+def _owner(dotted: str) -> tuple[object, str]:
+    """The deepest importable module of a documented dotted name, and the attribute path below it."""
+    module, _, attribute = dotted.rpartition(".")
+    while True:
+        try:
+            return importlib.import_module(module), attribute
+        except ModuleNotFoundError:
+            module, _, parent = module.rpartition(".")
+            attribute = f"{parent}.{attribute}"
+
+
 def test_every_api_name_exists():
     text = (DOCS / "api.rst").read_text(encoding="utf-8")
     names = re.findall(r"^\.\. py:(?:class|function|data|exception):: ([\w.]+)", text, re.M)
     assert len(names) >= 40
     for dotted in names:
-        module, _, attribute = dotted.rpartition(".")
-        while module:
-            try:
-                owner = importlib.import_module(module)
-                break
-            except ModuleNotFoundError:
-                module, _, parent = module.rpartition(".")
-                attribute = f"{parent}.{attribute}"
+        owner, attribute = _owner(dotted)
         first, *rest = attribute.split(".")
         if not rest and first in getattr(owner, "__all__", ()):
             continue  # a lazily exported name: listed without importing its framework (TensorFlow is slow)
@@ -85,15 +89,7 @@ def test_every_documented_signature_names_the_real_parameters():
     text = (DOCS / "api.rst").read_text(encoding="utf-8")
     checked = 0
     for dotted, listed in re.findall(r"^\.\. py:function:: ([\w.]+)\((.*)\)\s*$", text, re.M):
-        module, _, attribute = dotted.rpartition(".")
-        while True:
-            try:
-                owner = importlib.import_module(module)
-                break
-            except ModuleNotFoundError:
-                module, _, parent = module.rpartition(".")
-                attribute = f"{parent}.{attribute}"
-        value = owner
+        value, attribute = _owner(dotted)
         for part in attribute.split("."):
             value = getattr(value, part)
         try:
